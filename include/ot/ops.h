@@ -1,0 +1,229 @@
+// ops-transformer operators: forward and backward of every Transformer op.
+//
+// Conventions for every function here:
+//  - `dt` is the storage dtype of activations (OT_F32 or OT_BF16); arithmetic
+//    and accumulation are f32. Parameters' gradients are always f32 and are
+//    ACCUMULATED (+=) so that gradient accumulation needs no extra buffer;
+//    activation gradients are OVERWRITTEN. Norm gains/biases are f32.
+//  - Shapes are row-major and contiguous unless a leading dimension is given.
+//  - Public functions validate arguments and return ot_status; the fast kernel
+//    for the active ISA (ot_isa_active()) runs; `ot_ref_*` are plain scalar
+//    f32 references used by the tests and never used on a hot path.
+//  - Threads: OpenMP, static partitions, fixed reduction order, so the same
+//    inputs and thread count give bitwise-identical outputs.
+#ifndef OT_OPS_H
+#define OT_OPS_H
+
+#include "ot/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ------------------------------------------------------------------ GEMM ----
+// C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major with leading
+// dimensions (elements). op(X) = X^T when trans. A/B dtype `ab` (f32 or bf16,
+// both the same), C dtype `cdt` (f32, or bf16 with ab=bf16). beta is 0 or any
+// value (applied via oneDNN's sum post-op). Primitives are cached per
+// (shape, dtypes, transposes, leading dims, post-ops); first call per shape is slow.
+ot_status ot_gemm(ot_dtype ab, ot_dtype cdt, bool transA, bool transB,
+                  int M, int N, int K, float alpha,
+                  const void *A, int lda, const void *B, int ldb,
+                  float beta, void *C, int ldc);
+// Number of cached GEMM primitives and a way to drop them (tests, memory).
+int ot_gemm_cache_size(void);
+void ot_gemm_cache_clear(void);
+
+// ---------------------------------------------------------------- linear ----
+typedef enum { OT_ACT_NONE = 0, OT_ACT_GELU = 1 } ot_act;
+
+// x: [M, K] (dt), w: [N, K] (dt, PyTorch nn.Linear layout), b: [N] f32 or NULL
+// -> y: [M, N] (dt) = act(x w^T + b). With act=GELU and pre != NULL, pre: [M, N]
+// (dt) receives x w^T + b for the backward; pre == NULL fuses GELU into the GEMM
+// epilogue (inference).
+ot_status ot_linear_fwd(ot_dtype dt, void *y, void *pre, const void *x, const void *w,
+                        const float *b, int M, int N, int K, ot_act act);
+// dy: [M, N] (dt) gradient of y; with act=GELU it is OVERWRITTEN by the gradient
+// of pre (needs pre). dx: [M, K] (dt) overwritten (NULL: skip), dw: [N, K] f32 +=,
+// db: [N] f32 += (NULL: skip). x, w as in the forward.
+ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
+                        const void *pre, const void *x, const void *w,
+                        int M, int N, int K, ot_act act);
+
+// ------------------------------------------------------------ fused QKV -----
+// One GEMM for the three projections, output laid out per head.
+// x: [B, T, C] (dt); w: [(Hq + 2*Hkv) * D, C] (dt; rows = q heads, then k heads,
+// then v heads, each head D rows); b: [(Hq + 2*Hkv) * D] f32 or NULL
+// -> q: [B, Hq, T, D], k: [B, Hkv, T, D], v: [B, Hkv, T, D] (dt).
+// Hkv divides Hq (grouped-query; Hkv == Hq is multi-head, 1 is multi-query).
+ot_status ot_qkv_fwd(ot_dtype dt, void *q, void *k, void *v, const void *x, const void *w,
+                     const float *b, int B, int T, int C, int Hq, int Hkv, int D);
+// dq/dk/dv in the per-head layouts above (dt) -> dx: [B, T, C] (dt, overwritten),
+// dw f32 +=, db f32 += (NULL: skip).
+ot_status ot_qkv_bwd(ot_dtype dt, void *dx, float *dw, float *db, const void *dq,
+                     const void *dk, const void *dv, const void *x, const void *w,
+                     int B, int T, int C, int Hq, int Hkv, int D);
+
+// ------------------------------------------------------------- embedding ----
+// tokens: [B*T] int32 in [0, V); wte: [V, C] (dt); wpe: [Tpos >= T, C] (dt) or
+// NULL (no learned positions). Row i = b*T + t gets wte[tokens[i]] + wpe[t].
+// -> out: [B*T, C] (dt). Out-of-range tokens: OT_EINVAL naming the index.
+ot_status ot_embed_fwd(ot_dtype dt, void *out, const int32_t *tokens, const void *wte,
+                       const void *wpe, int B, int T, int C, int V);
+// dout: [B*T, C] (dt) -> dwte: [V, C] f32 +=, dwpe: [T, C] f32 += (NULL: skip).
+ot_status ot_embed_bwd(ot_dtype dt, float *dwte, float *dwpe, const void *dout,
+                       const int32_t *tokens, int B, int T, int C, int V);
+
+// ------------------------------------------------- residual + normalization --
+// res = x + r (r may be NULL: res = x); y = (res - mean) * rstd * g + beta.
+// x, r: [N, C] (dt); res_out: [N, C] (dt) receives res (may be NULL when r is
+// NULL); g: [C] f32, beta: [C] f32 or NULL; mean, rstd: [N] f32 saved.
+ot_status ot_layernorm_fwd(ot_dtype dt, void *y, float *mean, float *rstd, void *res_out,
+                           const void *x, const void *r, const float *g, const float *beta,
+                           int N, int C, float eps);
+// dy: [N, C] (dt); dres: [N, C] (dt) gradient already flowing into the residual
+// stream from later layers (NULL: none); res: the forward's normalized input.
+// dx: [N, C] (dt, overwritten) = LN backward + dres, which is the gradient of
+// both x and r. dg, dbeta: [C] f32 += (dbeta NULL: skip). dx may alias dres.
+ot_status ot_layernorm_bwd(ot_dtype dt, void *dx, float *dg, float *dbeta, const void *dy,
+                           const void *dres, const void *res, const float *mean,
+                           const float *rstd, const float *g, int N, int C);
+// RMSNorm: y = res * rstd * g, rstd = 1/sqrt(mean(res^2) + eps). Same contract.
+ot_status ot_rmsnorm_fwd(ot_dtype dt, void *y, float *rstd, void *res_out, const void *x,
+                         const void *r, const float *g, int N, int C, float eps);
+ot_status ot_rmsnorm_bwd(ot_dtype dt, void *dx, float *dg, const void *dy, const void *dres,
+                         const void *res, const float *rstd, const float *g, int N, int C);
+
+// ----------------------------------------------------------- activations ----
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements.
+ot_status ot_gelu_fwd(ot_dtype dt, void *y, const void *x, size_t n);
+// dx = dy * gelu'(x); dx may alias dy.
+ot_status ot_gelu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, size_t n);
+// SwiGLU: x: [N, 2F] = [gate | up] per row -> y: [N, F] = silu(gate) * up.
+ot_status ot_swiglu_fwd(ot_dtype dt, void *y, const void *x, int N, int F);
+// dy: [N, F] -> dx: [N, 2F] (overwritten).
+ot_status ot_swiglu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, int N, int F);
+
+// ------------------------------------------------------------------ RoPE ----
+typedef enum {
+  OT_ROPE_NEOX = 0,  // rotate pairs (i, i + rot/2): GPT-NeoX, Llama (HF)
+  OT_ROPE_GPTJ = 1   // rotate pairs (2i, 2i + 1): GPT-J, Meta's original Llama
+} ot_rope_style;
+// Table for positions [0, Tmax): tab: [Tmax, rot_dims] f32, per position
+// rot_dims/2 cosines then rot_dims/2 sines of pos * base^(-2i/rot_dims).
+ot_status ot_rope_table(float *tab, int Tmax, int rot_dims, float base);
+// x: [B, H, T, D] (dt) rotated IN PLACE on the first rot_dims (even, <= D)
+// dims of each head; row t has position pos0 + t (needs pos0 + T <= Tmax).
+ot_status ot_rope_fwd(ot_dtype dt, void *x, const float *tab, int B, int H, int T, int D,
+                      int rot_dims, int pos0, ot_rope_style style);
+// Gradient: rotates dx in place by the inverse angle.
+ot_status ot_rope_bwd(ot_dtype dt, void *dx, const float *tab, int B, int H, int T, int D,
+                      int rot_dims, int pos0, ot_rope_style style);
+
+// ---------------------------------------------- softmax and cross-entropy ---
+// Row softmax: x, y: [N, V] (dt); y may alias x.
+ot_status ot_softmax_fwd(ot_dtype dt, void *y, const void *x, int N, int V);
+// dx = y * (dy - sum(dy * y)); dx may alias dy.
+ot_status ot_softmax_bwd(ot_dtype dt, void *dx, const void *y, const void *dy, int N, int V);
+// Fused softmax + cross-entropy over the vocabulary, in place.
+// logits: [N, ld] (dt) with V <= ld valid columns (columns >= V are padding:
+// ignored, and their gradient is written as 0). targets: [N] int32; a row whose
+// target == ignore_index contributes no loss and a zero gradient row; other
+// targets must be in [0, V). row_loss: [N] f32 (NULL: skip). *mean_loss =
+// sum of row losses / count (count > 0, e.g. the number of non-ignored tokens of
+// the whole global batch). want_grad: logits are OVERWRITTEN with
+// dlogits = (softmax - onehot) / count.
+ot_status ot_xent_fused(ot_dtype dt, void *logits, int ld, const int32_t *targets,
+                        int N, int V, int ignore_index, float count, float *row_loss,
+                        float *mean_loss, bool want_grad);
+
+// ----------------------------------------------------------------- AdamW ----
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;        // 1-based step for bias correction
+} ot_adamw_cfg;
+// PyTorch AdamW semantics: g' = g * grad_scale; m = b1 m + (1-b1) g';
+// v = b2 v + (1-b2) g'^2; p -= lr * (wd * p + (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)).
+// p, g, m, v: [n] f32. p_bf16: [n] bf16 copy of the updated p, or NULL.
+ot_status ot_adamw(float *p, const float *g, float *m, float *v, uint16_t *p_bf16,
+                   size_t n, const ot_adamw_cfg *cfg, float grad_scale);
+// Sum of squares of g: [n] in double, deterministic (fixed chunks).
+double ot_sumsq(const float *g, size_t n);
+// Clip coefficient for a global norm: min(1, max_norm / (norm + 1e-6)); 1 if
+// max_norm <= 0. Non-finite norm returns NaN (the caller skips the step).
+float ot_clip_coef(double norm, float max_norm);
+
+// ------------------------------------------------------------- attention ----
+// Shapes shared by every attention kernel. q: [B, Hq, Tq, D]; k, v: [B, Hkv, Tk, D];
+// o: [B, Hq, Tq, D]. Query head h uses kv head h / (Hq / Hkv).
+// causal: aligned bottom-right (as FlashAttention-2): query i sees key j iff
+// j <= i + (Tk - Tq). kv_len: [B] valid key count per sequence (keys j >=
+// kv_len[b] are masked) or NULL. A query row that sees no key gets o = 0 and
+// lse = -inf. scale 0 means 1/sqrt(D).
+typedef struct {
+  int B, Hq, Hkv, Tq, Tk, D;
+  bool causal;
+  const int32_t *kv_len;
+  float scale;
+} ot_attn_shape;
+ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn);
+
+// Materialized attention (GEMM + softmax); the baseline the flash kernels beat.
+// att: [B, Hq, Tq, Tk] f32 receives the probabilities (kept for the backward).
+ot_status ot_attn_mat_fwd(ot_dtype dt, void *o, float *att, const void *q, const void *k,
+                          const void *v, const ot_attn_shape *s);
+// dq: [B,Hq,Tq,D], dk/dv: [B,Hkv,Tk,D] (dt, overwritten); datt: [B,Hq,Tq,Tk] f32 scratch.
+ot_status ot_attn_mat_bwd(ot_dtype dt, void *dq, void *dk, void *dv, float *datt,
+                          const void *dout, const float *att, const void *q, const void *k,
+                          const void *v, const ot_attn_shape *s);
+
+// -------------------------------------------------- scalar references (f32) --
+// Same contracts as above with dt = f32, straightforward loops, single thread.
+void ot_ref_gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void ot_ref_linear_fwd(float *y, float *pre, const float *x, const float *w, const float *b,
+                       int M, int N, int K, ot_act act);
+void ot_ref_linear_bwd(float *dx, float *dw, float *db, float *dy, const float *pre,
+                       const float *x, const float *w, int M, int N, int K, ot_act act);
+void ot_ref_qkv_fwd(float *q, float *k, float *v, const float *x, const float *w, const float *b,
+                    int B, int T, int C, int Hq, int Hkv, int D);
+void ot_ref_qkv_bwd(float *dx, float *dw, float *db, const float *dq, const float *dk,
+                    const float *dv, const float *x, const float *w, int B, int T, int C,
+                    int Hq, int Hkv, int D);
+void ot_ref_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                      int B, int T, int C);
+void ot_ref_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                      int B, int T, int C);
+void ot_ref_layernorm_fwd(float *y, float *mean, float *rstd, float *res_out, const float *x,
+                          const float *r, const float *g, const float *beta, int N, int C, float eps);
+void ot_ref_layernorm_bwd(float *dx, float *dg, float *dbeta, const float *dy, const float *dres,
+                          const float *res, const float *mean, const float *rstd, const float *g,
+                          int N, int C);
+void ot_ref_rmsnorm_fwd(float *y, float *rstd, float *res_out, const float *x, const float *r,
+                        const float *g, int N, int C, float eps);
+void ot_ref_rmsnorm_bwd(float *dx, float *dg, const float *dy, const float *dres,
+                        const float *res, const float *rstd, const float *g, int N, int C);
+void ot_ref_gelu_fwd(float *y, const float *x, size_t n);
+void ot_ref_gelu_bwd(float *dx, const float *x, const float *dy, size_t n);
+void ot_ref_swiglu_fwd(float *y, const float *x, int N, int F);
+void ot_ref_swiglu_bwd(float *dx, const float *x, const float *dy, int N, int F);
+void ot_ref_rope_fwd(float *x, int B, int H, int T, int D, int rot_dims, float base, int pos0,
+                     ot_rope_style style);
+void ot_ref_rope_bwd(float *dx, int B, int H, int T, int D, int rot_dims, float base, int pos0,
+                     ot_rope_style style);
+void ot_ref_softmax_fwd(float *y, const float *x, int N, int V);
+void ot_ref_softmax_bwd(float *dx, const float *y, const float *dy, int N, int V);
+void ot_ref_xent(float *logits, int ld, const int32_t *targets, int N, int V, int ignore_index,
+                 float count, float *row_loss, float *mean_loss, bool want_grad);
+void ot_ref_adamw(float *p, const float *g, float *m, float *v, size_t n,
+                  const ot_adamw_cfg *cfg, float grad_scale);
+// lse: [B, Hq, Tq] f32 or NULL.
+void ot_ref_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
+                     const ot_attn_shape *s);
+void ot_ref_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                     const float *k, const float *v, const ot_attn_shape *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,7 @@
+// ops-transformer umbrella header.
+#ifndef OT_OT_H
+#define OT_OT_H
+#include "ot/core.h"
+#include "ot/ops.h"
+#include "ot/io.h"
+#endif

@@ -1,0 +1,134 @@
+// Tracked allocations, arenas and per-thread scratch. Every long-lived buffer
+// the library holds goes through ot_mem_alloc, so current/peak per category is
+// exact. Each block carries a 64-byte header (size, category) in front of the
+// 64-byte-aligned payload.
+#include "internal.h"
+#include <pthread.h>
+#include <stdlib.h>
+
+#define HDR 64
+#define MAGIC 0x6f746d656d626c6bull  // "otmemblk"
+
+typedef struct { uint64_t magic; size_t bytes; int cat; } blk_hdr;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t g_cur[OT_MEM_CATEGORY_COUNT], g_peak[OT_MEM_CATEGORY_COUNT];
+
+const char *ot_mem_category_name(ot_mem_category c) {
+  static const char *nm[OT_MEM_CATEGORY_COUNT] = {
+      "parameters", "gradients", "optimizer", "activations", "kv_cache", "workspace", "other"};
+  return (unsigned)c < OT_MEM_CATEGORY_COUNT ? nm[c] : "unknown";
+}
+
+void *ot_mem_alloc(size_t bytes, ot_mem_category cat) {
+  if ((unsigned)cat >= OT_MEM_CATEGORY_COUNT) {
+    ot_error(OT_EINVAL, "ot_mem_alloc: category %d out of range", (int)cat);
+    return NULL;
+  }
+  size_t total = HDR + ot_align64(bytes);
+  if (total < bytes) { ot_error(OT_ENOMEM, "ot_mem_alloc: size %zu overflows", bytes); return NULL; }
+  void *p = NULL;
+  if (posix_memalign(&p, 64, total) != 0 || !p) {
+    ot_error(OT_ENOMEM, "out of memory: could not allocate %.1f MiB for %s",
+             bytes / 1048576.0, ot_mem_category_name(cat));
+    return NULL;
+  }
+  blk_hdr *h = p;
+  h->magic = MAGIC; h->bytes = bytes; h->cat = cat;
+  pthread_mutex_lock(&g_lock);
+  g_cur[cat] += bytes;
+  if (g_cur[cat] > g_peak[cat]) g_peak[cat] = g_cur[cat];
+  pthread_mutex_unlock(&g_lock);
+  return (uint8_t *)p + HDR;
+}
+
+void ot_mem_free(void *q) {
+  if (!q) return;
+  blk_hdr *h = (blk_hdr *)((uint8_t *)q - HDR);
+  if (h->magic != MAGIC) return;  // not ours (or double free): refuse to corrupt the counts
+  h->magic = 0;
+  pthread_mutex_lock(&g_lock);
+  g_cur[h->cat] -= h->bytes;
+  pthread_mutex_unlock(&g_lock);
+  free(h);
+}
+
+size_t ot_mem_current(ot_mem_category c) {
+  if ((unsigned)c >= OT_MEM_CATEGORY_COUNT) return 0;
+  pthread_mutex_lock(&g_lock); size_t v = g_cur[c]; pthread_mutex_unlock(&g_lock);
+  return v;
+}
+size_t ot_mem_peak(ot_mem_category c) {
+  if ((unsigned)c >= OT_MEM_CATEGORY_COUNT) return 0;
+  pthread_mutex_lock(&g_lock); size_t v = g_peak[c]; pthread_mutex_unlock(&g_lock);
+  return v;
+}
+void ot_mem_reset_peak(void) {
+  pthread_mutex_lock(&g_lock);
+  for (int c = 0; c < OT_MEM_CATEGORY_COUNT; c++) g_peak[c] = g_cur[c];
+  pthread_mutex_unlock(&g_lock);
+}
+
+void ot_mem_report(FILE *f) {
+  size_t tc = 0, tp = 0;
+  fprintf(f, "%-12s %12s %12s\n", "memory", "current MiB", "peak MiB");
+  for (int c = 0; c < OT_MEM_CATEGORY_COUNT; c++) {
+    size_t cur = ot_mem_current(c), pk = ot_mem_peak(c);
+    tc += cur; tp += pk;
+    fprintf(f, "%-12s %12.2f %12.2f\n", ot_mem_category_name(c), cur / 1048576.0, pk / 1048576.0);
+  }
+  fprintf(f, "%-12s %12.2f %12.2f (peak = sum of category peaks)\n", "total", tc / 1048576.0, tp / 1048576.0);
+}
+
+// ------------------------------------------------------------------ arena ---
+ot_status ot_arena_init(ot_arena *a, const char *name, size_t cap, ot_mem_category cat) {
+  OT_CHECK_PTR(a, "ot_arena_init");
+  memset(a, 0, sizeof *a);
+  snprintf(a->name, sizeof a->name, "%s", name ? name : "arena");
+  a->cat = cat;
+  a->base = ot_mem_alloc(cap, cat);
+  if (!a->base) return OT_ENOMEM;
+  a->cap = cap;
+  return OT_OK;
+}
+
+void *ot_arena_alloc(ot_arena *a, size_t bytes) {
+  size_t need = ot_align64(bytes);
+  if (!a || !a->base || need < bytes || a->used + need > a->cap || a->used + need < a->used) {
+    ot_error(OT_ENOMEM, "arena '%s' full: %zu bytes requested, %zu of %zu used (plan a larger arena)",
+             a ? a->name : "?", bytes, a ? a->used : 0, a ? a->cap : 0);
+    return NULL;
+  }
+  void *p = a->base + a->used;
+  a->used += need;
+  if (a->used > a->high) a->high = a->used;
+  return p;
+}
+
+void ot_arena_destroy(ot_arena *a) {
+  if (!a) return;
+  ot_mem_free(a->base);
+  memset(a, 0, sizeof *a);
+}
+
+// ---------------------------------------------------------------- scratch ---
+static _Thread_local void *g_scratch;
+static _Thread_local size_t g_scratch_cap;
+
+void *ot_scratch(size_t bytes) {
+  if (bytes <= g_scratch_cap && g_scratch) return g_scratch;
+  size_t cap = g_scratch_cap ? g_scratch_cap : 4096;
+  while (cap < bytes) cap *= 2;
+  void *p = ot_mem_alloc(cap, OT_MEM_WORKSPACE);
+  if (!p) return NULL;
+  ot_mem_free(g_scratch);
+  g_scratch = p;
+  g_scratch_cap = cap;
+  return p;
+}
+
+void ot_scratch_release(void) {
+  ot_mem_free(g_scratch);
+  g_scratch = NULL;
+  g_scratch_cap = 0;
+}

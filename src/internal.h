@@ -1,0 +1,41 @@
+// Library-internal helpers shared by all layers: kernel naming and dispatch
+// across ISA variants, per-thread scratch, small utilities.
+#ifndef OT_INTERNAL_H
+#define OT_INTERNAL_H
+
+#include "ot/core.h"
+#include <string.h>
+
+// A kernel source under src/ops/kern/ is compiled once per ISA (portable, avx2,
+// avx512) with OT_ARCH_* defined; OT_K(name) gives the variant's symbol.
+// Declare the three variants once with OT_KDECL and call the active one with
+// OT_KPICK(name)(args...).
+#define OT_KDECL(ret, name, params) \
+  ret name##_portable params; ret name##_avx2 params; ret name##_avx512 params
+
+#define OT_KPICK(name) \
+  (ot_isa_active() == OT_ISA_AVX512 ? name##_avx512 : \
+   ot_isa_active() == OT_ISA_AVX2 ? name##_avx2 : name##_portable)
+
+// Per-calling-thread scratch, grow-only, tracked as OT_MEM_WORKSPACE. Valid
+// until the next ot_scratch call on the same thread; content undefined.
+// Returns NULL (with error set) on allocation failure.
+void *ot_scratch(size_t bytes);
+// Frees this thread's scratch (tests use it to check the report returns to 0).
+void ot_scratch_release(void);
+
+// Validation helpers for public entry points.
+#define OT_CHECK_PTR(p, fn) \
+  do { if (!(p)) return ot_error(OT_EINVAL, "%s: argument '%s' is NULL", fn, #p); } while (0)
+#define OT_CHECK_POS(x, fn) \
+  do { if ((x) <= 0) return ot_error(OT_EINVAL, "%s: %s=%lld must be > 0", fn, #x, (long long)(x)); } while (0)
+// f32 or bf16 storage dtype check for ops that support both.
+#define OT_CHECK_FLOAT_DT(dt, fn) \
+  do { if ((dt) != OT_F32 && (dt) != OT_BF16) \
+    return ot_error(OT_EINVAL, "%s: dtype %s unsupported (use f32 or bf16)", fn, ot_dtype_name(dt)); } while (0)
+
+// Profiler span helpers: OT_PROF(name, flops, bytes) { ... } OT_PROF_END;
+#define OT_PROF_BEGIN(name, flops, bytes) int ot__prof_tok = ot_prof_begin(name, flops, bytes)
+#define OT_PROF_STOP() ot_prof_end(ot__prof_tok)
+
+#endif

@@ -1,0 +1,198 @@
+// One SIMD vocabulary for every kernel source under src/ops/kern/. Each such
+// source is compiled three times (see CMakeLists.txt) with exactly one of
+// OT_ARCH_AVX512 / OT_ARCH_AVX2 / OT_ARCH_PORTABLE defined; kernels are written
+// once against `vf` (VL floats) and these inline functions, and get their
+// symbol names from OT_K(). Only this file knows the intrinsics (BLIS style).
+//
+// Contract of the math functions: vexp has relative error <= 2 ulp-ish
+// (< 3e-7) on [-87, 88], returns 0 below and +inf above; NaN propagates.
+#ifndef OT_SIMD_H
+#define OT_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include "../../internal.h"
+
+#if defined(OT_ARCH_AVX512)
+#  include <immintrin.h>
+#  define OT_K(name) name##_avx512
+#  define VL 16
+typedef __m512 vf;
+typedef __m512i vi;
+static inline vf vzero(void) { return _mm512_setzero_ps(); }
+static inline vf vset1(float x) { return _mm512_set1_ps(x); }
+static inline vf vload(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vstore(float *p, vf x) { _mm512_storeu_ps(p, x); }
+static inline vf vload_part(const float *p, int n) { return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p); }
+static inline void vstore_part(float *p, vf x, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), x); }
+static inline vf vadd(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vsub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf vmul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vdiv(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf vfmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   // a*b+c
+static inline vf vfnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } // c-a*b
+static inline vf vmax(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf vmin(vf a, vf b) { return _mm512_min_ps(a, b); }
+static inline vf vsqrt(vf a) { return _mm512_sqrt_ps(a); }
+static inline float vsum(vf a) { return _mm512_reduce_add_ps(a); }
+static inline float vhmax(vf a) { return _mm512_reduce_max_ps(a); }
+static inline vi vcvt_round(vf a) { return _mm512_cvtps_epi32(a); }        // nearest-even
+static inline vf vcvt_i2f(vi a) { return _mm512_cvtepi32_ps(a); }
+static inline vf vpow2i(vi n) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23)); }
+static inline vf vselect_gt(vf a, vf b, vf x, vf y) { // a > b ? x : y
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), y, x); }
+static inline vf vselect_nan(vf a, vf x) { // isnan(a) ? a : x
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), x, a); }
+// bf16 <-> f32 (round to nearest even; NaN stays a quiet NaN)
+static inline vf vload_bf16(const uint16_t *p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16)); }
+static inline vf vload_bf16_part(const uint16_t *p, int n) {
+  __m256i h = _mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+static inline __m256i ot__f32_to_bf16_512(vf x) {
+  __m512i u = _mm512_castps_si512(x);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r); }
+static inline void vstore_bf16(uint16_t *p, vf x) { _mm256_storeu_si256((__m256i *)p, ot__f32_to_bf16_512(x)); }
+static inline void vstore_bf16_part(uint16_t *p, vf x, int n) {
+  _mm256_mask_storeu_epi16(p, (__mmask16)((1u << n) - 1), ot__f32_to_bf16_512(x)); }
+
+#elif defined(OT_ARCH_AVX2)
+#  include <immintrin.h>
+#  define OT_K(name) name##_avx2
+#  define VL 8
+typedef __m256 vf;
+typedef __m256i vi;
+static inline __m256i ot__mask8(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+static inline vf vzero(void) { return _mm256_setzero_ps(); }
+static inline vf vset1(float x) { return _mm256_set1_ps(x); }
+static inline vf vload(const float *p) { return _mm256_loadu_ps(p); }
+static inline void vstore(float *p, vf x) { _mm256_storeu_ps(p, x); }
+static inline vf vload_part(const float *p, int n) { return _mm256_maskload_ps(p, ot__mask8(n)); }
+static inline void vstore_part(float *p, vf x, int n) { _mm256_maskstore_ps(p, ot__mask8(n), x); }
+static inline vf vadd(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf vsub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+static inline vf vmul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf vdiv(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vf vfmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vfnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline vf vmax(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf vmin(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline vf vsqrt(vf a) { return _mm256_sqrt_ps(a); }
+static inline float vsum(vf a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s); }
+static inline float vhmax(vf a) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s); }
+static inline vi vcvt_round(vf a) { return _mm256_cvtps_epi32(a); }
+static inline vf vcvt_i2f(vi a) { return _mm256_cvtepi32_ps(a); }
+static inline vf vpow2i(vi n) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23)); }
+static inline vf vselect_gt(vf a, vf b, vf x, vf y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
+static inline vf vselect_nan(vf a, vf x) { return _mm256_blendv_ps(x, a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
+static inline vf vload_bf16(const uint16_t *p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16)); }
+static inline vf vload_bf16_part(const uint16_t *p, int n) {
+  uint16_t t[8] = {0}; memcpy(t, p, (size_t)n * 2); return vload_bf16(t); }
+static inline __m128i ot__f32_to_bf16_256(vf x) {
+  __m256i u = _mm256_castps_si256(x);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(q), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+  // pack 8 x u32 (each < 65536) into 8 x u16
+  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+  return _mm_packus_epi32(lo, hi); }
+static inline void vstore_bf16(uint16_t *p, vf x) { _mm_storeu_si128((__m128i *)p, ot__f32_to_bf16_256(x)); }
+static inline void vstore_bf16_part(uint16_t *p, vf x, int n) {
+  uint16_t t[8]; _mm_storeu_si128((__m128i *)t, ot__f32_to_bf16_256(x)); memcpy(p, t, (size_t)n * 2); }
+
+#elif defined(OT_ARCH_PORTABLE)
+#  define OT_K(name) name##_portable
+#  define VL 1
+typedef float vf;
+typedef int32_t vi;
+static inline vf vzero(void) { return 0.0f; }
+static inline vf vset1(float x) { return x; }
+static inline vf vload(const float *p) { return *p; }
+static inline void vstore(float *p, vf x) { *p = x; }
+static inline vf vload_part(const float *p, int n) { return n > 0 ? *p : 0.0f; }
+static inline void vstore_part(float *p, vf x, int n) { if (n > 0) *p = x; }
+static inline vf vadd(vf a, vf b) { return a + b; }
+static inline vf vsub(vf a, vf b) { return a - b; }
+static inline vf vmul(vf a, vf b) { return a * b; }
+static inline vf vdiv(vf a, vf b) { return a / b; }
+static inline vf vfmadd(vf a, vf b, vf c) { return fmaf(a, b, c); }
+static inline vf vfnmadd(vf a, vf b, vf c) { return fmaf(-a, b, c); }
+static inline vf vmax(vf a, vf b) { return a > b ? a : b; }
+static inline vf vmin(vf a, vf b) { return a < b ? a : b; }
+static inline vf vsqrt(vf a) { return sqrtf(a); }
+static inline float vsum(vf a) { return a; }
+static inline float vhmax(vf a) { return a; }
+static inline vi vcvt_round(vf a) { return (vi)nearbyintf(a); }
+static inline vf vcvt_i2f(vi a) { return (float)a; }
+static inline vf vpow2i(vi n) { uint32_t u = (uint32_t)(n + 127) << 23; float f; memcpy(&f, &u, 4); return f; }
+static inline vf vselect_gt(vf a, vf b, vf x, vf y) { return a > b ? x : y; }
+static inline vf vselect_nan(vf a, vf x) { return a != a ? a : x; }
+static inline vf vload_bf16(const uint16_t *p) { return ot_bf16_to_f32(*p); }
+static inline vf vload_bf16_part(const uint16_t *p, int n) { return n > 0 ? ot_bf16_to_f32(*p) : 0.0f; }
+static inline void vstore_bf16(uint16_t *p, vf x) { *p = ot_f32_to_bf16(x); }
+static inline void vstore_bf16_part(uint16_t *p, vf x, int n) { if (n > 0) *p = ot_f32_to_bf16(x); }
+#else
+#  error "compile kernel sources with one of OT_ARCH_AVX512, OT_ARCH_AVX2, OT_ARCH_PORTABLE"
+#endif
+
+// ---- dtype-generic access: `bf16` selects bf16 storage, else f32 ----------
+static inline vf vld(const void *p, size_t i, int bf16) {
+  return bf16 ? vload_bf16((const uint16_t *)p + i) : vload((const float *)p + i); }
+static inline vf vld_part(const void *p, size_t i, int n, int bf16) {
+  return bf16 ? vload_bf16_part((const uint16_t *)p + i, n) : vload_part((const float *)p + i, n); }
+static inline void vst(void *p, size_t i, vf x, int bf16) {
+  if (bf16) vstore_bf16((uint16_t *)p + i, x); else vstore((float *)p + i, x); }
+static inline void vst_part(void *p, size_t i, vf x, int n, int bf16) {
+  if (bf16) vstore_bf16_part((uint16_t *)p + i, x, n); else vstore_part((float *)p + i, x, n); }
+// Scalar element access in the same style (for tails and per-row values).
+static inline float sld(const void *p, size_t i, int bf16) {
+  return bf16 ? ot_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i]; }
+static inline void sst(void *p, size_t i, float x, int bf16) {
+  if (bf16) ((uint16_t *)p)[i] = ot_f32_to_bf16(x); else ((float *)p)[i] = x; }
+
+// ---- exp: Cody-Waite range reduction + degree-6 polynomial ----------------
+static inline vf vexp(vf x) {
+  const vf hi = vset1(88.3762626647949f), lo = vset1(-87.3365447504f);
+  vf xc = vmin(vmax(x, lo), hi);
+  vi n = vcvt_round(vmul(xc, vset1(1.44269504088896341f)));
+  vf nf = vcvt_i2f(n);
+  vf r = vfnmadd(nf, vset1(0.693359375f), xc);
+  r = vfnmadd(nf, vset1(-2.12194440e-4f), r);
+  vf p = vset1(1.9875691500e-4f);
+  p = vfmadd(p, r, vset1(1.3981999507e-3f));
+  p = vfmadd(p, r, vset1(8.3334519073e-3f));
+  p = vfmadd(p, r, vset1(4.1665795894e-2f));
+  p = vfmadd(p, r, vset1(1.6666665459e-1f));
+  p = vfmadd(p, r, vset1(5.0000001201e-1f));
+  vf r2 = vmul(r, r);
+  p = vfmadd(p, r2, vadd(r, vset1(1.0f)));
+  // 2^n for n in [-126, 128]: split so that n=128 (x near hi) does not overflow the exponent field
+  vi n1 = vcvt_round(vmul(nf, vset1(0.5f)));   // roughly n/2
+  vf n1f = vcvt_i2f(n1);
+  vi n2 = vcvt_round(vsub(nf, n1f));
+  vf y = vmul(vmul(p, vpow2i(n1)), vpow2i(n2));
+  y = vselect_gt(x, hi, vset1(INFINITY), y);
+  y = vselect_gt(lo, x, vzero(), y);
+  return vselect_nan(x, y);
+}
+
+// Numerically safe logistic: 1 / (1 + exp(-x)).
+static inline vf vsigmoid(vf x) { return vdiv(vset1(1.0f), vadd(vset1(1.0f), vexp(vsub(vzero(), x)))); }
+
+#endif
