@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what ops-transformer needs on Debian 12 (run as root). Idempotent:
+# when every package is present it only checks and returns in well under a second.
+set -euo pipefail
+pkgs=(build-essential cmake libdnnl-dev libopenmpi-dev openmpi-bin)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing packages: ${missing[*]} — run as root (or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,81 @@
+// `ot bench ops`: measures this machine's f32 FMA peak and STREAM triad
+// bandwidth, then each operator's forward and backward throughput as a
+// fraction of the relevant roofline (GEMM-like ops: FMA peak; element-wise and
+// row ops: STREAM). Linear is also compared with oneDNN's bare matmul.
+// Bytes are the minimal DRAM traffic of each op (reads + writes of its tensors).
+#include "cli.h"
+#include "bench_util.h"
+
+OT_KDECL(double, k_fma_peak, (long iters, float *sink));
+OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
+OT_KDECL(void, k_stream_init, (float *a, float *b, float *c, size_t n));
+
+static bench_opts g_opt;
+
+// ------------------------------------------------------------ rooflines -----
+static void run_triad(void *ctx) {
+  float **abc = ctx;
+  OT_KPICK(k_stream_triad)(abc[0], abc[1], abc[2], 3.0f, (size_t)(uintptr_t)abc[3]);
+}
+
+static double measure_stream(void) {
+  size_t n = g_opt.quick ? (size_t)8 << 20 : (size_t)32 << 20;  // 3 x 128 MiB: far beyond L3
+  float *a = bench_alloc(n * 4), *b = bench_alloc(n * 4), *c = bench_alloc(n * 4);
+  OT_KPICK(k_stream_init)(a, b, c, n);
+  float *ctx[4] = {a, b, c, (float *)(uintptr_t)n};
+  double t = bench_median(run_triad, ctx, g_opt.reps);
+  ot_mem_free(a); ot_mem_free(b); ot_mem_free(c);
+  return 3.0 * 4.0 * n / t * 1e-9;
+}
+
+static double measure_peak(void) {
+  float sink = 0;
+  long iters = 20000000;
+  OT_KPICK(k_fma_peak)(iters / 10, &sink);  // warm up clocks
+  double best = 0;
+  for (int r = 0; r < 5; r++) {
+    double t0 = ot_now();
+    double fl = OT_KPICK(k_fma_peak)(iters, &sink);
+    double g = fl / (ot_now() - t0) * 1e-9;
+    if (g > best) best = g;
+  }
+  return best;
+}
+
+static void usage(void) {
+  printf("usage: ot bench ops [--quick] [--reps N] [--only SUBSTRING]\n"
+         "  --quick      smaller shapes and fewer repetitions (a smoke run)\n"
+         "  --reps N     timed repetitions per case (median reported; default 7)\n"
+         "  --only S     run only cases whose name contains S (e.g. layernorm, linear)\n"
+         "Threads: OMP_NUM_THREADS. Kernel ISA: OT_ISA=portable|avx2|avx512.\n");
+}
+
+int ot_cmd_bench(int argc, char **argv) {
+  if (argc < 1 || strcmp(argv[0], "ops") != 0) {
+    fprintf(stderr, "ot bench: expected 'ops' (the only benchmark so far)\n");
+    usage();
+    return 2;
+  }
+  g_opt.reps = 7;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
+    else if (!strcmp(argv[i], "--quick")) { g_opt.quick = true; }
+    else if (!strcmp(argv[i], "--reps")) { if (!cli_parse_int("--reps", i + 1 < argc ? argv[++i] : NULL, 1, 1000, &g_opt.reps)) return 2; }
+    else if (!strcmp(argv[i], "--only")) {
+      if (i + 1 >= argc) { fprintf(stderr, "ot bench ops: --only needs a value\n"); return 2; }
+      g_opt.only = argv[++i];
+    } else { fprintf(stderr, "ot bench ops: unknown option '%s'\n", argv[i]); usage(); return 2; }
+  }
+  if (g_opt.quick && g_opt.reps > 3) g_opt.reps = 3;
+  printf("ops-transformer operator benchmark: %d threads, kernels %s, median of %d runs\n",
+         ot_threads_get(), ot_isa_name(ot_isa_active()), g_opt.reps);
+  g_opt.peak_gflops = measure_peak();
+  g_opt.stream_gbs = measure_stream();
+  printf("measured f32 FMA peak: %.1f GFLOP/s   STREAM triad: %.1f GB/s\n\n", g_opt.peak_gflops, g_opt.stream_gbs);
+  bench_header();
+  int rc = 0;
+  rc |= bench_linear_cases(&g_opt);
+  rc |= bench_rowop_cases(&g_opt);
+  rc |= bench_misc_cases(&g_opt);
+  return rc;
+}

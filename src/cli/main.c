@@ -1,0 +1,41 @@
+// `ot`: the ops-transformer command line. Thin: parse, call the library.
+#include "cli.h"
+#include <errno.h>
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: ot <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  info                 CPU features, active kernel ISA, threads, oneDNN version\n"
+          "  bench ops [options]  measure FMA peak and STREAM bandwidth, then every operator\n"
+          "                       (run `ot bench ops --help` for options)\n"
+          "  help                 this text\n"
+          "\n"
+          "environment: OMP_NUM_THREADS (threads), OT_ISA=portable|avx2|avx512 or\n"
+          "OT_FORCE_PORTABLE=1 (kernel path), DNNL_VERBOSE=1 (oneDNN's choices)\n");
+}
+
+bool cli_parse_int(const char *flag, const char *val, int lo, int hi, int *out) {
+  if (!val) { fprintf(stderr, "ot: %s needs a value (an integer in [%d, %d])\n", flag, lo, hi); return false; }
+  char *end;
+  errno = 0;
+  long v = strtol(val, &end, 10);
+  if (errno || *end || end == val || v < lo || v > hi) {
+    fprintf(stderr, "ot: %s '%s' is not an integer in [%d, %d]\n", flag, val, lo, hi);
+    return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { usage(stderr); return 2; }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
+  if (!strcmp(cmd, "info")) return ot_cmd_info(argc - 2, argv + 2);
+  if (!strcmp(cmd, "bench")) return ot_cmd_bench(argc - 2, argv + 2);
+  fprintf(stderr, "ot: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return 2;
+}

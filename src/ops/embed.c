@@ -1,0 +1,61 @@
+// Token + learned-position embedding: validation (every token id checked
+// before any output is touched), profiler span and dispatch; the kernels live
+// in kern/embed.c, the scalar reference in embed_ref.c.
+#include "internal.h"
+#include "ot/ops.h"
+
+OT_KDECL(void, k_embed_fwd, (void *out, const int32_t *tokens, const void *wte, const void *wpe,
+                             long N, int T, int C, int bf16));
+OT_KDECL(void, k_embed_bwd, (float *dwte, float *dwpe, const void *dout, const int32_t *tokens,
+                             long N, int T, int C, int bf16));
+
+static ot_status embed_check(const char *fn, ot_dtype dt, const int32_t *tokens, int B, int T,
+                             int C, int V) {
+  OT_CHECK_FLOAT_DT(dt, fn);
+  OT_CHECK_PTR(tokens, fn);
+  OT_CHECK_POS(B, fn);
+  OT_CHECK_POS(T, fn);
+  OT_CHECK_POS(C, fn);
+  OT_CHECK_POS(V, fn);
+  long N = (long)B * T;
+  for (long i = 0; i < N; i++)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      return ot_error(OT_EINVAL,
+                      "%s: tokens[%ld] = %d is outside the vocabulary [0, V=%d) (batch %ld, "
+                      "position %ld); check the tokenizer / data shard against the model's V",
+                      fn, i, (int)tokens[i], V, i / T, i % T);
+  return OT_OK;
+}
+
+// tokens: [B*T] int32 in [0, V); wte: [V, C] (dt); wpe: [>= T, C] (dt) or NULL
+// -> out: [B*T, C] (dt), row b*T + t = wte[tokens[b*T + t]] + wpe[t].
+ot_status ot_embed_fwd(ot_dtype dt, void *out, const int32_t *tokens, const void *wte,
+                       const void *wpe, int B, int T, int C, int V) {
+  static const char fn[] = "ot_embed_fwd";
+  OT_CHECK_PTR(out, fn);
+  OT_CHECK_PTR(wte, fn);
+  OT_TRY(embed_check(fn, dt, tokens, B, T, C, V));
+  long N = (long)B * T;
+  double es = (double)ot_dtype_size(dt), n = (double)N * C;
+  OT_PROF_BEGIN("embed_fwd", wpe ? n : 0.0, n * es * (wpe ? 3.0 : 2.0) + 4.0 * N);
+  OT_KPICK(k_embed_fwd)(out, tokens, wte, wpe, N, T, C, dt == OT_BF16);
+  OT_PROF_STOP();
+  return OT_OK;
+}
+
+// dout: [B*T, C] (dt) -> dwte: [V, C] f32 += (row tokens[i] gets dout[i]),
+// dwpe: [T, C] f32 += sum over b of dout[b*T + t] (NULL: skip). Deterministic:
+// every element is accumulated in token order whatever the thread count.
+ot_status ot_embed_bwd(ot_dtype dt, float *dwte, float *dwpe, const void *dout,
+                       const int32_t *tokens, int B, int T, int C, int V) {
+  static const char fn[] = "ot_embed_bwd";
+  OT_CHECK_PTR(dwte, fn);
+  OT_CHECK_PTR(dout, fn);
+  OT_TRY(embed_check(fn, dt, tokens, B, T, C, V));
+  long N = (long)B * T;
+  double es = (double)ot_dtype_size(dt), n = (double)N * C;
+  OT_PROF_BEGIN("embed_bwd", n * (dwpe ? 2.0 : 1.0), n * (es + (dwpe ? 16.0 : 8.0)) + 4.0 * N);
+  OT_KPICK(k_embed_bwd)(dwte, dwpe, dout, tokens, N, T, C, dt == OT_BF16);
+  OT_PROF_STOP();
+  return OT_OK;
+}

@@ -1,0 +1,50 @@
+// Private interface of the GEMM family (gemm.c, linear.c, qkv.c): one matmul
+// description that the oneDNN wrapper runs, with bf16 operands either given to
+// oneDNN natively or converted to f32 in a workspace (CPUs without avx512_bf16),
+// and the kernels of kern/linear.c.
+#ifndef OT_OPS_GEMM_IMPL_H
+#define OT_OPS_GEMM_IMPL_H
+
+#include "internal.h"
+#include "ot/ops.h"
+
+// C[M,N] = act(alpha * op(A) op(B) + bias + beta * C), row-major, leading
+// dimensions in elements. adt/bdt: f32 or bf16 (may differ: then the bf16 one
+// is converted); cdt: f32 or bf16. bias: [N] f32 or NULL (only with alpha = 1).
+// gelu: tanh-GELU epilogue (only with beta = 0).
+typedef struct {
+  ot_dtype adt, bdt, cdt;
+  bool ta, tb;
+  int M, N, K;
+  float alpha, beta;
+  const void *A; int lda;
+  const void *B; int ldb;
+  void *C; int ldc;
+  const float *bias;
+  bool gelu;
+} ot_mm;
+
+// Bytes of workspace ot__mm_run needs for `m` (0 when oneDNN takes it as is).
+size_t ot__mm_ws(const ot_mm *m);
+// Runs `m` (arguments already validated). ws: ot__mm_ws(m) bytes, 64-aligned,
+// or NULL to use this thread's ot_scratch(). `fn` names the caller in errors.
+ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn);
+// true when bf16 x bf16 goes to oneDNN directly (CPU with avx512_bf16, or
+// OT_GEMM_BF16=native); false: converted to f32 first (OT_GEMM_BF16=convert).
+bool ot__gemm_bf16_native(void);
+
+// ---- kernels (kern/linear.c), one variant per ISA -------------------------
+// dst[r*ldd + c] = src[r*lds + c], r < rows, c < cols; f32/bf16 on either side.
+OT_KDECL(void, k_lin_copy2d, (void *dst, int dbf, size_t ldd, const void *src, int sbf,
+                              size_t lds, int rows, int cols));
+// db[j] += sum_i src[i*ld + j], i < M, j < N; each column summed by one thread
+// in a fixed order (blocks of rows), so the result is thread-count independent.
+OT_KDECL(void, k_lin_colsum, (float *db, const void *src, int sbf, size_t ld, int M, int N));
+// src: [B*T, (Hq+2Hkv)*D] f32 -> q: [B,Hq,T,D], k, v: [B,Hkv,T,D] (bf16 if bf).
+OT_KDECL(void, k_qkv_scatter, (void *q, void *k, void *v, int bf, const float *src,
+                               int B, int T, int Hq, int Hkv, int D));
+// dq, dk, dv (bf16 if bf) in the per-head layouts -> g: [B*T, (Hq+2Hkv)*D] (bf16 if gbf).
+OT_KDECL(void, k_qkv_gather, (void *g, int gbf, const void *dq, const void *dk,
+                              const void *dv, int bf, int B, int T, int Hq, int Hkv, int D));
+
+#endif
