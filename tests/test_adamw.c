@@ -25,23 +25,23 @@ static void test_vs_ref(ot_isa isa) {
       uint16_t *pb = th_alloc(n * 2);
       th_fill(&r, p, n, -1.f, 1.f);
       memcpy(pr, p, n * 4);
-      bool bf_ok = true, all_ok = true;
+      bool bf_ok = true;
       for (int64_t step = 1; step <= 3; step++) {
         th_fill_normal(&r, g, n, 1.0f);
         memcpy(p0, p, n * 4);
         ot_adamw_cfg cfg = {c->lr, c->b1, c->b2, c->eps, c->wd, step};
         ot_status st = ot_adamw(p, g, m, v, step == 2 ? pb : NULL, n, &cfg, c->gs);
         ot_ref_adamw(pr, g, mr, vr, n, &cfg, c->gs);
-        all_ok &= th_check(st == OT_OK, "adamw status %s", ot_last_error());
+        th_check(st == OT_OK, "adamw status %s", ot_last_error());
         // the update itself (lr is large, so f32 cancellation stays ~1e-6)
         for (size_t i = 0; i < n; i++) { dp[i] = p[i] - p0[i]; dpr[i] = pr[i] - p0[i]; }
-        all_ok &= th_check_nerr(dp, dpr, n, 2e-5, "%s adamw case %zu n=%zu step %lld: update",
+        th_check_nerr(dp, dpr, n, 2e-5, "%s adamw case %zu n=%zu step %lld: update",
                                 ot_isa_name(isa), ci, n, (long long)step);
-        all_ok &= th_check_nerr(p, pr, n, 1e-6, "%s adamw case %zu n=%zu step %lld: p",
+        th_check_nerr(p, pr, n, 1e-6, "%s adamw case %zu n=%zu step %lld: p",
                                 ot_isa_name(isa), ci, n, (long long)step);
-        all_ok &= th_check_nerr(m, mr, n, 1e-6, "%s adamw case %zu n=%zu step %lld: m",
+        th_check_nerr(m, mr, n, 1e-6, "%s adamw case %zu n=%zu step %lld: m",
                                 ot_isa_name(isa), ci, n, (long long)step);
-        all_ok &= th_check_nerr(v, vr, n, 1e-6, "%s adamw case %zu n=%zu step %lld: v",
+        th_check_nerr(v, vr, n, 1e-6, "%s adamw case %zu n=%zu step %lld: v",
                                 ot_isa_name(isa), ci, n, (long long)step);
         if (step == 2)
           for (size_t i = 0; i < n; i++) bf_ok &= pb[i] == ot_f32_to_bf16(p[i]);
@@ -49,7 +49,6 @@ static void test_vs_ref(ot_isa isa) {
         memcpy(pr, p, n * 4); memcpy(mr, m, n * 4); memcpy(vr, v, n * 4);
       }
       th_check(bf_ok, "%s adamw case %zu n=%zu: p_bf16 == round(p)", ot_isa_name(isa), ci, n);
-      (void)all_ok;
       free(p); free(m); free(v); free(g); free(p0); free(pr); free(mr); free(vr);
       free(dp); free(dpr); free(pbf); free(pb);
     }
@@ -65,8 +64,8 @@ static void test_known_value(void) {
   double want = 0.999 - 0.1 * 0.5 / (0.5 + 1e-8);
   // (betas are f32 in the config: 1 - 0.999f = 0.00099998713, not 0.001)
   double wm = (1.0 - (double)cfg.beta1) * 0.5, wv = (1.0 - (double)cfg.beta2) * 0.25;
-  th_check(st == OT_OK && fabs(p - want) < 1e-6 && fabs(m - wm) < 1e-8 * wm &&
-           fabs(v - wv) < 1e-6 * wv,
+  th_check(st == OT_OK && fabs(p - want) < 1e-6 && fabs(m - wm) < 2e-7 * wm &&
+           fabs(v - wv) < 2e-7 * wv,
            "adamw known value: p=%.9g (want %.9g), m=%.9g (%.9g), v=%.9g (%.9g)", p, want,
            m, wm, v, wv);
   // second step with the same gradient: m = 0.095, v = 4.9975e-4, bc1 = 0.19, bc2 = 0.001999

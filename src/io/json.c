@@ -1,7 +1,9 @@
 // Strict JSON parser: two passes over the input with the same code. The first
 // validates and counts nodes and decoded string bytes; the second fills one
 // tracked block sized exactly. Every read checks p < end.
+#define _GNU_SOURCE  // strtod_l: numbers parse the same under any LC_NUMERIC
 #include "json.h"
+#include <locale.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@ typedef struct {
   bool fill;                 // second pass: write nodes and strings
   ot_json *nodes; size_t nn;
   char *strs; size_t ns;
+  locale_t c_locale;         // "C" numeric locale for strtod_l, or 0 (then strtod)
 } jp;
 
 __attribute__((format(printf, 3, 4)))
@@ -184,7 +187,7 @@ static ot_status parse_number(jp *j, ot_json *node) {
   char buf[512];
   if (len >= sizeof buf) return fail(j, s, "number literal longer than %zu characters", sizeof buf - 1);
   memcpy(buf, s, len); buf[len] = 0;
-  double d = strtod(buf, NULL);
+  double d = j->c_locale ? strtod_l(buf, NULL, j->c_locale) : strtod(buf, NULL);
   if (!isfinite(d)) return fail(j, s, "number %s is out of double range", buf);
   bool is_int = false; int64_t iv = 0;
   if (integer) {  // exact int64 parse with overflow check
@@ -310,14 +313,21 @@ ot_status ot_json_parse(ot_json_doc *doc, const char *text, size_t len, int max_
   jp j = {.beg = text ? text : "", .end = (text ? text : "") + len, .what = what,
           .max_depth = max_depth > 0 ? max_depth : OT_JSON_MAX_DEPTH};
   ot_json *root = NULL;
-  OT_TRY(run_pass(&j, &root));  // count pass: validates everything
-  size_t nodes_bytes = ot_align64(j.nn * sizeof(ot_json));
-  void *mem = ot_mem_alloc(nodes_bytes + j.ns, OT_MEM_OTHER);
-  if (!mem) return ot_error(OT_ENOMEM, "%s: out of memory for %zu JSON nodes", what, j.nn);
-  j.fill = true;
-  j.nodes = mem;
-  j.strs = (char *)mem + nodes_bytes;
-  ot_status s = run_pass(&j, &root);
+  j.c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  ot_status s = run_pass(&j, &root);  // count pass: validates everything
+  void *mem = NULL;
+  if (s == OT_OK) {
+    size_t nodes_bytes = ot_align64(j.nn * sizeof(ot_json));
+    mem = ot_mem_alloc(nodes_bytes + j.ns, OT_MEM_OTHER);
+    if (!mem) s = ot_error(OT_ENOMEM, "%s: out of memory for %zu JSON nodes", what, j.nn);
+    else {
+      j.fill = true;
+      j.nodes = mem;
+      j.strs = (char *)mem + nodes_bytes;
+      s = run_pass(&j, &root);
+    }
+  }
+  if (j.c_locale) freelocale(j.c_locale);
   if (s != OT_OK) { ot_mem_free(mem); return s; }
   doc->root = root; doc->mem = mem;
   return OT_OK;

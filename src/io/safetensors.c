@@ -22,6 +22,7 @@ struct ot_st_file {
   ot_st_tensor *t;           // data order
   const ot_st_tensor **by_name;
   const char **mkey, **mval;
+  void *blk;                 // one block: entries, tensors, name index, metadata
   void *copy;                // aligned copies of tensors misaligned in the image
 };
 
@@ -45,10 +46,23 @@ static void fmt_shape(char *buf, size_t cap, const int64_t *shape, int ndim) {
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+// "an array", "a number", "null", ... for messages.
+static const char *a_type(ot_jtype t) {
+  switch (t) {
+    case OT_JNULL: return "null";
+    case OT_JBOOL: return "a boolean";
+    case OT_JNUM: return "a number";
+    case OT_JSTR: return "a string";
+    case OT_JARR: return "an array";
+    case OT_JOBJ: return "an object";
+  }
+  return "unknown";
+}
+
 static void fmt_num(char *buf, size_t cap, const ot_json *v) {
-  if (v->type != OT_JNUM) snprintf(buf, cap, "a %s", ot_json_type_name(v->type));
+  if (v->type != OT_JNUM) snprintf(buf, cap, "%s", a_type(v->type));
   else if (v->is_int) snprintf(buf, cap, "%lld", (long long)v->i);
-  else snprintf(buf, cap, "%.17g", v->d);
+  else snprintf(buf, cap, "%.15g", v->d);
 }
 
 // numel * esize with overflow checks; false on overflow past INT64_MAX.
@@ -90,8 +104,8 @@ static ot_status parse_entry(const ot_st_file *f, const ot_json *e, uint64_t dat
   const char *nm = f->name, *key = e->key;
   char b1[64], b2[128];
   if (e->type != OT_JOBJ)
-    return ot_error(OT_EFORMAT, "%s: tensor '%s': entry is a %s, not an object", nm, key,
-                    ot_json_type_name(e->type));
+    return ot_error(OT_EFORMAT, "%s: tensor '%s': entry is %s, not an object", nm, key,
+                    a_type(e->type));
   const ot_json *dt = ot_json_get(e, "dtype"), *sh = ot_json_get(e, "shape"),
                 *of = ot_json_get(e, "data_offsets");
   if (!dt || !sh || !of)
@@ -99,8 +113,8 @@ static ot_status parse_entry(const ot_st_file *f, const ot_json *e, uint64_t dat
                     !dt ? "dtype" : !sh ? "shape" : "data_offsets");
   // dtype
   if (dt->type != OT_JSTR)
-    return ot_error(OT_EFORMAT, "%s: tensor '%s': \"dtype\" is a %s, not a string", nm, key,
-                    ot_json_type_name(dt->type));
+    return ot_error(OT_EFORMAT, "%s: tensor '%s': \"dtype\" is %s, not a string", nm, key,
+                    a_type(dt->type));
   int d = -1;
   for (int i = 0; i < OT_DTYPE_COUNT; i++) if (strcmp(dt->s, k_st_names[i]) == 0) d = i;
   if (d < 0) {
@@ -115,8 +129,8 @@ static ot_status parse_entry(const ot_st_file *f, const ot_json *e, uint64_t dat
   size_t esize = ot_dtype_size(out->t.dtype);
   // shape
   if (sh->type != OT_JARR)
-    return ot_error(OT_EFORMAT, "%s: tensor '%s': \"shape\" is a %s, not an array", nm, key,
-                    ot_json_type_name(sh->type));
+    return ot_error(OT_EFORMAT, "%s: tensor '%s': \"shape\" is %s, not an array", nm, key,
+                    a_type(sh->type));
   if (sh->n > OT_MAX_DIMS)
     return ot_error(OT_EFORMAT, "%s: tensor '%s': shape has %d dims, at most %d are supported",
                     nm, key, sh->n, OT_MAX_DIMS);
@@ -140,9 +154,11 @@ static ot_status parse_entry(const ot_st_file *f, const ot_json *e, uint64_t dat
                     "exceeds 2^63)", nm, key, b2, k_st_names[d], esize);
   // data_offsets
   if (of->type != OT_JARR || of->n != 2)
-    return ot_error(OT_EFORMAT, "%s: tensor '%s': \"data_offsets\" must be [begin, end], got %s%s "
-                    "of %d", nm, key, of->type == OT_JARR ? "an " : "a ",
-                    ot_json_type_name(of->type), of->type == OT_JARR ? of->n : 1);
+    return of->type == OT_JARR
+        ? ot_error(OT_EFORMAT, "%s: tensor '%s': \"data_offsets\" must be [begin, end], got an "
+                   "array of %d element%s", nm, key, of->n, of->n == 1 ? "" : "s")
+        : ot_error(OT_EFORMAT, "%s: tensor '%s': \"data_offsets\" must be [begin, end], got %s",
+                   nm, key, a_type(of->type));
   uint64_t off[2];
   i = 0;
   for (const ot_json *v = of->first; v; v = v->next, i++) {
@@ -175,14 +191,14 @@ static ot_status parse_entry(const ot_st_file *f, const ot_json *e, uint64_t dat
 
 static ot_status parse_meta(ot_st_file *f, const ot_json *m) {
   if (m->type != OT_JOBJ)
-    return ot_error(OT_EFORMAT, "%s: __metadata__ is a %s, not an object", f->name,
-                    ot_json_type_name(m->type));
+    return ot_error(OT_EFORMAT, "%s: __metadata__ is %s, not an object", f->name,
+                    a_type(m->type));
   for (const ot_json *v = m->first; v; v = v->next) {
     if (strlen(v->key) != v->key_len)
       return ot_error(OT_EFORMAT, "%s: __metadata__ key '%s...' contains a NUL character", f->name, v->key);
     if (v->type != OT_JSTR)
-      return ot_error(OT_EFORMAT, "%s: __metadata__ value of key '%s' is a %s, not a string",
-                      f->name, v->key, ot_json_type_name(v->type));
+      return ot_error(OT_EFORMAT, "%s: __metadata__ value of key '%s' is %s, not a string",
+                      f->name, v->key, a_type(v->type));
     if (strlen(v->s) != v->len)
       return ot_error(OT_EFORMAT, "%s: __metadata__ value of key '%s' contains a NUL character",
                       f->name, v->key);
@@ -236,8 +252,7 @@ static ot_status parse_image(ot_st_file *f) {
   f->by_name = (const ot_st_tensor **)((uint8_t *)f->t + ot_align64((size_t)nt * sizeof(ot_st_tensor)));
   f->mkey = (const char **)((uint8_t *)f->by_name + ot_align64((size_t)nt * sizeof(void *)));
   f->mval = (const char **)((uint8_t *)f->mkey + ot_align64((size_t)nmeta * sizeof(void *)));
-  // f->t's block start is the allocation (freed in close) - keep blk reachable via ent? No:
-  // store the block pointer in f->copy's sibling: we free `blk` through f->t's offset.
+  f->blk = blk;
   ot_status s = OT_OK;
   int k = 0;
   for (const ot_json *e = root->first; e && s == OT_OK; e = e->next) {
@@ -277,7 +292,7 @@ static ot_status parse_image(ot_st_file *f) {
                    "tensor (%llu trailing bytes)", nm, (unsigned long long)pos,
                    (unsigned long long)data_size, (unsigned long long)(data_size - pos));
   }
-  if (s != OT_OK) { ot_mem_free(blk); f->t = NULL; return s; }
+  if (s != OT_OK) return s;  // ot_st_close frees what was allocated
 
   // Final tensors in data order; misaligned ones get an aligned copy.
   size_t copy_bytes = 0;
@@ -289,7 +304,7 @@ static ot_status parse_image(ot_st_file *f) {
   f->n = nt;
   if (copy_bytes) {
     uint8_t *c = ot_mem_alloc(copy_bytes, OT_MEM_OTHER);
-    if (!c) { ot_mem_free(blk); f->t = NULL; f->n = 0; return ot_error(OT_ENOMEM, "%s: out of memory", nm); }
+    if (!c) return ot_error(OT_ENOMEM, "%s: out of memory for aligned tensor copies", nm);
     f->copy = c;
     for (int i = 0; i < nt; i++)
       if ((uintptr_t)f->t[i].data % ot_dtype_size(f->t[i].dtype)) {
@@ -300,7 +315,282 @@ static ot_status parse_image(ot_st_file *f) {
   }
   for (int i = 0; i < nt; i++) f->by_name[i] = &f->t[i];
   qsort(f->by_name, (size_t)nt, sizeof *f->by_name, cmp_name);
-  f->t = (ot_st_tensor *)f->t;
-  // remember the block start (ent) for close: it's at a fixed offset before f->t
   return OT_OK;
+}
+
+// ----------------------------------------------------------- open/close ----
+static ot_status new_file(ot_st_file **out, const char *name) {
+  ot_st_file *f = ot_mem_alloc(sizeof *f, OT_MEM_OTHER);
+  if (!f) return ot_error(OT_ENOMEM, "%s: out of memory", name);
+  memset(f, 0, sizeof *f);
+  f->name = dup_str(name);
+  if (!f->name) { ot_mem_free(f); return ot_error(OT_ENOMEM, "%s: out of memory", name); }
+  *out = f;
+  return OT_OK;
+}
+
+static ot_status finish_open(ot_st_file **out, ot_st_file *f) {
+  ot_status s = parse_image(f);
+  if (s != OT_OK) {
+    ot_st_close(f);   // does not touch the error message
+    return s;
+  }
+  *out = f;
+  return OT_OK;
+}
+
+ot_status ot_st_open_mem(ot_st_file **out, const void *buf, size_t len, const char *name) {
+  if (!out) return ot_error(OT_EINVAL, "ot_st_open_mem: out is NULL");
+  *out = NULL;
+  if (!buf && len) return ot_error(OT_EINVAL, "ot_st_open_mem: buf is NULL with len=%zu", len);
+  ot_st_file *f;
+  OT_TRY(new_file(&f, name ? name : "<memory>"));
+  f->base = buf ? buf : (const uint8_t *)"";
+  f->size = len;
+  return finish_open(out, f);
+}
+
+ot_status ot_st_open(ot_st_file **out, const char *path) {
+  if (!out) return ot_error(OT_EINVAL, "ot_st_open: out is NULL");
+  *out = NULL;
+  if (!path) return ot_error(OT_EINVAL, "ot_st_open: path is NULL");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ot_error(OT_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno; close(fd);
+    return ot_error(OT_EIO, "%s: cannot stat: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) { close(fd); return ot_error(OT_EIO, "%s: not a regular file", path); }
+  ot_st_file *f;
+  ot_status s = new_file(&f, path);
+  if (s != OT_OK) { close(fd); return s; }
+  f->size = (size_t)st.st_size;
+  if (f->size == 0) f->base = (const uint8_t *)"";
+  else {
+    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      int e = errno; close(fd); ot_st_close(f);
+      return ot_error(OT_EIO, "%s: cannot map %zu bytes: %s", path, (size_t)st.st_size, strerror(e));
+    }
+    f->base = m;
+    f->mapped = true;
+  }
+  close(fd);
+  return finish_open(out, f);
+}
+
+void ot_st_close(ot_st_file *f) {
+  if (!f) return;
+  if (f->mapped) munmap((void *)f->base, f->size);
+  ot_json_free(&f->doc);
+  ot_mem_free(f->blk);
+  ot_mem_free(f->copy);
+  ot_mem_free(f->name);
+  ot_mem_free(f);
+}
+
+// ------------------------------------------------------------ accessors ----
+int ot_st_count(const ot_st_file *f) { return f ? f->n : 0; }
+const char *ot_st_name(const ot_st_file *f) { return f ? f->name : ""; }
+
+const ot_st_tensor *ot_st_get(const ot_st_file *f, int i) {
+  return (f && i >= 0 && i < f->n) ? &f->t[i] : NULL;
+}
+
+const ot_st_tensor *ot_st_find(const ot_st_file *f, const char *name) {
+  if (!f || !name) return NULL;
+  int lo = 0, hi = f->n - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    int c = strcmp(name, f->by_name[mid]->name);
+    if (c == 0) return f->by_name[mid];
+    if (c < 0) hi = mid - 1; else lo = mid + 1;
+  }
+  return NULL;
+}
+
+const char *ot_st_meta(const ot_st_file *f, const char *key) {
+  if (!f || !key) return NULL;
+  for (int i = 0; i < f->n_meta; i++) if (strcmp(f->mkey[i], key) == 0) return f->mval[i];
+  return NULL;
+}
+int ot_st_meta_count(const ot_st_file *f) { return f ? f->n_meta : 0; }
+const char *ot_st_meta_at(const ot_st_file *f, int i, const char **value) {
+  if (!f || i < 0 || i >= f->n_meta) { if (value) *value = NULL; return NULL; }
+  if (value) *value = f->mval[i];
+  return f->mkey[i];
+}
+
+// --------------------------------------------------------------- writer ----
+// A sink that counts bytes (buf NULL) or writes them.
+typedef struct { char *buf; size_t n; } sink;
+
+static void put(sink *k, const char *s, size_t n) {
+  if (k->buf) memcpy(k->buf + k->n, s, n);
+  k->n += n;
+}
+static void puts_(sink *k, const char *s) { put(k, s, strlen(s)); }
+static void put_jstr(sink *k, const char *s) {
+  put(k, "\"", 1);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    char e[8];
+    if (*p == '"') put(k, "\\\"", 2);
+    else if (*p == '\\') put(k, "\\\\", 2);
+    else if (*p == '\n') put(k, "\\n", 2);
+    else if (*p == '\t') put(k, "\\t", 2);
+    else if (*p < 0x20) { snprintf(e, sizeof e, "\\u%04x", *p); put(k, e, 6); }
+    else put(k, (const char *)p, 1);
+  }
+  put(k, "\"", 1);
+}
+
+static void emit_header(sink *k, const ot_st_tensor *t, int n, const char *const *mk,
+                        const char *const *mv, int n_meta) {
+  char num[64];
+  puts_(k, "{");
+  if (n_meta > 0) {
+    puts_(k, "\"__metadata__\":{");
+    for (int i = 0; i < n_meta; i++) {
+      if (i) puts_(k, ",");
+      put_jstr(k, mk[i]); puts_(k, ":"); put_jstr(k, mv[i]);
+    }
+    puts_(k, "}");
+  }
+  uint64_t off = 0;
+  for (int i = 0; i < n; i++) {
+    if (i || n_meta > 0) puts_(k, ",");
+    put_jstr(k, t[i].name);
+    puts_(k, ":{\"dtype\":\""); puts_(k, k_st_names[t[i].dtype]); puts_(k, "\",\"shape\":[");
+    for (int d = 0; d < t[i].ndim; d++) {
+      snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
+      puts_(k, num);
+    }
+    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+             (unsigned long long)(off + t[i].nbytes));
+    puts_(k, num);
+    off += t[i].nbytes;
+  }
+  puts_(k, "}");
+}
+
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+// Names must be non-empty, valid UTF-8 and unique.
+static ot_status check_names(const char *const *names, int n, const char *what) {
+  for (int i = 0; i < n; i++) {
+    if (!names[i]) return ot_error(OT_EINVAL, "ot_st_write: %s %d has a NULL name", what, i);
+    if (!*names[i]) return ot_error(OT_EINVAL, "ot_st_write: %s %d has an empty name", what, i);
+    if (!ot_json_utf8_valid(names[i], strlen(names[i])))
+      return ot_error(OT_EINVAL, "ot_st_write: %s %d name is not valid UTF-8", what, i);
+  }
+  if (n < 2) return OT_OK;
+  const char **s = ot_mem_alloc((size_t)n * sizeof *s, OT_MEM_OTHER);
+  if (!s) return ot_error(OT_ENOMEM, "ot_st_write: out of memory");
+  memcpy(s, names, (size_t)n * sizeof *s);
+  qsort(s, (size_t)n, sizeof *s, cmp_cstr);
+  ot_status st = OT_OK;
+  for (int i = 1; i < n && st == OT_OK; i++)
+    if (strcmp(s[i - 1], s[i]) == 0) st = ot_error(OT_EINVAL, "ot_st_write: duplicate %s name '%s'", what, s[i]);
+  ot_mem_free(s);
+  return st;
+}
+
+static ot_status validate_write(const ot_st_tensor *t, int n, const char *const *mk,
+                                const char *const *mv, int n_meta) {
+  if (n < 0 || n_meta < 0) return ot_error(OT_EINVAL, "ot_st_write: n=%d and n_meta=%d must be >= 0", n, n_meta);
+  if (n > 0 && !t) return ot_error(OT_EINVAL, "ot_st_write: tensors is NULL with n=%d", n);
+  if (n_meta > 0 && (!mk || !mv)) return ot_error(OT_EINVAL, "ot_st_write: meta_keys/meta_vals NULL with n_meta=%d", n_meta);
+  for (int i = 0; i < n; i++) {
+    const char *nm = t[i].name ? t[i].name : "(null)";
+    if (t[i].name && strcmp(t[i].name, "__metadata__") == 0)
+      return ot_error(OT_EINVAL, "ot_st_write: tensor %d: the name '__metadata__' is reserved", i);
+    if ((unsigned)t[i].dtype >= OT_DTYPE_COUNT)
+      return ot_error(OT_EINVAL, "ot_st_write: tensor '%s': dtype %d out of range", nm, (int)t[i].dtype);
+    if (t[i].ndim < 0 || t[i].ndim > OT_MAX_DIMS)
+      return ot_error(OT_EINVAL, "ot_st_write: tensor '%s': ndim=%d must be in [0, %d]", nm, t[i].ndim, OT_MAX_DIMS);
+    for (int d = 0; d < t[i].ndim; d++)
+      if (t[i].shape[d] < 0)
+        return ot_error(OT_EINVAL, "ot_st_write: tensor '%s': shape[%d]=%lld is negative", nm, d, (long long)t[i].shape[d]);
+    uint64_t need = 0;
+    char b[128];
+    fmt_shape(b, sizeof b, t[i].shape, t[i].ndim);
+    if (!checked_bytes(t[i].shape, t[i].ndim, ot_dtype_size(t[i].dtype), &need))
+      return ot_error(OT_EINVAL, "ot_st_write: tensor '%s': shape %s of %s overflows 2^63 bytes",
+                      nm, b, k_st_names[t[i].dtype]);
+    if (need != t[i].nbytes)
+      return ot_error(OT_EINVAL, "ot_st_write: tensor '%s': nbytes=%zu but shape %s of %s needs %llu",
+                      nm, t[i].nbytes, b, k_st_names[t[i].dtype], (unsigned long long)need);
+    if (need && !t[i].data) return ot_error(OT_EINVAL, "ot_st_write: tensor '%s': data is NULL", nm);
+  }
+  const char **names = n ? ot_mem_alloc((size_t)n * sizeof *names, OT_MEM_OTHER) : NULL;
+  if (n && !names) return ot_error(OT_ENOMEM, "ot_st_write: out of memory");
+  for (int i = 0; i < n; i++) names[i] = t[i].name;
+  ot_status s = check_names(names, n, "tensor");
+  ot_mem_free(names);
+  OT_TRY(s);
+  for (int i = 0; i < n_meta; i++)
+    if (!mv[i] || !ot_json_utf8_valid(mv[i], strlen(mv[i])))
+      return ot_error(OT_EINVAL, "ot_st_write: metadata value %d is %s", i, mv[i] ? "not valid UTF-8" : "NULL");
+  return check_names(mk, n_meta, "metadata key");
+}
+
+static bool write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n) {
+    ssize_t w = write(fd, b, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    b += w; n -= (size_t)w;
+  }
+  return true;
+}
+
+static void fsync_dir(const char *path) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == path) snprintf(dir, sizeof dir, "/");
+  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) { (void)fsync(fd); close(fd); }  // best effort: some file systems refuse
+}
+
+ot_status ot_st_write(const char *path, const ot_st_tensor *tensors, int n,
+                      const char *const *meta_keys, const char *const *meta_vals, int n_meta) {
+  if (!path || !*path) return ot_error(OT_EINVAL, "ot_st_write: path is NULL or empty");
+  OT_TRY(validate_write(tensors, n, meta_keys, meta_vals, n_meta));
+  sink k = {0};
+  emit_header(&k, tensors, n, meta_keys, meta_vals, n_meta);
+  size_t hlen = k.n, padded = hlen + (8 - (8 + hlen) % 8) % 8;
+  size_t plen = strlen(path);
+  uint8_t *buf = ot_mem_alloc(8 + padded + plen + 5, OT_MEM_OTHER);
+  if (!buf) return ot_error(OT_ENOMEM, "%s: out of memory for a %zu-byte header", path, padded);
+  char *tmp = (char *)buf + 8 + padded;
+  memcpy(tmp, path, plen); memcpy(tmp + plen, ".tmp", 5);
+  for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+  k.buf = (char *)buf + 8; k.n = 0;
+  emit_header(&k, tensors, n, meta_keys, meta_vals, n_meta);
+  memset(buf + 8 + hlen, ' ', padded - hlen);
+
+  ot_status s = OT_OK;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    s = ot_error(OT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    ot_mem_free(buf);
+    return s;
+  }
+  bool ok = write_all(fd, buf, 8 + padded);
+  for (int i = 0; i < n && ok; i++) ok = write_all(fd, tensors[i].data, tensors[i].nbytes);
+  if (!ok) s = ot_error(OT_EIO, "%s: write failed: %s", tmp, strerror(errno));
+  else if (fsync(fd) != 0) s = ot_error(OT_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+  if (close(fd) != 0 && s == OT_OK) s = ot_error(OT_EIO, "%s: close failed: %s", tmp, strerror(errno));
+  if (s == OT_OK && rename(tmp, path) != 0)
+    s = ot_error(OT_EIO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+  if (s != OT_OK) unlink(tmp);
+  else fsync_dir(path);
+  ot_mem_free(buf);
+  return s;
 }

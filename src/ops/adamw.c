@@ -52,6 +52,8 @@ ot_status ot_adamw(float *p, const float *g, float *m, float *v, uint16_t *p_bf1
 
 // g: [n] f32 -> sum of squares in double; fixed 64K-element chunks summed in
 // chunk order, so the result does not depend on the thread count. NULL/0 -> 0.
+// Squares and 1024-element block partials are f32 (|g| > ~1e19 overflows to
+// inf, i.e. a non-finite norm); blocks and chunks are added in double.
 double ot_sumsq(const float *g, size_t n) {
   if (!g || n == 0) return 0.0;
   OT_PROF_BEGIN("sumsq", 2.0 * (double)n, 4.0 * (double)n);

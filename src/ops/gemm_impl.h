@@ -32,6 +32,12 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn);
 // true when bf16 x bf16 goes to oneDNN directly (CPU with avx512_bf16, or
 // OT_GEMM_BF16=native); false: converted to f32 first (OT_GEMM_BF16=convert).
 bool ot__gemm_bf16_native(void);
+// Overrides that choice (1 native, 0 convert, -1 back to the default); for
+// benchmarks and tests, not to be called while GEMMs run.
+void ot__gemm_bf16_set_mode(int mode);
+// Linear forward's GELU without pre: 1 fused into the GEMM, 0 separate pass,
+// -1 back to the default (fused only with oneDNN's avx512 brgemm kernels).
+void ot__linear_set_gelu_fused(int mode);
 
 // ---- kernels (kern/linear.c), one variant per ISA -------------------------
 // dst[r*ldd + c] = src[r*lds + c], r < rows, c < cols; f32/bf16 on either side.

@@ -22,8 +22,9 @@ INL vf alt_sign(float s) {
 #elif defined(OT_ARCH_AVX2)
 INL vf swap_pairs(vf x) { return _mm256_permute_ps(x, 0xB1); }
 INL vf dup_pairs(const float *p) {  // p[0..3] -> [p0 p0 p1 p1 p2 p2 p3 p3]
-  __m256 a = _mm256_castps128_ps256(_mm_loadu_ps(p));
-  return _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+  // 128-bit broadcast (a load) + in-lane permute: no lane-crossing shuffle
+  __m256 a = _mm256_broadcast_ps((const __m128 *)p);
+  return _mm256_permutevar_ps(a, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
 }
 INL vf alt_sign(float s) { return _mm256_setr_ps(-s, s, -s, s, -s, s, -s, s); }
 #endif
