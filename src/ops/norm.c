@@ -46,12 +46,12 @@ static ot_status bwd_check(const char *fn, ot_dtype dt, const void *dx, const fl
   return OT_OK;
 }
 
-// Per-thread dg/dbeta partials for the backward: nt * 2 * ld floats.
+// Per-thread scratch for the backward (dg/dbeta partials, two row buffers): nt * 4 * ld floats.
 static float *bwd_scratch(int C, int *nt, int *ld) {
   *nt = ot_threads_get();
   if (*nt < 1) *nt = 1;
   *ld = (C + 15) & ~15;
-  return ot_scratch(sizeof(float) * 2 * (size_t)*ld * (size_t)*nt);
+  return ot_scratch(sizeof(float) * 4 * (size_t)*ld * (size_t)*nt);
 }
 
 // y, res_out: [N, C] (dt); mean, rstd: [N] f32; x, r: [N, C] (dt); g, beta: [C] f32.

@@ -15,19 +15,21 @@ static void ref_norm_fwd(int rms, float *y, float *mean, float *rstd, float *res
       if (res_out) res_out[o + c] = v;
       s += v;
     }
+    // after pass 1 res lives in res_out (which may alias x or r), else recompute it
+#define RES(c) (res_out ? res_out[o + (c)] : r ? x[o + (c)] + r[o + (c)] : x[o + (c)])
     double m = rms ? 0.0 : s / C;
     for (int c = 0; c < C; c++) {
-      double d = (double)(r ? x[o + c] + r[o + c] : x[o + c]) - m;
+      double d = (double)RES(c) - m;
       q += d * d;
     }
     double rs = 1.0 / sqrt(q / C + (double)eps);
     if (mean) mean[n] = (float)m;
     rstd[n] = (float)rs;
     for (int c = 0; c < C; c++) {
-      double v = (double)(r ? x[o + c] + r[o + c] : x[o + c]);
-      double h = (v - m) * rs * g[c] + (beta ? beta[c] : 0.0);
+      double h = ((double)RES(c) - m) * rs * g[c] + (beta ? beta[c] : 0.0);
       y[o + c] = (float)h;
     }
+#undef RES
   }
 }
 

@@ -1,8 +1,9 @@
 // Residual + LayerNorm / RMSNorm kernels, forward and backward, one source for
 // every ISA (see simd.h). One row of C values stays in L1 between the passes
 // over it, so each row's data comes from memory once:
-//   forward:  [res = x + r -> res_out], stats (sum, then centred sum of
-//             squares), y = (res - mean) * rstd * g (+ beta)
+//   forward:  res = x + r -> res_out fused with the row sum (or sum of squares),
+//             then (LayerNorm) the centred sum of squares, then
+//             y = (res - mean) * rstd * g (+ beta)
 //   backward: row sums of dxhat and dxhat * xhat plus dg/dbeta partials, then
 //             dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) + dres
 // `rms` selects RMSNorm (no centring, mean(res^2) instead of the variance).
@@ -47,33 +48,49 @@ INL float row_var_sum(const void *p, size_t o, int C, float m, const int bf16) {
   return s;
 }
 
-INL void norm_fwd_impl(const int bf16, const int rms, void *y, float *mean, float *rstd,
+// Rows [n0, n1) of the forward.
+INL void norm_fwd_rows(const int bf16, const int rms, void *y, float *mean, float *rstd,
                        void *res_out, const void *x, const void *r, const float *g,
-                       const float *beta, int N, int C, float eps) {
+                       const float *beta, long n0, long n1, int C, float eps) {
   const size_t es = bf16 ? 2 : 4;
-#pragma omp parallel for schedule(static) if ((size_t)N * C >= NORM_PAR_MIN)
-  for (long n = 0; n < N; n++) {
+  for (long n = n0; n < n1; n++) {
     const size_t o = (size_t)n * C;
-    const void *src = x;  // where res lives once pass 1 is done
-    if (r) {  // pass 1: res = x + r, stored (rounded to the storage dtype)
+    // pass 1: res = x + r, stored (rounded to the storage dtype), and the sum
+    // (LayerNorm) or sum of squares (RMSNorm) of the stored values, which are
+    // what the backward will see
+    const void *src = x;  // where res lives
+    float s;
+    if (r) {
+      vf a = vzero();
       int c = 0;
-      for (; c + VL <= C; c += VL) vst(res_out, o + c, vadd(vld(x, o + c, bf16), vld(r, o + c, bf16)), bf16);
-      for (; c < C; c++) sst(res_out, o + c, sld(x, o + c, bf16) + sld(r, o + c, bf16), bf16);
+      for (; c + VL <= C; c += VL) {
+        vf v = vadd(vld(x, o + c, bf16), vld(r, o + c, bf16));
+        vst(res_out, o + c, v, bf16);
+        if (bf16) v = vld(res_out, o + c, 1);  // the rounded value
+        a = rms ? vfmadd(v, v, a) : vadd(a, v);
+      }
+      s = vsum(a);
+      for (; c < C; c++) {
+        sst(res_out, o + c, sld(x, o + c, bf16) + sld(r, o + c, bf16), bf16);
+        float v = sld(res_out, o + c, bf16);
+        s += rms ? v * v : v;
+      }
       src = res_out;
-    } else if (res_out && res_out != x) {
-      memcpy((char *)res_out + o * es, (const char *)x + o * es, (size_t)C * es);
+    } else {
+      if (res_out && res_out != x)
+        memcpy((char *)res_out + o * es, (const char *)x + o * es, (size_t)C * es);
+      s = row_sum(x, o, C, bf16, rms);
     }
-    // statistics over the stored values (what the backward will see)
     float m = 0.0f, rs;
     if (rms) {
-      rs = 1.0f / sqrtf(row_sum(src, o, C, bf16, 1) / (float)C + eps);
-    } else {
-      m = row_sum(src, o, C, bf16, 0) / (float)C;
+      rs = 1.0f / sqrtf(s / (float)C + eps);
+    } else {  // pass 2: centred sum of squares (the row is in L1)
+      m = s / (float)C;
       rs = 1.0f / sqrtf(row_var_sum(src, o, C, m, bf16) / (float)C + eps);
       mean[n] = m;
     }
     rstd[n] = rs;
-    // normalize
+    // last pass: normalize
     const vf vm = vset1(m), vr = vset1(rs);
     int c = 0;
     if (beta) {
@@ -92,10 +109,12 @@ INL void norm_fwd_impl(const int bf16, const int rms, void *y, float *mean, floa
   }
 }
 
-// One row of the backward. pdg/pdb: this thread's dg/dbeta partials (pdb NULL: skip).
+// One row of the backward. pdg/pdb: this thread's dg/dbeta partials (pdb
+// NULL: skip); bx/bd: this thread's [C] buffers for xhat and dxhat, kept in L1
+// between the two passes so the second one does not convert res/dy again.
 INL void norm_bwd_row(const int bf16, const int rms, void *dx, float *pdg, float *pdb,
-                      const void *dy, const void *dres, const void *res, float m, float rs,
-                      const float *g, size_t o, int C) {
+                      float *bx, float *bd, const void *dy, const void *dres, const void *res,
+                      float m, float rs, const float *g, size_t o, int C) {
   const vf vm = vset1(m), vr = vset1(rs);
   vf s1 = vzero(), s2 = vzero();
   int c = 0;
@@ -103,6 +122,8 @@ INL void norm_bwd_row(const int bf16, const int rms, void *dx, float *pdg, float
     vf d = vld(dy, o + c, bf16);
     vf xh = vmul(vsub(vld(res, o + c, bf16), vm), vr);
     vf dxh = vmul(d, vload(g + c));
+    vstore(bx + c, xh);
+    vstore(bd + c, dxh);
     if (!rms) s1 = vadd(s1, dxh);
     s2 = vfmadd(dxh, xh, s2);
     vstore(pdg + c, vfmadd(d, xh, vload(pdg + c)));
@@ -111,6 +132,8 @@ INL void norm_bwd_row(const int bf16, const int rms, void *dx, float *pdg, float
   float t1 = vsum(s1), t2 = vsum(s2);
   for (; c < C; c++) {
     float d = sld(dy, o + c, bf16), xh = (sld(res, o + c, bf16) - m) * rs, dxh = d * g[c];
+    bx[c] = xh;
+    bd[c] = dxh;
     if (!rms) t1 += dxh;
     t2 += dxh * xh;
     pdg[c] += d * xh;
@@ -120,70 +143,78 @@ INL void norm_bwd_row(const int bf16, const int rms, void *dx, float *pdg, float
   const vf va = vset1(a), vb = vset1(b);
   c = 0;
   for (; c + VL <= C; c += VL) {
-    vf xh = vmul(vsub(vld(res, o + c, bf16), vm), vr);
-    vf dxh = vmul(vld(dy, o + c, bf16), vload(g + c));
-    vf v = vmul(vsub(dxh, vfmadd(xh, vb, va)), vr);
+    vf v = vmul(vsub(vload(bd + c), vfmadd(vload(bx + c), vb, va)), vr);
     if (dres) v = vadd(v, vld(dres, o + c, bf16));
     vst(dx, o + c, v, bf16);
   }
   for (; c < C; c++) {
-    float xh = (sld(res, o + c, bf16) - m) * rs, dxh = sld(dy, o + c, bf16) * g[c];
-    float v = (dxh - (xh * b + a)) * rs;
+    float v = (bd[c] - (bx[c] * b + a)) * rs;
     if (dres) v += sld(dres, o + c, bf16);
     sst(dx, o + c, v, bf16);
   }
 }
 
-// part: scratch for nt threads' partials, nt * 2 * ld floats (ld >= C, multiple of 16).
-INL void norm_bwd_impl(const int bf16, const int rms, void *dx, float *dg, float *dbeta,
-                       const void *dy, const void *dres, const void *res, const float *mean,
-                       const float *rstd, const float *g, int N, int C, float *part, int nt,
-                       int ld) {
+// Rows [n0, n1) of the backward, partials into pdg/pdb.
+INL void norm_bwd_rows(const int bf16, const int rms, void *dx, float *pdg, float *pdb,
+                       float *bx, float *bd, const void *dy, const void *dres, const void *res, const float *mean,
+                       const float *rstd, const float *g, long n0, long n1, int C) {
+  for (long n = n0; n < n1; n++)
+    norm_bwd_row(bf16, rms, dx, pdg, pdb, bx, bd, dy, dres, res, rms ? 0.0f : mean[n], rstd[n], g,
+                 (size_t)n * C, C);
+}
+
+// Threads take fixed contiguous row ranges (static partition); inside the
+// parallel region each range runs a loop specialised for (bf16, rms).
+void OT_K(k_norm_fwd)(int bf16, int rms, void *y, float *mean, float *rstd, void *res_out,
+                      const void *x, const void *r, const float *g, const float *beta, int N,
+                      int C, float eps) {
+#pragma omp parallel if ((size_t)N * C >= NORM_PAR_MIN)
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    const long n0 = (long)N * t / T, n1 = (long)N * (t + 1) / T;
+    if (bf16) {
+      if (rms) norm_fwd_rows(1, 1, y, mean, rstd, res_out, x, r, g, NULL, n0, n1, C, eps);
+      else norm_fwd_rows(1, 0, y, mean, rstd, res_out, x, r, g, beta, n0, n1, C, eps);
+    } else {
+      if (rms) norm_fwd_rows(0, 1, y, mean, rstd, res_out, x, r, g, NULL, n0, n1, C, eps);
+      else norm_fwd_rows(0, 0, y, mean, rstd, res_out, x, r, g, beta, n0, n1, C, eps);
+    }
+  }
+}
+
+// part: scratch for nt threads, nt * 4 * ld floats (ld >= C, a multiple of 16):
+// per thread dg and dbeta partials, summed in thread order at the end
+// (deterministic), and the xhat/dxhat row buffers.
+void OT_K(k_norm_bwd)(int bf16, int rms, void *dx, float *dg, float *dbeta, const void *dy,
+                      const void *dres, const void *res, const float *mean, const float *rstd,
+                      const float *g, int N, int C, float *part, int nt, int ld) {
   int used = 1;
   if ((size_t)N * C < NORM_PAR_MIN) nt = 1;
+  if (rms) dbeta = NULL;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int t = omp_get_thread_num(), T = omp_get_num_threads();
     if (t == 0) used = T;
-    float *pdg = part + (size_t)t * 2 * ld, *pdb = dbeta ? pdg + ld : NULL;
+    float *pdg = part + (size_t)t * 4 * ld, *pdb = dbeta ? pdg + ld : NULL;
+    float *bx = pdg + 2 * (size_t)ld, *bd = pdg + 3 * (size_t)ld;
     memset(pdg, 0, sizeof(float) * 2 * (size_t)ld);
-    const long n0 = (long)N * t / T, n1 = (long)N * (t + 1) / T;  // static, fixed partition
-    for (long n = n0; n < n1; n++)
-      norm_bwd_row(bf16, rms, dx, pdg, pdb, dy, dres, res, rms ? 0.0f : mean[n], rstd[n], g,
-                   (size_t)n * C, C);
+    const long n0 = (long)N * t / T, n1 = (long)N * (t + 1) / T;
+    if (bf16) {
+      if (rms) norm_bwd_rows(1, 1, dx, pdg, NULL, bx, bd, dy, dres, res, NULL, rstd, g, n0, n1, C);
+      else norm_bwd_rows(1, 0, dx, pdg, pdb, bx, bd, dy, dres, res, mean, rstd, g, n0, n1, C);
+    } else {
+      if (rms) norm_bwd_rows(0, 1, dx, pdg, NULL, bx, bd, dy, dres, res, NULL, rstd, g, n0, n1, C);
+      else norm_bwd_rows(0, 0, dx, pdg, pdb, bx, bd, dy, dres, res, mean, rstd, g, n0, n1, C);
+    }
   }
   // fixed-order reduction of the partials: thread 0, 1, ...
   for (int c = 0; c < C; c++) {
     float sg = 0.0f, sb = 0.0f;
     for (int t = 0; t < used; t++) {
-      sg += part[(size_t)t * 2 * ld + c];
-      sb += part[(size_t)t * 2 * ld + ld + c];
+      sg += part[(size_t)t * 4 * ld + c];
+      sb += part[(size_t)t * 4 * ld + ld + c];
     }
     dg[c] += sg;
     if (dbeta) dbeta[c] += sb;
-  }
-}
-
-void OT_K(k_norm_fwd)(int bf16, int rms, void *y, float *mean, float *rstd, void *res_out,
-                      const void *x, const void *r, const float *g, const float *beta, int N,
-                      int C, float eps) {
-  if (bf16) {
-    if (rms) norm_fwd_impl(1, 1, y, mean, rstd, res_out, x, r, g, NULL, N, C, eps);
-    else norm_fwd_impl(1, 0, y, mean, rstd, res_out, x, r, g, beta, N, C, eps);
-  } else {
-    if (rms) norm_fwd_impl(0, 1, y, mean, rstd, res_out, x, r, g, NULL, N, C, eps);
-    else norm_fwd_impl(0, 0, y, mean, rstd, res_out, x, r, g, beta, N, C, eps);
-  }
-}
-
-void OT_K(k_norm_bwd)(int bf16, int rms, void *dx, float *dg, float *dbeta, const void *dy,
-                      const void *dres, const void *res, const float *mean, const float *rstd,
-                      const float *g, int N, int C, float *part, int nt, int ld) {
-  if (bf16) {
-    if (rms) norm_bwd_impl(1, 1, dx, dg, NULL, dy, dres, res, NULL, rstd, g, N, C, part, nt, ld);
-    else norm_bwd_impl(1, 0, dx, dg, dbeta, dy, dres, res, mean, rstd, g, N, C, part, nt, ld);
-  } else {
-    if (rms) norm_bwd_impl(0, 1, dx, dg, NULL, dy, dres, res, NULL, rstd, g, N, C, part, nt, ld);
-    else norm_bwd_impl(0, 0, dx, dg, dbeta, dy, dres, res, mean, rstd, g, N, C, part, nt, ld);
   }
 }
