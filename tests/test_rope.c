@@ -7,17 +7,17 @@
 static th_rng g_rng = {0x5eed0001};
 
 // Runs the fast forward (bwd = 0) or backward on x (f32 values) with storage dt.
-static ot_status fast_rope(int bwd, ot_dtype dt, float *x, const float *tab, int B, int H, int T,
-                           int D, int rot, int pos0, ot_rope_style st) {
+static ot_status fast_rope(int bwd, ot_dtype dt, float *x, const float *tab, int Tmax, int B, int H,
+                           int T, int D, int rot, int pos0, ot_rope_style st) {
   size_t n = (size_t)B * H * T * D;
   ot_status s;
   if (dt == OT_BF16) {
     uint16_t *xb = th_to_bf16(x, n);
-    s = (bwd ? ot_rope_bwd : ot_rope_fwd)(dt, xb, tab, B, H, T, D, rot, pos0, st);
+    s = (bwd ? ot_rope_bwd : ot_rope_fwd)(dt, xb, tab, Tmax, B, H, T, D, rot, pos0, st);
     th_from_bf16(xb, x, n);
     free(xb);
   } else {
-    s = (bwd ? ot_rope_bwd : ot_rope_fwd)(dt, x, tab, B, H, T, D, rot, pos0, st);
+    s = (bwd ? ot_rope_bwd : ot_rope_fwd)(dt, x, tab, Tmax, B, H, T, D, rot, pos0, st);
   }
   return s;
 }
@@ -71,7 +71,7 @@ static void test_vs_ref(void) {
             ot_rope_style style = (ot_rope_style)st;
             memcpy(x, x0, n * 4);
             memcpy(want, x0, n * 4);
-            ot_status rc = fast_rope(bwd, dt, x, tab, s.B, s.H, s.T, s.D, s.rot, s.pos0, style);
+            ot_status rc = fast_rope(bwd, dt, x, tab, Tmax, s.B, s.H, s.T, s.D, s.rot, s.pos0, style);
             (bwd ? ot_ref_rope_bwd : ot_ref_rope_fwd)(want, s.B, s.H, s.T, s.D, s.rot, s.base,
                                                       s.pos0, style);
             th_check(rc == OT_OK, "rope status %s", ot_last_error());
@@ -107,9 +107,9 @@ static void test_identity(void) {
     ot_isa_force(isas[ii]);
     for (int st = 0; st < 2; st++) {
       memcpy(x, x0, n * 4);
-      fast_rope(0, OT_F32, x, tab, B, H, T, D, rot, pos0, (ot_rope_style)st);
+      fast_rope(0, OT_F32, x, tab, pos0 + T, B, H, T, D, rot, pos0, (ot_rope_style)st);
       th_check(th_nerr(x, x0, n) > 0.1, "rope_fwd %s changes x", sname((ot_rope_style)st));
-      fast_rope(1, OT_F32, x, tab, B, H, T, D, rot, pos0, (ot_rope_style)st);
+      fast_rope(1, OT_F32, x, tab, pos0 + T, B, H, T, D, rot, pos0, (ot_rope_style)st);
       th_check_nerr(x, x0, n, 1e-6, "rope fwd then bwd = identity, %s %s",
                     sname((ot_rope_style)st), ot_isa_name(isas[ii]));
     }
@@ -162,9 +162,9 @@ static void test_neox_gptj(void) {
     ot_isa_force(isas[ii]);
     for (int bwd = 0; bwd < 2; bwd++) {
       permute(a, x, rows, D, rot);
-      fast_rope(bwd, OT_F32, a, tab, B, H, T, D, rot, pos0, OT_ROPE_NEOX);
+      fast_rope(bwd, OT_F32, a, tab, pos0 + T, B, H, T, D, rot, pos0, OT_ROPE_NEOX);
       memcpy(b, x, n * 4);
-      fast_rope(bwd, OT_F32, b, tab, B, H, T, D, rot, pos0, OT_ROPE_GPTJ);
+      fast_rope(bwd, OT_F32, b, tab, pos0 + T, B, H, T, D, rot, pos0, OT_ROPE_GPTJ);
       permute(xp, b, rows, D, rot);
       th_check_nerr(a, xp, n, 1e-6, "fast %s: neox(P x) == P gptj(x), %s", bwd ? "bwd" : "fwd",
                     ot_isa_name(isas[ii]));
@@ -216,9 +216,9 @@ static void test_determinism_pos0(void) {
       memcpy(a, x0, n * 4);
       memcpy(b, x0, n * 4);
       ot_threads_set(1);
-      fast_rope(0, dt, a, tab, B, H, T, D, rot, 0, (ot_rope_style)st);
+      fast_rope(0, dt, a, tab, T, B, H, T, D, rot, 0, (ot_rope_style)st);
       ot_threads_set(2);
-      fast_rope(0, dt, b, tab, B, H, T, D, rot, 0, (ot_rope_style)st);
+      fast_rope(0, dt, b, tab, T, B, H, T, D, rot, 0, (ot_rope_style)st);
       th_check(memcmp(a, b, n * 4) == 0, "rope_fwd %s %s: same bits with 1 and 2 threads",
                sname((ot_rope_style)st), ot_dtype_name(dt));
     }
@@ -227,9 +227,9 @@ static void test_determinism_pos0(void) {
   int T2 = 48, p0 = T - T2;
   float *c = th_falloc((size_t)T2 * D);
   memcpy(a, x0, (size_t)T * D * 4);
-  fast_rope(0, OT_F32, a, tab, 1, 1, T, D, rot, 0, OT_ROPE_NEOX);
+  fast_rope(0, OT_F32, a, tab, T, 1, 1, T, D, rot, 0, OT_ROPE_NEOX);
   memcpy(c, x0 + (size_t)p0 * D, (size_t)T2 * D * 4);
-  fast_rope(0, OT_F32, c, tab, 1, 1, T2, D, rot, p0, OT_ROPE_NEOX);
+  fast_rope(0, OT_F32, c, tab, T, 1, 1, T2, D, rot, p0, OT_ROPE_NEOX);
   th_check(memcmp(c, a + (size_t)p0 * D, (size_t)T2 * D * 4) == 0,
            "rope_fwd with pos0=%d equals rows %d.. of the pos0=0 sequence", p0, p0);
   free(tab); free(x0); free(a); free(b); free(c);
@@ -244,26 +244,28 @@ static void test_errors(void) {
   th_check_error(ot_rope_table(tab, 4, 4, -2.0f), OT_EINVAL, "base=-2", "table base < 0");
   th_check_error(ot_rope_table(NULL, 4, 4, 10.0f), OT_EINVAL, "'tab'", "table NULL");
   ot_rope_table(tab, 8, 8, 10000.0f);
-  th_check_error(ot_rope_fwd(OT_F32, x, tab, 1, 1, 2, 8, 5, 0, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 1, 1, 2, 8, 5, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "rot_dims=5", "odd rot_dims");
-  th_check_error(ot_rope_fwd(OT_F32, x, tab, 1, 1, 2, 8, 10, 0, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 1, 1, 2, 8, 10, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "rot_dims=10", "rot_dims > D");
-  th_check_error(ot_rope_bwd(OT_F32, x, tab, 1, 1, 2, 8, 0, 0, OT_ROPE_GPTJ), OT_EINVAL,
+  th_check_error(ot_rope_bwd(OT_F32, x, tab, 8, 1, 1, 2, 8, 0, 0, OT_ROPE_GPTJ), OT_EINVAL,
                  "rot_dims=0", "rot_dims 0");
-  th_check_error(ot_rope_fwd(OT_F32, x, tab, 1, 1, 2, 8, 8, -1, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 1, 1, 2, 8, 8, -1, OT_ROPE_NEOX), OT_EINVAL,
                  "pos0=-1", "negative pos0");
-  th_check_error(ot_rope_fwd(OT_F32, NULL, tab, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F32, NULL, tab, 8, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "'x'", "NULL x");
-  th_check_error(ot_rope_bwd(OT_F32, x, NULL, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_bwd(OT_F32, x, NULL, 8, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "'tab'", "NULL tab");
-  th_check_error(ot_rope_fwd(OT_F16, x, tab, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F16, x, tab, 8, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "f16", "f16 dtype");
-  th_check_error(ot_rope_fwd(OT_F32, x, tab, 0, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 0, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "B=0", "B=0");
-  th_check_error(ot_rope_fwd(OT_F32, x, tab, 1, 1, -3, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 1, 1, -3, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "T=-3", "T<0");
-  th_check_error(ot_rope_fwd(OT_F32, x, tab, 1, 1, 2, 8, 8, 0, (ot_rope_style)7), OT_EINVAL,
+  th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 1, 1, 2, 8, 8, 0, (ot_rope_style)7), OT_EINVAL,
                  "style=7", "unknown style");
+  th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 1, 1, 2, 8, 8, 7, OT_ROPE_NEOX), OT_EINVAL,
+                 "Tmax=8", "positions beyond the table");
 }
 
 int main(void) {

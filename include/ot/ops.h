@@ -95,7 +95,8 @@ ot_status ot_rmsnorm_bwd(ot_dtype dt, void *dx, float *dg, const void *dy, const
                          const void *res, const float *rstd, const float *g, int N, int C);
 
 // ----------------------------------------------------------- activations ----
-// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements.
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements;
+// y may alias x (element-wise, in place).
 ot_status ot_gelu_fwd(ot_dtype dt, void *y, const void *x, size_t n);
 // dx = dy * gelu'(x); dx may alias dy.
 ot_status ot_gelu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, size_t n);
@@ -113,12 +114,13 @@ typedef enum {
 // rot_dims/2 cosines then rot_dims/2 sines of pos * base^(-2i/rot_dims).
 ot_status ot_rope_table(float *tab, int Tmax, int rot_dims, float base);
 // x: [B, H, T, D] (dt) rotated IN PLACE on the first rot_dims (even, <= D)
-// dims of each head; row t has position pos0 + t (needs pos0 + T <= Tmax).
-ot_status ot_rope_fwd(ot_dtype dt, void *x, const float *tab, int B, int H, int T, int D,
-                      int rot_dims, int pos0, ot_rope_style style);
+// dims of each head; row t has position pos0 + t. tab: [Tmax, rot_dims] from
+// ot_rope_table with the same rot_dims; pos0 + T > Tmax is an error.
+ot_status ot_rope_fwd(ot_dtype dt, void *x, const float *tab, int Tmax, int B, int H, int T,
+                      int D, int rot_dims, int pos0, ot_rope_style style);
 // Gradient: rotates dx in place by the inverse angle.
-ot_status ot_rope_bwd(ot_dtype dt, void *dx, const float *tab, int B, int H, int T, int D,
-                      int rot_dims, int pos0, ot_rope_style style);
+ot_status ot_rope_bwd(ot_dtype dt, void *dx, const float *tab, int Tmax, int B, int H, int T,
+                      int D, int rot_dims, int pos0, ot_rope_style style);
 
 // ---------------------------------------------- softmax and cross-entropy ---
 // Row softmax: x, y: [N, V] (dt); y may alias x.

@@ -18,8 +18,8 @@ static void gelu_fwd(void *p) { rctx *c = p; bench_must(ot_gelu_fwd(c->dt, c->y,
 static void gelu_bwd(void *p) { rctx *c = p; bench_must(ot_gelu_bwd(c->dt, c->dx, c->x, c->dy, (size_t)c->N * c->C), "gelu_bwd"); }
 static void swi_fwd(void *p) { rctx *c = p; bench_must(ot_swiglu_fwd(c->dt, c->y, c->x, c->N, c->C), "swiglu_fwd"); }
 static void swi_bwd(void *p) { rctx *c = p; bench_must(ot_swiglu_bwd(c->dt, c->dx, c->x, c->dy, c->N, c->C), "swiglu_bwd"); }
-static void rope_fwd(void *p) { rctx *c = p; bench_must(ot_rope_fwd(c->dt, c->x, c->tab, c->B, c->H, c->T, c->D, c->D, 0, OT_ROPE_NEOX), "rope_fwd"); }
-static void rope_bwd(void *p) { rctx *c = p; bench_must(ot_rope_bwd(c->dt, c->x, c->tab, c->B, c->H, c->T, c->D, c->D, 0, OT_ROPE_NEOX), "rope_bwd"); }
+static void rope_fwd(void *p) { rctx *c = p; bench_must(ot_rope_fwd(c->dt, c->x, c->tab, c->T, c->B, c->H, c->T, c->D, c->D, 0, OT_ROPE_NEOX), "rope_fwd"); }
+static void rope_bwd(void *p) { rctx *c = p; bench_must(ot_rope_bwd(c->dt, c->x, c->tab, c->T, c->B, c->H, c->T, c->D, c->D, 0, OT_ROPE_NEOX), "rope_bwd"); }
 static void sm_fwd(void *p) { rctx *c = p; bench_must(ot_softmax_fwd(c->dt, c->y, c->x, c->N, c->C), "softmax_fwd"); }
 static void sm_bwd(void *p) { rctx *c = p; bench_must(ot_softmax_bwd(c->dt, c->dx, c->y, c->dy, c->N, c->C), "softmax_bwd"); }
 static void xent_fb(void *p) {

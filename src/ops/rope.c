@@ -31,8 +31,8 @@ ot_status ot_rope_table(float *tab, int Tmax, int rot_dims, float base) {
   return OT_OK;
 }
 
-static ot_status rope_check(const char *fn, ot_dtype dt, const void *x, const float *tab, int B,
-                            int H, int T, int D, int rot_dims, int pos0, ot_rope_style style) {
+static ot_status rope_check(const char *fn, ot_dtype dt, const void *x, const float *tab, int Tmax,
+                            int B, int H, int T, int D, int rot_dims, int pos0, ot_rope_style style) {
   OT_CHECK_FLOAT_DT(dt, fn);
   OT_CHECK_PTR(x, fn);
   OT_CHECK_PTR(tab, fn);
@@ -44,8 +44,10 @@ static ot_status rope_check(const char *fn, ot_dtype dt, const void *x, const fl
     return ot_error(OT_EINVAL, "%s: rot_dims=%d must be even and in (0, D=%d]", fn, rot_dims, D);
   if (pos0 < 0)
     return ot_error(OT_EINVAL, "%s: pos0=%d must be >= 0", fn, pos0);
-  if ((long long)pos0 + T > INT32_MAX)
-    return ot_error(OT_EINVAL, "%s: pos0=%d + T=%d overflows", fn, pos0, T);
+  if ((long long)pos0 + T > Tmax)
+    return ot_error(OT_EINVAL, "%s: positions up to pos0=%d + T=%d exceed the table's Tmax=%d "
+                    "(build the table with ot_rope_table for at least %lld positions)",
+                    fn, pos0, T, Tmax, (long long)pos0 + T);
   if (style != OT_ROPE_NEOX && style != OT_ROPE_GPTJ)
     return ot_error(OT_EINVAL, "%s: style=%d unknown (use OT_ROPE_NEOX or OT_ROPE_GPTJ)", fn,
                     (int)style);
@@ -53,9 +55,9 @@ static ot_status rope_check(const char *fn, ot_dtype dt, const void *x, const fl
 }
 
 static ot_status rope_run(const char *fn, const char *span, float sgn, ot_dtype dt, void *x,
-                          const float *tab, int B, int H, int T, int D, int rot_dims, int pos0,
-                          ot_rope_style style) {
-  OT_TRY(rope_check(fn, dt, x, tab, B, H, T, D, rot_dims, pos0, style));
+                          const float *tab, int Tmax, int B, int H, int T, int D, int rot_dims,
+                          int pos0, ot_rope_style style) {
+  OT_TRY(rope_check(fn, dt, x, tab, Tmax, B, H, T, D, rot_dims, pos0, style));
   long rows = (long)B * H * T;
   double n = (double)rows * rot_dims;
   OT_PROF_BEGIN(span, 3.0 * n, n * 2.0 * ot_dtype_size(dt) + (double)T * rot_dims * 4.0);
@@ -66,14 +68,14 @@ static ot_status rope_run(const char *fn, const char *span, float sgn, ot_dtype 
 
 // x: [B, H, T, D] (dt) rotated in place on its first rot_dims dims; row t uses
 // table row pos0 + t (tab: [Tmax >= pos0 + T, rot_dims] from ot_rope_table).
-ot_status ot_rope_fwd(ot_dtype dt, void *x, const float *tab, int B, int H, int T, int D,
-                      int rot_dims, int pos0, ot_rope_style style) {
-  return rope_run("ot_rope_fwd", "rope_fwd", 1.0f, dt, x, tab, B, H, T, D, rot_dims, pos0, style);
+ot_status ot_rope_fwd(ot_dtype dt, void *x, const float *tab, int Tmax, int B, int H, int T,
+                      int D, int rot_dims, int pos0, ot_rope_style style) {
+  return rope_run("ot_rope_fwd", "rope_fwd", 1.0f, dt, x, tab, Tmax, B, H, T, D, rot_dims, pos0, style);
 }
 
 // dx: [B, H, T, D] (dt) gradient of the rotated x, rotated in place by the
 // inverse angle (the rotation is orthogonal), giving the gradient of x.
-ot_status ot_rope_bwd(ot_dtype dt, void *dx, const float *tab, int B, int H, int T, int D,
-                      int rot_dims, int pos0, ot_rope_style style) {
-  return rope_run("ot_rope_bwd", "rope_bwd", -1.0f, dt, dx, tab, B, H, T, D, rot_dims, pos0, style);
+ot_status ot_rope_bwd(ot_dtype dt, void *dx, const float *tab, int Tmax, int B, int H, int T,
+                      int D, int rot_dims, int pos0, ot_rope_style style) {
+  return rope_run("ot_rope_bwd", "rope_bwd", -1.0f, dt, dx, tab, Tmax, B, H, T, D, rot_dims, pos0, style);
 }

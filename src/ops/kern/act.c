@@ -6,8 +6,8 @@
 //   gelu'(x) = s + x * s (1 - s) * 2 u'(x),  u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2),
 //   with 1 - s = e * s (exact when s -> 1).
 //   swiglu: y = silu(g) * u; dg = dy u sig(g) (1 + g (1 - sig(g))); du = dy silu(g).
-// These ops must run at memory speed, so they use a leaner exp than simd.h's
-// vexp (base 2, degree 5, no overflow handling: the callers bound the argument).
+// These ops must run at memory speed, so they use simd.h's lean vexp2_core
+// (base 2, degree 5, no range handling: the callers clamp the argument).
 #include "simd.h"
 #include <omp.h>
 
@@ -20,22 +20,6 @@
 #define LOG2E 1.44269504088896341f
 #define T2_MAX 125.0f                // |t| <= T2_MAX keeps 2^n a normal float
 
-// 2^t for t in [-T2_MAX, T2_MAX] (callers clamp): t = n + f, |f| <= 1/2 (exact),
-// 2^f by a degree-5 Chebyshev fit (relative error 1.6e-7 with these f32
-// coefficients), times 2^n. Working in base 2 lets callers fold log2(e) into
-// their own constants, so the reduction costs no multiply.
-INL vf exp2_lean(vf t) {
-  vi n = vcvt_round(t);
-  vf f = vsub(t, vcvt_i2f(n));
-  vf p = vset1(1.3390863314270973e-3f);
-  p = vfmadd(p, f, vset1(9.676031768321991e-3f));
-  p = vfmadd(p, f, vset1(5.5503569543361664e-2f));
-  p = vfmadd(p, f, vset1(2.402210682630539e-1f));
-  p = vfmadd(p, f, vset1(6.931471824645996e-1f));
-  p = vfmadd(p, f, vset1(1.0000001192092896f));
-  return vmul(p, vpow2i(n));
-}
-
 INL vf clamp_t2(vf t) { return vmin(vmax(t, vset1(-T2_MAX)), vset1(T2_MAX)); }
 
 // sigmoid(z) = 1 / (1 + 2^t), t = -z log2(e). Where t > T2_MAX (z < -86.6)
@@ -43,7 +27,7 @@ INL vf clamp_t2(vf t) { return vmin(vmax(t, vset1(-T2_MAX)), vset1(T2_MAX)); }
 // any huge negative z. NaN propagates through the callers' products with z.
 INL vf sigmoid_lean(vf z) {
   vf t = vmul(z, vset1(-LOG2E));
-  vf s = vdiv(vset1(1.0f), vadd(vset1(1.0f), exp2_lean(clamp_t2(t))));
+  vf s = vdiv(vset1(1.0f), vadd(vset1(1.0f), vexp2_core(clamp_t2(t))));
   return vselect_gt(t, vset1(T2_MAX), vzero(), s);
 }
 
@@ -56,7 +40,7 @@ INL vf sigmoid_lean(vf z) {
 // x * 1e-38.
 INL vf gelu_v(vf x) {
   vf t = vmul(x, vfmadd(vmul(x, x), vset1(GELU_C1), vset1(GELU_C0)));
-  vf y = vdiv(x, vadd(vset1(1.0f), exp2_lean(clamp_t2(t))));
+  vf y = vdiv(x, vadd(vset1(1.0f), vexp2_core(clamp_t2(t))));
   return vselect_gt(t, vset1(T2_MAX), vzero(), y);
 }
 
@@ -66,7 +50,7 @@ INL vf gelu_v(vf x) {
 INL vf gelu_grad_v(vf x) {
   vf xc = vmin(vmax(x, vset1(-9.5f)), vset1(9.5f));
   vf x2 = vmul(xc, xc);
-  vf e = exp2_lean(vmul(xc, vfmadd(x2, vset1(GELU_C1), vset1(GELU_C0))));
+  vf e = vexp2_core(vmul(xc, vfmadd(x2, vset1(GELU_C1), vset1(GELU_C0))));
   vf s = vdiv(vset1(1.0f), vadd(vset1(1.0f), e));
   vf du2 = vfmadd(x2, vset1(6.0f * GELU_K0 * GELU_K1), vset1(2.0f * GELU_K0));  // 2 u'(x)
   vf g = vfmadd(vmul(vmul(xc, du2), vmul(e, s)), s, s);  // s + x du2 (1-s) s

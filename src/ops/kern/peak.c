@@ -46,3 +46,26 @@ void OT_K(k_stream_init)(float *a, float *b, float *c, size_t n) {
   }
   for (size_t i = (size_t)nv * VL; i < n; i++) { a[i] = 1; b[i] = 2; c[i] = 0.5f; }
 }
+
+// The same triad with non-temporal (streaming) stores where the ISA has them:
+// no read-for-ownership of `a`, so it shows the DRAM bandwidth that in-place
+// kernels (read and write the same lines) can reach.
+void OT_K(k_stream_triad_nt)(float *a, const float *b, const float *c, float s, size_t n) {
+#if defined(OT_ARCH_PORTABLE)
+  OT_K(k_stream_triad)(a, b, c, s, n);
+#else
+  long nv = (long)(n / VL);
+  const vf vs = vset1(s);
+  if (((uintptr_t)a & 63) != 0) { OT_K(k_stream_triad)(a, b, c, s, n); return; }
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < nv; i++) {
+#if defined(OT_ARCH_AVX512)
+    _mm512_stream_ps(a + i * VL, vfmadd(vs, vload(c + i * VL), vload(b + i * VL)));
+#else
+    _mm256_stream_ps(a + i * VL, vfmadd(vs, vload(c + i * VL), vload(b + i * VL)));
+#endif
+  }
+  _mm_sfence();
+  for (size_t i = (size_t)nv * VL; i < n; i++) a[i] = b[i] + s * c[i];
+#endif
+}

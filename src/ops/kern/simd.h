@@ -192,6 +192,47 @@ static inline vf vexp(vf x) {
   return vselect_nan(x, y);
 }
 
+// exp(x) for x <= 0 (e.g. logit - running max): the reduction and polynomial
+// of vexp (same accuracy) with a single 2^n scale (n in [-126, 0]), no
+// overflow branch, and NaN carried through the arithmetic instead of a final
+// select: ~19 operations instead of ~33. x < -87.3 (and -inf) -> 0; NaN -> NaN.
+// Undefined for x > 0.
+static inline vf vexp_neg(vf x) {
+  const vf lo = vset1(-87.3365447504f);
+  // max returns its second operand when one is NaN: xc keeps a NaN (carried into
+  // r below), xn replaces it by lo so that the float -> int conversion is defined
+  vf xc = vmax(lo, x), xn = vmax(x, lo);
+  vi n = vcvt_round(vmul(xn, vset1(1.44269504088896341f)));
+  vf nf = vcvt_i2f(n);
+  vf r = vfnmadd(nf, vset1(0.693359375f), xc);
+  r = vfnmadd(nf, vset1(-2.12194440e-4f), r);
+  vf p = vset1(1.9875691500e-4f);
+  p = vfmadd(p, r, vset1(1.3981999507e-3f));
+  p = vfmadd(p, r, vset1(8.3334519073e-3f));
+  p = vfmadd(p, r, vset1(4.1665795894e-2f));
+  p = vfmadd(p, r, vset1(1.6666665459e-1f));
+  p = vfmadd(p, r, vset1(5.0000001201e-1f));
+  p = vfmadd(p, vmul(r, r), vadd(r, vset1(1.0f)));
+  vf y = vmul(p, vpow2i(n));
+  return vselect_gt(lo, x, vzero(), y);  // false for NaN: y (NaN) kept
+}
+
+// 2^t for t in [-126, 126] -- the CALLER bounds t (no range handling here):
+// t = n + f, |f| <= 1/2 exact, 2^f by a degree-5 Chebyshev fit (relative
+// error 1.6e-7), times 2^n. Base 2 lets callers fold log2(e) into their own
+// constants, so the reduction costs no multiply (used by GELU, SiLU).
+static inline vf vexp2_core(vf t) {
+  vi n = vcvt_round(t);
+  vf f = vsub(t, vcvt_i2f(n));
+  vf p = vset1(1.3390863314270973e-3f);
+  p = vfmadd(p, f, vset1(9.676031768321991e-3f));
+  p = vfmadd(p, f, vset1(5.5503569543361664e-2f));
+  p = vfmadd(p, f, vset1(2.402210682630539e-1f));
+  p = vfmadd(p, f, vset1(6.931471824645996e-1f));
+  p = vfmadd(p, f, vset1(1.0000001192092896f));
+  return vmul(p, vpow2i(n));
+}
+
 // Numerically safe logistic: 1 / (1 + exp(-x)).
 static inline vf vsigmoid(vf x) { return vdiv(vset1(1.0f), vadd(vset1(1.0f), vexp(vsub(vzero(), x)))); }
 

@@ -22,31 +22,6 @@ INL int sm_chunk(int V) {
   return ch;
 }
 
-// exp(x) for the arguments softmax needs, x = logit - running max <= 0: the
-// reduction and polynomial of simd.h's vexp (same accuracy), but a single 2^n
-// scale (n in [-126, 0]), no overflow branch and NaN carried through the
-// arithmetic instead of a final select: ~19 operations instead of ~33, and
-// exp is what bounds these kernels. x < -87.3 (and -inf) -> 0; NaN -> NaN.
-INL vf vexp_neg(vf x) {
-  const vf lo = vset1(-87.3365447504f);
-  // max returns its second operand when one is NaN: xc keeps a NaN (carried into
-  // r below), xn replaces it by lo so that the float -> int conversion is defined
-  vf xc = vmax(lo, x), xn = vmax(x, lo);
-  vi n = vcvt_round(vmul(xn, vset1(1.44269504088896341f)));
-  vf nf = vcvt_i2f(n);
-  vf r = vfnmadd(nf, vset1(0.693359375f), xc);  // NaN here if x is NaN
-  r = vfnmadd(nf, vset1(-2.12194440e-4f), r);
-  vf p = vset1(1.9875691500e-4f);
-  p = vfmadd(p, r, vset1(1.3981999507e-3f));
-  p = vfmadd(p, r, vset1(8.3334519073e-3f));
-  p = vfmadd(p, r, vset1(4.1665795894e-2f));
-  p = vfmadd(p, r, vset1(1.6666665459e-1f));
-  p = vfmadd(p, r, vset1(5.0000001201e-1f));
-  p = vfmadd(p, vmul(r, r), vadd(r, vset1(1.0f)));
-  vf y = vmul(p, vpow2i(n));
-  return vselect_gt(lo, x, vzero(), y);  // false for NaN: y (NaN) kept
-}
-
 INL float chunk_max(const void *x, size_t off, int n, const int bf16) {
   int i = 0;
   float m = -INFINITY;
