@@ -1,0 +1,226 @@
+// ops-transformer model: one decoder-only Transformer configured to cover the
+// GPT-2 and Llama families; its parameter layout (one f32 buffer, a table of
+// named tensors with Hugging Face names), the memory plan for a (batch,
+// sequence, dtype, recompute) run, and the forward/backward passes.
+//
+// Block (pre-norm), for layer input x (the residual stream, [B*T, C]):
+//   h  = x + attn(norm1(x))           attn: fused QKV, RoPE (if any), causal
+//   x' = h + mlp(norm2(h))            flash attention, output projection
+// logits = norm_f(x_L) lm_head^T; loss = fused cross-entropy over the real
+// vocabulary (the embedding/logits are padded to vocab_padded rows).
+//
+// Lifecycle: ot_model_create (plans and allocates everything once: parameters,
+// gradients, activations, workspace) -> ot_model_init or an import -> steps of
+// ot_model_forward / ot_model_backward. A step allocates nothing itself (the
+// operators' per-thread ot_scratch grows during the first step only).
+#ifndef OT_MODEL_H
+#define OT_MODEL_H
+#include "ot/ops.h"
+#include "ot/io.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---------------------------------------------------------------- config ----
+typedef enum { OT_NORM_LAYERNORM = 0, OT_NORM_RMSNORM } ot_norm_kind;
+typedef enum { OT_MLP_GELU = 0, OT_MLP_SWIGLU } ot_mlp_kind;     // GELU: tanh form
+typedef enum { OT_POS_LEARNED = 0, OT_POS_ROPE } ot_pos_kind;
+// Tensor naming (Hugging Face names for export/import); nothing else depends on it.
+typedef enum { OT_NAMES_GPT2 = 0, OT_NAMES_LLAMA } ot_names;
+
+typedef struct {
+  char name[32];        // preset name, or what the caller calls it
+  ot_names names;
+  int vocab;            // real vocabulary V (loss and token ids over [0, V))
+  int vocab_pad;        // embedding/logit rows padded to a multiple of this (1 = none)
+  int d_model;          // C
+  int n_layers;         // L
+  int n_heads;          // Hq; head_dim D = C / Hq
+  int n_kv_heads;       // Hkv, divides Hq (Hq: multi-head, 1: multi-query)
+  int d_ff;             // F, MLP hidden width (SwiGLU: F per gate/up half)
+  int max_seq;          // longest sequence (rows of the learned position table / RoPE table)
+  ot_norm_kind norm;
+  ot_mlp_kind mlp;
+  ot_pos_kind pos;
+  float rope_base;      // RoPE: theta base (10000)
+  ot_rope_style rope_style;  // RoPE: NEOX (HF Llama) or GPTJ (Meta's original)
+  bool tied;            // lm_head shares the token embedding
+  bool bias;            // biases of every linear layer and LayerNorm's beta
+  float eps;            // norm epsilon
+  float init_std;       // initialization std (0.02)
+} ot_model_config;
+
+// Presets: "gpt2" (124M: V 50257 padded to 50304, C 768, 12 layers, 12 heads),
+// "llama-tiny" (23.7M, stories15M-shaped but untied, GQA: V 32000, C 288, 6 layers, 6
+// heads / 2 kv heads, SwiGLU F 768, RoPE, RMSNorm, untied), "tiny" (tests: V 50
+// padded to 64, C 32, 2 layers, 4 heads, F 128, T 16, GPT-2 family), "small"
+// (the default: GPT-2 family, V 8192, C 256, 4 layers, 4 heads, F 1024, T 256,
+// a few minutes of training on 2 cores). Unknown name: OT_EINVAL listing them.
+ot_status ot_model_config_preset(ot_model_config *c, const char *name);
+ot_model_config ot_model_config_default(void);   // the "small" preset
+// Checks every field; OT_EINVAL with a message naming the field, its value and
+// the fix (e.g. "d_model=100 is not a multiple of n_heads=3").
+ot_status ot_model_config_validate(const ot_model_config *c);
+void ot_model_config_print(FILE *f, const ot_model_config *c);
+int ot_model_head_dim(const ot_model_config *c);          // C / Hq
+int ot_model_vocab_padded(const ot_model_config *c);      // V rounded up to vocab_pad
+// Number of parameters as Hugging Face counts them (no padding rows).
+int64_t ot_model_n_params(const ot_model_config *c);
+// Training FLOPs per token (forward + backward, 3 x forward GEMMs incl. the
+// logits, plus attention at sequence length T with causal halving).
+double ot_model_flops_per_token(const ot_model_config *c, int T);
+
+// ------------------------------------------------------- parameter layout ---
+typedef enum {
+  OT_PT_EMBED = 0,   // token embedding [Vp, C] (rows >= V are padding, kept 0)
+  OT_PT_POS,         // learned positions [max_seq, C]
+  OT_PT_NORM_W,      // norm gain [C]
+  OT_PT_NORM_B,      // LayerNorm beta [C]
+  OT_PT_MATRIX,      // linear weight [out, in]
+  OT_PT_MATRIX_RES,  // linear weight writing into the residual stream (init / sqrt(2L))
+  OT_PT_BIAS,        // linear bias [out]
+  OT_PT_LM_HEAD      // untied output embedding [Vp, C]
+} ot_param_kind;
+
+// One tensor of the master buffer (offsets in floats, 16-float aligned; the
+// gaps between tensors hold zeros and never change).
+typedef struct {
+  char name[80];      // HF-style name; fused ones as HF-style "...qkv_proj..." / "...gate_up_proj..."
+  ot_param_kind kind;
+  int layer;          // block index, -1 for global tensors
+  int ndim;           // 1 or 2
+  int64_t shape[2];   // [out, in] for matrices (PyTorch nn.Linear layout)
+  size_t offset, numel;
+  bool decay;         // weight decay applies (matrices and embeddings)
+} ot_param;
+
+// A Hugging Face tensor: rows [row0, row0 + rows) of a parameter (rows = the
+// first dim in OUR orientation). transpose: HF stores it [in, out] (GPT-2's
+// Conv1D), so it is transposed on import/export. E.g. Llama's q/k/v_proj are
+// three row ranges of the fused qkv weight, gate/up_proj two of gate_up; the
+// token embedding covers the V real rows of the padded [Vp, C].
+typedef struct {
+  char name[80];
+  int ndim;
+  int64_t shape[2];   // the HF shape
+  int param;          // index into the parameter table
+  int64_t row0, rows;
+  bool transpose;
+} ot_hf_tensor;
+
+// ------------------------------------------------------------------- run ----
+typedef enum { OT_RECOMPUTE_NONE = 0, OT_RECOMPUTE_SELECTIVE, OT_RECOMPUTE_FULL } ot_recompute;
+const char *ot_recompute_name(ot_recompute r);   // "none", "selective", "full"
+
+typedef struct {
+  int B, T;                // largest micro-batch and sequence the buffers hold
+  ot_dtype dt;             // activation storage: OT_F32, or OT_BF16 (mixed precision:
+                           // a bf16 copy of the weights feeds the GEMMs and embeddings;
+                           // norm gains and biases are read from the f32 master; all
+                           // gradients are f32; arithmetic is f32 inside every op)
+  ot_recompute recompute;  // none | selective (attention core + MLP activation
+                           // recomputed in backward) | full (each layer's input kept)
+  int ignore_index;        // targets equal to this give no loss (e.g. -1)
+} ot_run_config;
+
+// Bytes per memory category, exactly what ot_model_create allocates (each
+// buffer rounded to 64 bytes). optim is NOT allocated here: it is what AdamW's
+// two f32 moments will take (8 bytes per master float), for the report.
+typedef struct {
+  size_t params;            // f32 master weights
+  size_t params_bf16;       // bf16 copy (dt = bf16 only), also OT_MEM_PARAMS
+  size_t grads;             // f32 gradients
+  size_t optim;             // AdamW m + v (informational)
+  size_t act_saved_layer;   // saved for the backward, per layer
+  size_t act_saved;         // all saved activations (layers + embedding/final/logits/loss)
+  size_t act_logits;        // of which the [B*T, Vp] logits
+  size_t workspace_layer;   // one layer's non-saved buffers (shared by all layers)
+  size_t workspace_bwd;     // backward-only buffers (gradient stream, dq/dk/dv, ...)
+  size_t workspace;         // all workspace, incl. the RoPE table
+  size_t n_floats;          // length of the master buffer (floats)
+} ot_mem_plan;
+
+// The plan for a config and run, without allocating anything.
+ot_status ot_model_plan(const ot_model_config *c, const ot_run_config *r, ot_mem_plan *p);
+// Prints the plan by category, and the activation + workspace bytes of every
+// recompute mode with what each saves against `none`.
+ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_config *r);
+
+// ------------------------------------------------------------------ model ---
+typedef struct ot_model ot_model;
+
+// Validates, plans and allocates everything (parameters and gradients zeroed:
+// call ot_model_init or import weights next). *out = NULL on failure.
+ot_status ot_model_create(ot_model **out, const ot_model_config *c, const ot_run_config *r);
+void ot_model_free(ot_model *m);   // NULL ok
+const ot_model_config *ot_model_config_of(const ot_model *m);
+const ot_run_config *ot_model_run_of(const ot_model *m);
+const ot_mem_plan *ot_model_plan_of(const ot_model *m);
+
+// GPT-2 style initialization, deterministic from seed: matrices and embeddings
+// normal(0, init_std), residual projections (attention output, MLP down)
+// normal(0, init_std / sqrt(2 L)), biases 0, norm gains 1, padding rows 0.
+// Refreshes the bf16 copy.
+ot_status ot_model_init(ot_model *m, uint64_t seed);
+
+// Master buffer [n_floats] f32, gradients (same layout), bf16 copy (NULL when dt = f32).
+float *ot_model_params(ot_model *m);
+float *ot_model_grads(ot_model *m);
+uint16_t *ot_model_params_bf16(ot_model *m);
+size_t ot_model_n_floats(const ot_model *m);
+// Recomputes the bf16 copy from the master weights (mixed precision: after every
+// optimizer step that did not write it itself, e.g. ot_adamw over the whole
+// buffer with p_bf16 = ot_model_params_bf16() keeps it in sync); no-op with dt = f32.
+ot_status ot_model_sync_bf16(ot_model *m);
+void ot_model_zero_grad(ot_model *m);
+
+int ot_model_param_count(const ot_model *m);
+const ot_param *ot_model_param_at(const ot_model *m, int i);   // NULL if out of range
+int ot_model_param_find(const ot_model *m, const char *name);  // -1 if absent
+int ot_model_hf_count(const ot_model *m);
+const ot_hf_tensor *ot_model_hf_at(const ot_model *m, int i);
+int ot_model_hf_find(const ot_model *m, const char *name);     // -1 if absent
+
+// Copies HF tensor i out of `buf` (the params or grads buffer) into out [HF
+// shape, row-major], or into `buf` from `in` (transposing where recorded).
+ot_status ot_model_hf_get(const ot_model *m, int i, const float *buf, float *out);
+ot_status ot_model_hf_put(const ot_model *m, int i, float *buf, const float *in);
+
+// Imports every HF tensor of the layout from an open safetensors file, named
+// prefix + HF name (prefix may be NULL; for GPT-2 names, "transformer." is also
+// tried). Dtypes F32/BF16/F16; shapes must match. Missing or mis-shaped
+// tensors: OT_EFORMAT naming the tensor, the expected and the found shape. With
+// strict, a tensor under prefix that the layout does not know (besides known
+// non-parameter buffers such as attn.bias, rotary_emb.inv_freq) is an error.
+// Refreshes the bf16 copy.
+ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, bool strict);
+// Writes the weights with HF names (F32) to a safetensors file, atomically.
+ot_status ot_model_export(const ot_model *m, const char *path);
+
+// Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM) -> config.
+// Unsupported settings (e.g. rope_scaling, activation other than gelu_new/
+// silu) are OT_EUNSUPPORTED with the key named.
+ot_status ot_model_config_from_hf(ot_model_config *c, const char *config_json_path);
+// Loads <dir>/config.json + <dir>/model.safetensors: creates the model for run
+// r and imports the weights (strict). *out = NULL on failure.
+ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config *r);
+
+// ------------------------------------------------------------------- step ---
+// tokens, targets: [B, T] int32 (B <= run.B, T <= run.T). Without targets:
+// logits only (ot_model_logits). With targets: *loss (may be NULL) = sum of the
+// per-token losses over targets != ignore_index / count; count <= 0 means the
+// number of such targets in this call (pass the global batch's count for
+// gradient accumulation over micro-batches). want_grad (needs targets) keeps
+// what ot_model_backward needs and turns the logits into their gradient.
+ot_status ot_model_forward(ot_model *m, const int32_t *tokens, const int32_t *targets, int B,
+                           int T, float count, bool want_grad, double *loss);
+// Gradients of the last forward (want_grad) ACCUMULATED (+=) into the grads buffer.
+ot_status ot_model_backward(ot_model *m);
+// Logits of the last forward: [B*T, *ld] (dt of the run, ld = vocab_padded;
+// columns >= V are padding). After a forward with want_grad they hold dlogits.
+const void *ot_model_logits(const ot_model *m, int *ld);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

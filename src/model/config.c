@@ -1,0 +1,174 @@
+// Model configuration: presets, validation with messages that name the field
+// and the fix, printing, parameter and FLOP counts.
+#include "model_impl.h"
+#include <limits.h>
+#include <math.h>
+
+static ot_model_config base_gpt2(void) {
+  ot_model_config c;
+  memset(&c, 0, sizeof c);
+  c.names = OT_NAMES_GPT2;
+  c.vocab_pad = 64;
+  c.norm = OT_NORM_LAYERNORM;
+  c.mlp = OT_MLP_GELU;
+  c.pos = OT_POS_LEARNED;
+  c.rope_base = 10000.0f;
+  c.rope_style = OT_ROPE_NEOX;
+  c.tied = true;
+  c.bias = true;
+  c.eps = 1e-5f;
+  c.init_std = 0.02f;
+  return c;
+}
+
+static ot_model_config base_llama(void) {
+  ot_model_config c = base_gpt2();
+  c.names = OT_NAMES_LLAMA;
+  c.norm = OT_NORM_RMSNORM;
+  c.mlp = OT_MLP_SWIGLU;
+  c.pos = OT_POS_ROPE;
+  c.tied = false;
+  c.bias = false;
+  return c;
+}
+
+static void shape(ot_model_config *c, const char *name, int V, int pad, int C, int L, int H, int Hkv,
+                  int F, int T) {
+  snprintf(c->name, sizeof c->name, "%s", name);
+  c->vocab = V; c->vocab_pad = pad; c->d_model = C; c->n_layers = L; c->n_heads = H;
+  c->n_kv_heads = Hkv; c->d_ff = F; c->max_seq = T;
+}
+
+static const char *const k_presets = "gpt2, llama-tiny, tiny, small";
+
+ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
+  OT_CHECK_PTR(c, "ot_model_config_preset");
+  if (!name) name = "small";
+  if (strcmp(name, "gpt2") == 0) {
+    *c = base_gpt2();
+    shape(c, name, 50257, 128, 768, 12, 12, 12, 3072, 1024);
+  } else if (strcmp(name, "llama-tiny") == 0) {
+    *c = base_llama();
+    shape(c, name, 32000, 64, 288, 6, 6, 2, 768, 256);
+  } else if (strcmp(name, "tiny") == 0) {
+    *c = base_gpt2();
+    shape(c, name, 50, 64, 32, 2, 4, 4, 128, 16);
+  } else if (strcmp(name, "small") == 0) {
+    *c = base_gpt2();
+    shape(c, name, 8192, 64, 256, 4, 4, 4, 1024, 256);
+  } else {
+    return ot_error(OT_EINVAL, "model preset '%s' unknown (presets: %s)", name, k_presets);
+  }
+  return OT_OK;
+}
+
+ot_model_config ot_model_config_default(void) {
+  ot_model_config c;
+  ot_model_config_preset(&c, "small");
+  return c;
+}
+
+int ot_model_head_dim(const ot_model_config *c) {
+  return c->n_heads > 0 ? c->d_model / c->n_heads : 0;
+}
+
+int ot_model_vocab_padded(const ot_model_config *c) {
+  int p = c->vocab_pad > 0 ? c->vocab_pad : 1;
+  return (int)(((int64_t)c->vocab + p - 1) / p * p);
+}
+
+#define BAD(...) return ot_error(OT_EINVAL, __VA_ARGS__)
+
+ot_status ot_model_config_validate(const ot_model_config *c) {
+  OT_CHECK_PTR(c, "ot_model_config_validate");
+  const char *n = c->name[0] ? c->name : "model";
+  if (c->names != OT_NAMES_GPT2 && c->names != OT_NAMES_LLAMA)
+    BAD("%s: names=%d unknown (use gpt2 or llama)", n, (int)c->names);
+  if (c->vocab <= 0) BAD("%s: vocab=%d must be > 0", n, c->vocab);
+  if (c->vocab_pad <= 0 || c->vocab_pad > 1024 || (c->vocab_pad & (c->vocab_pad - 1)))
+    BAD("%s: vocab_pad=%d must be a power of two in [1, 1024] (64 or 128 suit the GEMMs)", n,
+        c->vocab_pad);
+  if ((int64_t)c->vocab + c->vocab_pad > INT_MAX / 2)
+    BAD("%s: vocab=%d is too large", n, c->vocab);
+  if (c->d_model <= 0) BAD("%s: d_model=%d must be > 0", n, c->d_model);
+  if (c->n_layers <= 0) BAD("%s: n_layers=%d must be > 0", n, c->n_layers);
+  if (c->n_heads <= 0) BAD("%s: n_heads=%d must be > 0", n, c->n_heads);
+  if (c->d_model % c->n_heads)
+    BAD("%s: d_model=%d is not a multiple of n_heads=%d (head_dim = d_model / n_heads)", n,
+        c->d_model, c->n_heads);
+  if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads)
+    BAD("%s: n_kv_heads=%d must divide n_heads=%d (n_heads: multi-head, 1: multi-query)", n,
+        c->n_kv_heads, c->n_heads);
+  if (c->d_ff <= 0) BAD("%s: d_ff=%d must be > 0 (e.g. 4 * d_model)", n, c->d_ff);
+  if (c->max_seq <= 0) BAD("%s: max_seq=%d must be > 0", n, c->max_seq);
+  if (c->norm != OT_NORM_LAYERNORM && c->norm != OT_NORM_RMSNORM)
+    BAD("%s: norm=%d unknown (use layernorm or rmsnorm)", n, (int)c->norm);
+  if (c->mlp != OT_MLP_GELU && c->mlp != OT_MLP_SWIGLU)
+    BAD("%s: activation=%d unknown (use gelu or swiglu)", n, (int)c->mlp);
+  if (c->pos != OT_POS_LEARNED && c->pos != OT_POS_ROPE)
+    BAD("%s: positions=%d unknown (use learned or rope)", n, (int)c->pos);
+  if (c->pos == OT_POS_ROPE) {
+    if (ot_model_head_dim(c) % 2)
+      BAD("%s: RoPE needs an even head_dim, got d_model/n_heads = %d/%d = %d", n, c->d_model,
+          c->n_heads, ot_model_head_dim(c));
+    if (!(c->rope_base > 1.0f) || !isfinite(c->rope_base))
+      BAD("%s: rope_base=%g must be finite and > 1 (e.g. 10000)", n, c->rope_base);
+    if (c->rope_style != OT_ROPE_NEOX && c->rope_style != OT_ROPE_GPTJ)
+      BAD("%s: rope_style=%d unknown (use neox or gptj)", n, (int)c->rope_style);
+  }
+  if (!(c->eps > 0.0f) || !(c->eps < 1.0f))
+    BAD("%s: eps=%g must be in (0, 1) (e.g. 1e-5)", n, c->eps);
+  if (!(c->init_std > 0.0f) || !isfinite(c->init_std))
+    BAD("%s: init_std=%g must be finite and > 0 (e.g. 0.02)", n, c->init_std);
+  int64_t D = ot_model_head_dim(c), qkv = ((int64_t)c->n_heads + 2 * c->n_kv_heads) * D;
+  int64_t fa = (c->mlp == OT_MLP_SWIGLU ? 2 : 1) * (int64_t)c->d_ff;
+  if (qkv > INT_MAX / 4 || fa > INT_MAX / 4 || (int64_t)c->max_seq * c->d_model > INT_MAX)
+    BAD("%s: dimensions too large (d_model=%d, d_ff=%d, max_seq=%d)", n, c->d_model, c->d_ff,
+        c->max_seq);
+  return OT_OK;
+}
+
+void ot_model_config_print(FILE *f, const ot_model_config *c) {
+  fprintf(f, "model %s (%s names): vocab %d (padded %d), d_model %d, layers %d, heads %d "
+          "(kv %d, head_dim %d), d_ff %d, max_seq %d\n",
+          c->name[0] ? c->name : "custom", c->names == OT_NAMES_GPT2 ? "gpt2" : "llama", c->vocab,
+          ot_model_vocab_padded(c), c->d_model, c->n_layers, c->n_heads, c->n_kv_heads,
+          ot_model_head_dim(c), c->d_ff, c->max_seq);
+  fprintf(f, "  norm %s (eps %g), activation %s, positions %s", 
+          c->norm == OT_NORM_LAYERNORM ? "layernorm" : "rmsnorm", c->eps,
+          c->mlp == OT_MLP_GELU ? "gelu" : "swiglu", c->pos == OT_POS_LEARNED ? "learned" : "rope");
+  if (c->pos == OT_POS_ROPE)
+    fprintf(f, " (base %g, %s)", c->rope_base, c->rope_style == OT_ROPE_NEOX ? "neox" : "gptj");
+  fprintf(f, ", %s embeddings, biases %s; %.2fM parameters\n", c->tied ? "tied" : "untied",
+          c->bias ? "on" : "off", ot_model_n_params(c) / 1e6);
+}
+
+int64_t ot_model_n_params(const ot_model_config *c) {
+  const int64_t C = c->d_model, V = c->vocab, D = ot_model_head_dim(c);
+  const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, F = c->d_ff;
+  const int64_t Fa = c->mlp == OT_MLP_SWIGLU ? 2 * F : F, qkv = (Hq + 2 * Hkv) * D;
+  const int64_t nb = c->norm == OT_NORM_LAYERNORM && c->bias ? 2 : 1;  // norm tensors of size C
+  int64_t layer = qkv * C + C * Hq * D + Fa * C + C * F + 2 * nb * C;
+  if (c->bias) layer += qkv + C + Fa + C;
+  int64_t n = V * C + (c->tied ? 0 : V * C) + nb * C + (int64_t)c->n_layers * layer;
+  if (c->pos == OT_POS_LEARNED) n += (int64_t)c->max_seq * C;
+  return n;
+}
+
+double ot_model_flops_per_token(const ot_model_config *c, int T) {
+  const double C = c->d_model, D = ot_model_head_dim(c), Hq = c->n_heads, Hkv = c->n_kv_heads;
+  const double F = c->d_ff, Fa = c->mlp == OT_MLP_SWIGLU ? 2 * F : F;
+  const double gemm = (Hq + 2 * Hkv) * D * C + C * Hq * D + Fa * C + C * F;   // MACs per layer
+  const double attn = 2.0 * Hq * D * (T + 1) / 2.0;   // QK^T + PV MACs, causal average
+  const double fwd = 2.0 * (c->n_layers * (gemm + attn) + (double)ot_model_vocab_padded(c) * C);
+  return 3.0 * fwd;
+}
+
+const char *ot_recompute_name(ot_recompute r) {
+  switch (r) {
+    case OT_RECOMPUTE_NONE: return "none";
+    case OT_RECOMPUTE_SELECTIVE: return "selective";
+    case OT_RECOMPUTE_FULL: return "full";
+  }
+  return "unknown";
+}

@@ -1,0 +1,335 @@
+// Parameter layout: the table of named tensors inside the one f32 master buffer
+// (same layout for the gradients and the bf16 copy), the Hugging Face view of
+// it (names, shapes, row ranges of fused tensors, Conv1D transposes), the
+// GPT-2 style initialization and the parameter accessors.
+#include "model_impl.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+// ------------------------------------------------------------ table build ---
+typedef struct {
+  ot_model *m;
+  int cap_p, cap_h;
+  size_t off;
+} builder;
+
+static ot_status grow(void **p, int *cap, int need, size_t es) {
+  if (need <= *cap) return OT_OK;
+  int nc = *cap ? *cap * 2 : 64;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, (size_t)nc * es);
+  if (!q) return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  *p = q;
+  *cap = nc;
+  return OT_OK;
+}
+
+// Adds a parameter [d0] (d1 = 0) or [d0, d1]; returns its index or -1 on error.
+static int add_param(builder *b, ot_param_kind kind, int layer, int64_t d0, int64_t d1,
+                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int add_param(builder *b, ot_param_kind kind, int layer, int64_t d0, int64_t d1,
+                     const char *fmt, ...) {
+  ot_model *m = b->m;
+  if (grow((void **)&m->params, &b->cap_p, m->n_params + 1, sizeof(ot_param)) != OT_OK) return -1;
+  ot_param *p = &m->params[m->n_params];
+  memset(p, 0, sizeof *p);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->name, sizeof p->name, fmt, ap);
+  va_end(ap);
+  p->kind = kind;
+  p->layer = layer;
+  p->ndim = d1 ? 2 : 1;
+  p->shape[0] = d0;
+  p->shape[1] = d1;
+  p->numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+  p->offset = b->off;
+  p->decay = kind == OT_PT_EMBED || kind == OT_PT_POS || kind == OT_PT_MATRIX ||
+             kind == OT_PT_MATRIX_RES || kind == OT_PT_LM_HEAD;
+  b->off += (p->numel + 15) & ~(size_t)15;
+  return m->n_params++;
+}
+
+// HF view of rows [row0, row0 + rows) of parameter `param`.
+static int add_hf(builder *b, int param, int64_t row0, int64_t rows, bool transpose,
+                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int add_hf(builder *b, int param, int64_t row0, int64_t rows, bool transpose,
+                  const char *fmt, ...) {
+  ot_model *m = b->m;
+  if (param < 0) return -1;
+  if (grow((void **)&m->hf, &b->cap_h, m->n_hf + 1, sizeof(ot_hf_tensor)) != OT_OK) return -1;
+  ot_hf_tensor *h = &m->hf[m->n_hf];
+  memset(h, 0, sizeof *h);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(h->name, sizeof h->name, fmt, ap);
+  va_end(ap);
+  const ot_param *p = &m->params[param];
+  h->param = param;
+  h->row0 = row0;
+  h->rows = rows;
+  h->transpose = transpose;
+  h->ndim = p->ndim;
+  if (p->ndim == 1) {
+    h->shape[0] = rows;
+  } else if (transpose) {
+    h->shape[0] = p->shape[1];
+    h->shape[1] = rows;
+  } else {
+    h->shape[0] = rows;
+    h->shape[1] = p->shape[1];
+  }
+  return m->n_hf++;
+}
+
+// A parameter that is exactly one HF tensor (same name).
+static int add_plain(builder *b, ot_param_kind kind, int layer, int64_t d0, int64_t d1,
+                     bool transpose, const char *name) {
+  int i = add_param(b, kind, layer, d0, d1, "%s", name);
+  if (i >= 0 && add_hf(b, i, 0, d0, transpose, "%s", name) < 0) return -1;
+  return i;
+}
+
+static ot_status build_gpt2(builder *b) {
+  ot_model *m = b->m;
+  const ot_model_config *c = &m->cfg;
+  const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
+  char n[80];
+  m->wte = add_param(b, OT_PT_EMBED, -1, m->Vp, m->C, "wte.weight");
+  add_hf(b, m->wte, 0, m->V, false, "wte.weight");
+  if (c->pos == OT_POS_LEARNED) m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "wpe.weight");
+  for (int l = 0; l < m->L; l++) {
+    ot__layer_params *P = &m->lp[l];
+#define G2(field, kind, d0, d1, tr, suffix) \
+    (snprintf(n, sizeof n, "h.%d.%s", l, suffix), P->field = add_plain(b, kind, l, d0, d1, tr, n))
+    G2(ln1_w, OT_PT_NORM_W, m->C, 0, false, "ln_1.weight");
+    if (nb) G2(ln1_b, OT_PT_NORM_B, m->C, 0, false, "ln_1.bias");
+    G2(qkv_w, OT_PT_MATRIX, m->QKV, m->C, true, "attn.c_attn.weight");
+    if (c->bias) G2(qkv_b, OT_PT_BIAS, m->QKV, 0, false, "attn.c_attn.bias");
+    G2(o_w, OT_PT_MATRIX_RES, m->C, m->Hq * m->D, true, "attn.c_proj.weight");
+    if (c->bias) G2(o_b, OT_PT_BIAS, m->C, 0, false, "attn.c_proj.bias");
+    G2(ln2_w, OT_PT_NORM_W, m->C, 0, false, "ln_2.weight");
+    if (nb) G2(ln2_b, OT_PT_NORM_B, m->C, 0, false, "ln_2.bias");
+    G2(fc_w, OT_PT_MATRIX, m->Fa, m->C, true, "mlp.c_fc.weight");
+    if (c->bias) G2(fc_b, OT_PT_BIAS, m->Fa, 0, false, "mlp.c_fc.bias");
+    G2(proj_w, OT_PT_MATRIX_RES, m->C, m->F, true, "mlp.c_proj.weight");
+    if (c->bias) G2(proj_b, OT_PT_BIAS, m->C, 0, false, "mlp.c_proj.bias");
+#undef G2
+  }
+  m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "ln_f.weight");
+  if (nb) m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "ln_f.bias");
+  if (!c->tied) {
+    m->lm_head = add_param(b, OT_PT_LM_HEAD, -1, m->Vp, m->C, "lm_head.weight");
+    add_hf(b, m->lm_head, 0, m->V, false, "lm_head.weight");
+  }
+  return OT_OK;
+}
+
+static ot_status build_llama(builder *b) {
+  ot_model *m = b->m;
+  const ot_model_config *c = &m->cfg;
+  const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
+  const int64_t qd = (int64_t)m->Hq * m->D, kd = (int64_t)m->Hkv * m->D;
+  char n[80];
+  m->wte = add_param(b, OT_PT_EMBED, -1, m->Vp, m->C, "model.embed_tokens.weight");
+  add_hf(b, m->wte, 0, m->V, false, "model.embed_tokens.weight");
+  if (c->pos == OT_POS_LEARNED)
+    m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "model.embed_positions.weight");
+  for (int l = 0; l < m->L; l++) {
+    ot__layer_params *P = &m->lp[l];
+    const char *pre = "model.layers";
+#define LL(field, kind, d0, d1, suffix) \
+    (snprintf(n, sizeof n, "%s.%d.%s", pre, l, suffix), P->field = add_plain(b, kind, l, d0, d1, false, n))
+#define PART(field, r0, rows, suffix) add_hf(b, P->field, r0, rows, false, "%s.%d.%s", pre, l, suffix)
+    LL(ln1_w, OT_PT_NORM_W, m->C, 0, "input_layernorm.weight");
+    if (nb) LL(ln1_b, OT_PT_NORM_B, m->C, 0, "input_layernorm.bias");
+    P->qkv_w = add_param(b, OT_PT_MATRIX, l, m->QKV, m->C, "%s.%d.self_attn.qkv_proj.weight", pre, l);
+    PART(qkv_w, 0, qd, "self_attn.q_proj.weight");
+    PART(qkv_w, qd, kd, "self_attn.k_proj.weight");
+    PART(qkv_w, qd + kd, kd, "self_attn.v_proj.weight");
+    if (c->bias) {
+      P->qkv_b = add_param(b, OT_PT_BIAS, l, m->QKV, 0, "%s.%d.self_attn.qkv_proj.bias", pre, l);
+      PART(qkv_b, 0, qd, "self_attn.q_proj.bias");
+      PART(qkv_b, qd, kd, "self_attn.k_proj.bias");
+      PART(qkv_b, qd + kd, kd, "self_attn.v_proj.bias");
+    }
+    LL(o_w, OT_PT_MATRIX_RES, m->C, qd, "self_attn.o_proj.weight");
+    if (c->bias) LL(o_b, OT_PT_BIAS, m->C, 0, "self_attn.o_proj.bias");
+    LL(ln2_w, OT_PT_NORM_W, m->C, 0, "post_attention_layernorm.weight");
+    if (nb) LL(ln2_b, OT_PT_NORM_B, m->C, 0, "post_attention_layernorm.bias");
+    if (c->mlp == OT_MLP_SWIGLU) {
+      P->fc_w = add_param(b, OT_PT_MATRIX, l, m->Fa, m->C, "%s.%d.mlp.gate_up_proj.weight", pre, l);
+      PART(fc_w, 0, m->F, "mlp.gate_proj.weight");
+      PART(fc_w, m->F, m->F, "mlp.up_proj.weight");
+      if (c->bias) {
+        P->fc_b = add_param(b, OT_PT_BIAS, l, m->Fa, 0, "%s.%d.mlp.gate_up_proj.bias", pre, l);
+        PART(fc_b, 0, m->F, "mlp.gate_proj.bias");
+        PART(fc_b, m->F, m->F, "mlp.up_proj.bias");
+      }
+    } else {
+      LL(fc_w, OT_PT_MATRIX, m->Fa, m->C, "mlp.up_proj.weight");
+      if (c->bias) LL(fc_b, OT_PT_BIAS, m->Fa, 0, "mlp.up_proj.bias");
+    }
+    LL(proj_w, OT_PT_MATRIX_RES, m->C, m->F, "mlp.down_proj.weight");
+    if (c->bias) LL(proj_b, OT_PT_BIAS, m->C, 0, "mlp.down_proj.bias");
+#undef LL
+#undef PART
+  }
+  m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.norm.weight");
+  if (nb) m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "model.norm.bias");
+  if (!c->tied) {
+    m->lm_head = add_param(b, OT_PT_LM_HEAD, -1, m->Vp, m->C, "lm_head.weight");
+    add_hf(b, m->lm_head, 0, m->V, false, "lm_head.weight");
+  }
+  return OT_OK;
+}
+
+ot_status ot__layout_build(ot_model *m) {
+  builder b = {m, 0, 0, 0};
+  m->lp = calloc((size_t)m->L, sizeof *m->lp);
+  if (!m->lp) return ot_error(OT_ENOMEM, "model layout: out of memory");
+  for (int l = 0; l < m->L; l++) memset(&m->lp[l], 0xff, sizeof m->lp[l]);  // all -1
+  m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = -1;
+  ot_status s = m->cfg.names == OT_NAMES_GPT2 ? build_gpt2(&b) : build_llama(&b);
+  if (s != OT_OK) return s;
+  // every add checked here once: a failed add leaves a -1 somewhere
+  if (m->wte < 0 || m->lnf_w < 0 || (!m->cfg.tied && m->lm_head < 0) ||
+      (m->cfg.pos == OT_POS_LEARNED && m->wpe < 0))
+    return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  for (int l = 0; l < m->L; l++)
+    if (m->lp[l].qkv_w < 0 || m->lp[l].o_w < 0 || m->lp[l].fc_w < 0 || m->lp[l].proj_w < 0 ||
+        m->lp[l].ln1_w < 0 || m->lp[l].ln2_w < 0)
+      return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  m->n_floats = b.off;
+  return OT_OK;
+}
+
+void ot__layout_free(ot_model *m) {
+  free(m->params);
+  free(m->hf);
+  free(m->lp);
+  m->params = NULL;
+  m->hf = NULL;
+  m->lp = NULL;
+  m->n_params = m->n_hf = 0;
+}
+
+// ------------------------------------------------------------- accessors ----
+float *ot_model_params(ot_model *m) { return m ? m->w : NULL; }
+float *ot_model_grads(ot_model *m) { return m ? m->g : NULL; }
+uint16_t *ot_model_params_bf16(ot_model *m) { return m ? m->wb : NULL; }
+size_t ot_model_n_floats(const ot_model *m) { return m ? m->n_floats : 0; }
+int ot_model_param_count(const ot_model *m) { return m ? m->n_params : 0; }
+const ot_param *ot_model_param_at(const ot_model *m, int i) {
+  return m && i >= 0 && i < m->n_params ? &m->params[i] : NULL;
+}
+int ot_model_param_find(const ot_model *m, const char *name) {
+  if (!m || !name) return -1;
+  for (int i = 0; i < m->n_params; i++)
+    if (strcmp(m->params[i].name, name) == 0) return i;
+  return -1;
+}
+int ot_model_hf_count(const ot_model *m) { return m ? m->n_hf : 0; }
+const ot_hf_tensor *ot_model_hf_at(const ot_model *m, int i) {
+  return m && i >= 0 && i < m->n_hf ? &m->hf[i] : NULL;
+}
+int ot_model_hf_find(const ot_model *m, const char *name) {
+  if (!m || !name) return -1;
+  for (int i = 0; i < m->n_hf; i++)
+    if (strcmp(m->hf[i].name, name) == 0) return i;
+  return -1;
+}
+
+void ot_model_zero_grad(ot_model *m) {
+  if (m && m->g) memset(m->g, 0, m->n_floats * sizeof(float));
+}
+
+ot_status ot_model_sync_bf16(ot_model *m) {
+  OT_CHECK_PTR(m, "ot_model_sync_bf16");
+  if (m->wb) ot_cvt_f32_to_bf16(m->w, m->wb, m->n_floats);
+  return OT_OK;
+}
+
+// Copies between an HF tensor (row-major in its HF shape) and buf.
+static void hf_copy(const ot_model *m, const ot_hf_tensor *h, float *buf, float *hfdata, bool to_hf) {
+  const ot_param *p = &m->params[h->param];
+  const size_t cols = p->ndim == 2 ? (size_t)p->shape[1] : 1;
+  float *base = buf + p->offset + (size_t)h->row0 * cols;
+  const size_t rows = (size_t)h->rows;
+  if (!h->transpose) {
+    if (to_hf) memcpy(hfdata, base, rows * cols * sizeof(float));
+    else memcpy(base, hfdata, rows * cols * sizeof(float));
+    return;
+  }
+  // HF [cols, rows] <-> ours [rows, cols]
+  for (size_t r = 0; r < rows; r++)
+    for (size_t j = 0; j < cols; j++) {
+      if (to_hf) hfdata[j * rows + r] = base[r * cols + j];
+      else base[r * cols + j] = hfdata[j * rows + r];
+    }
+}
+
+ot_status ot_model_hf_get(const ot_model *m, int i, const float *buf, float *out) {
+  OT_CHECK_PTR(m, "ot_model_hf_get");
+  OT_CHECK_PTR(buf, "ot_model_hf_get");
+  OT_CHECK_PTR(out, "ot_model_hf_get");
+  if (i < 0 || i >= m->n_hf)
+    return ot_error(OT_EINVAL, "ot_model_hf_get: tensor index %d outside [0, %d)", i, m->n_hf);
+  hf_copy(m, &m->hf[i], (float *)buf, out, true);
+  return OT_OK;
+}
+
+ot_status ot_model_hf_put(const ot_model *m, int i, float *buf, const float *in) {
+  OT_CHECK_PTR(m, "ot_model_hf_put");
+  OT_CHECK_PTR(buf, "ot_model_hf_put");
+  OT_CHECK_PTR(in, "ot_model_hf_put");
+  if (i < 0 || i >= m->n_hf)
+    return ot_error(OT_EINVAL, "ot_model_hf_put: tensor index %d outside [0, %d)", i, m->n_hf);
+  hf_copy(m, &m->hf[i], buf, (float *)in, false);
+  return OT_OK;
+}
+
+// ------------------------------------------------------------------- init ---
+static uint64_t mix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Fills x[0, n) with normal(0, std) from a splitmix64 stream (Box-Muller, double).
+static void fill_normal(float *x, size_t n, float std, uint64_t seed) {
+  uint64_t s = seed;
+  for (size_t i = 0; i < n; i += 2) {
+    double u1 = ((mix(&s) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+    double u2 = (mix(&s) >> 11) * (1.0 / 9007199254740992.0);
+    double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+    x[i] = (float)(std * r * cos(a));
+    if (i + 1 < n) x[i + 1] = (float)(std * r * sin(a));
+  }
+}
+
+ot_status ot_model_init(ot_model *m, uint64_t seed) {
+  OT_CHECK_PTR(m, "ot_model_init");
+  const float std = m->cfg.init_std, rstd = std / sqrtf(2.0f * (float)m->L);
+  memset(m->w, 0, m->n_floats * sizeof(float));
+  // each tensor draws from its own stream (seed, index): independent of the
+  // others' shapes, and parallel over tensors with identical results
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = 0; i < m->n_params; i++) {
+    const ot_param *p = &m->params[i];
+    float *x = m->w + p->offset;
+    uint64_t s = seed ^ (0xA0761D6478BD642Full * (uint64_t)(i + 1));
+    switch (p->kind) {
+      case OT_PT_EMBED: case OT_PT_LM_HEAD:
+        fill_normal(x, (size_t)m->V * m->C, std, s);   // padding rows stay 0
+        break;
+      case OT_PT_POS: case OT_PT_MATRIX: fill_normal(x, p->numel, std, s); break;
+      case OT_PT_MATRIX_RES: fill_normal(x, p->numel, rstd, s); break;
+      case OT_PT_NORM_W: for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f; break;
+      case OT_PT_NORM_B: case OT_PT_BIAS: break;
+    }
+  }
+  return ot_model_sync_bf16(m);
+}

@@ -1,0 +1,296 @@
+// Memory plan and model lifecycle. One walker lists every buffer of a run
+// (saved activations per layer or shared, by recompute policy; workspace);
+// run dry it gives the plan, run with arenas it hands out the pointers, so the
+// printed plan and what is allocated cannot disagree.
+//
+// What each recompute policy keeps per layer (N = B*T tokens, es = dt size):
+//   none:      everything the backward reads: res, norm stats, y1, q, k, v,
+//              attention output (token-major) + lse, res2, y2, fc output, h
+//   selective: as none minus the attention output + lse and h (the activation
+//              output), which the backward recomputes (flash forward, GELU/SwiGLU)
+//   full:      res only; the backward reruns the block's forward into one
+//              shared set of buffers before its backward
+#include "model_impl.h"
+#include <limits.h>
+#include <stdlib.h>
+
+// --------------------------------------------------------------- walker -----
+typedef struct {
+  bool alloc;
+  ot_arena *act, *ws;
+  size_t act_bytes, ws_bytes;
+  bool failed;
+} walker;
+
+static void *take(walker *w, bool saved, size_t bytes) {
+  size_t *acc = saved ? &w->act_bytes : &w->ws_bytes;
+  *acc += ot_align64(bytes);
+  if (!w->alloc) return NULL;
+  void *p = ot_arena_alloc(saved ? w->act : w->ws, bytes);
+  if (!p) w->failed = true;
+  return p;
+}
+
+// Which block buffers the policy saves per layer (the others are shared).
+enum { F_MEAN1, F_RSTD1, F_Y1, F_Q, F_K, F_V, F_ATTY, F_LSE, F_RES2, F_MEAN2, F_RSTD2, F_Y2,
+       F_PRE, F_H, F_COUNT };
+static bool saved_field(int f, ot_recompute r) {
+  if (r == OT_RECOMPUTE_FULL) return false;
+  if (r == OT_RECOMPUTE_SELECTIVE) return !(f == F_ATTY || f == F_LSE || f == F_H);
+  return true;
+}
+
+// Takes the block buffers that are saved (saved = true) or shared (false).
+static void take_block(walker *w, const ot_model *m, ot__layer_acts *A, bool saved) {
+  const size_t N = (size_t)m->run.B * m->run.T, es = ot_dtype_size(m->run.dt);
+  const size_t C = (size_t)m->C, HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
+  const ot_recompute r = m->run.recompute;
+  const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
+  size_t bytes[F_COUNT] = {
+      [F_MEAN1] = ln ? N * 4 : 0, [F_RSTD1] = N * 4,    [F_Y1] = N * C * es,
+      [F_Q] = N * HD * es,        [F_K] = N * KD * es,  [F_V] = N * KD * es,
+      [F_ATTY] = N * HD * es,     [F_LSE] = N * (size_t)m->Hq * 4,
+      [F_RES2] = N * C * es,      [F_MEAN2] = ln ? N * 4 : 0, [F_RSTD2] = N * 4,
+      [F_Y2] = N * C * es,        [F_PRE] = N * (size_t)m->Fa * es, [F_H] = N * (size_t)m->F * es};
+  void **dst[F_COUNT] = {
+      (void **)&A->mean1, (void **)&A->rstd1, &A->y1, &A->q, &A->k, &A->v, &A->atty,
+      (void **)&A->lse, &A->res2, (void **)&A->mean2, (void **)&A->rstd2, &A->y2, &A->pre, &A->h};
+  for (int f = 0; f < F_COUNT; f++) {
+    if (saved_field(f, r) != saved || !bytes[f]) continue;
+    *dst[f] = take(w, saved, bytes[f]);
+  }
+}
+
+// Lists every activation and workspace buffer of m's run (pointers set when alloc).
+static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
+  const size_t N = (size_t)m->run.B * m->run.T, es = ot_dtype_size(m->run.dt);
+  const size_t C = (size_t)m->C, HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
+  const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
+  ot__layer_acts tmp;
+  // saved: per layer
+  for (int l = 0; l < m->L; l++) {
+    ot__layer_acts *A = w->alloc ? &m->la[l] : &tmp;
+    memset(A, 0, sizeof *A);
+    size_t before = w->act_bytes;
+    A->res = take(w, true, N * C * es);
+    take_block(w, m, A, true);
+    p->act_saved_layer = w->act_bytes - before;
+  }
+  // saved: model level
+  m->tokens = take(w, true, N * sizeof(int32_t));
+  m->resf = take(w, true, N * C * es);
+  m->meanf = ln ? take(w, true, N * 4) : NULL;
+  m->rstdf = take(w, true, N * 4);
+  m->yf = take(w, true, N * C * es);
+  size_t before = w->act_bytes;
+  m->logits = take(w, true, N * (size_t)m->Vp * es);
+  p->act_logits = w->act_bytes - before;
+  m->row_loss = take(w, true, N * 4);
+  p->act_saved = w->act_bytes;
+  // workspace: one block's non-saved buffers, shared by every layer
+  before = w->ws_bytes;
+  memset(&m->shared, 0, sizeof m->shared);
+  take_block(w, m, &m->shared, false);
+  m->abuf = take(w, false, N * C * es);
+  m->ohead = take(w, false, N * HD * es);
+  p->workspace_layer = w->ws_bytes - before;
+  // workspace: backward
+  before = w->ws_bytes;
+  m->dres = take(w, false, N * C * es);
+  m->dy = take(w, false, N * C * es);
+  m->datty = take(w, false, N * HD * es);
+  m->dohead = take(w, false, N * HD * es);
+  m->dq = take(w, false, N * HD * es);
+  m->dk = take(w, false, N * KD * es);
+  m->dv = take(w, false, N * KD * es);
+  m->dh = take(w, false, N * (size_t)m->F * es);
+  m->dfc = m->cfg.mlp == OT_MLP_SWIGLU ? take(w, false, N * (size_t)m->Fa * es) : NULL;
+  p->workspace_bwd = w->ws_bytes - before;
+  m->rope = m->cfg.pos == OT_POS_ROPE ? take(w, false, (size_t)m->cfg.max_seq * m->D * 4) : NULL;
+  p->workspace = w->ws_bytes;
+  // the non-saved block fields of every layer point at the shared set
+  if (w->alloc)
+    for (int l = 0; l < m->L; l++) {
+      ot__layer_acts *A = &m->la[l], *S = &m->shared;
+#define SH(f) if (!A->f) A->f = S->f
+      SH(mean1); SH(rstd1); SH(y1); SH(q); SH(k); SH(v); SH(atty); SH(lse);
+      SH(res2); SH(mean2); SH(rstd2); SH(y2); SH(pre); SH(h);
+#undef SH
+    }
+}
+
+// ------------------------------------------------------------ validation ----
+static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) {
+  static const char fn[] = "model run";
+  OT_CHECK_PTR(r, fn);
+  if (r->B <= 0) return ot_error(OT_EINVAL, "%s: batch B=%d must be > 0", fn, r->B);
+  if (r->T <= 0 || r->T > c->max_seq)
+    return ot_error(OT_EINVAL, "%s: sequence T=%d must be in [1, max_seq=%d]", fn, r->T, c->max_seq);
+  if (r->dt != OT_F32 && r->dt != OT_BF16)
+    return ot_error(OT_EINVAL, "%s: activation dtype %s unsupported (use f32 or bf16)", fn,
+                    ot_dtype_name(r->dt));
+  if (r->recompute != OT_RECOMPUTE_NONE && r->recompute != OT_RECOMPUTE_SELECTIVE &&
+      r->recompute != OT_RECOMPUTE_FULL)
+    return ot_error(OT_EINVAL, "%s: recompute=%d unknown (use none, selective or full)", fn,
+                    (int)r->recompute);
+  if (r->ignore_index >= 0 && r->ignore_index < c->vocab)
+    return ot_error(OT_EINVAL, "%s: ignore_index=%d is a real token id (vocab %d); use a negative "
+                    "value such as -1 or -100", fn, r->ignore_index, c->vocab);
+  int64_t N = (int64_t)r->B * r->T;
+  if (N > INT_MAX / 4 || N * ot_model_vocab_padded(c) > (int64_t)INT_MAX * 64)
+    return ot_error(OT_EINVAL, "%s: B*T=%lld tokens is too large", fn, (long long)N);
+  return OT_OK;
+}
+
+// Fills the dimensions of m from a config and run (both validated).
+static void set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r) {
+  m->cfg = *c;
+  m->run = *r;
+  m->C = c->d_model; m->L = c->n_layers; m->Hq = c->n_heads; m->Hkv = c->n_kv_heads;
+  m->D = ot_model_head_dim(c); m->F = c->d_ff;
+  m->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * c->d_ff : c->d_ff;
+  m->V = c->vocab; m->Vp = ot_model_vocab_padded(c);
+  m->QKV = (m->Hq + 2 * m->Hkv) * m->D;
+}
+
+static void plan_params(ot_model *m, ot_mem_plan *p) {
+  p->n_floats = m->n_floats;
+  p->params = ot_align64(m->n_floats * sizeof(float));
+  p->params_bf16 = m->run.dt == OT_BF16 ? ot_align64(m->n_floats * sizeof(uint16_t)) : 0;
+  p->grads = ot_align64(m->n_floats * sizeof(float));
+  p->optim = 2 * ot_align64(m->n_floats * sizeof(float));
+}
+
+ot_status ot_model_plan(const ot_model_config *c, const ot_run_config *r, ot_mem_plan *p) {
+  OT_CHECK_PTR(p, "ot_model_plan");
+  OT_TRY(ot_model_config_validate(c));
+  OT_TRY(run_validate(c, r));
+  ot_model m;
+  memset(&m, 0, sizeof m);
+  set_dims(&m, c, r);
+  ot_status s = ot__layout_build(&m);
+  if (s == OT_OK) {
+    memset(p, 0, sizeof *p);
+    plan_params(&m, p);
+    walker w = {0};
+    walk(&w, &m, p);
+  }
+  ot__layout_free(&m);
+  return s;
+}
+
+static double mib(size_t b) { return (double)b / 1048576.0; }
+
+ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_config *r) {
+  OT_CHECK_PTR(f, "ot_model_plan_print");
+  ot_mem_plan p, q[3];
+  OT_TRY(ot_model_plan(c, r, &p));
+  for (int i = 0; i < 3; i++) {
+    ot_run_config rr = *r;
+    rr.recompute = (ot_recompute)i;
+    OT_TRY(ot_model_plan(c, &rr, &q[i]));
+  }
+  const int L = c->n_layers;
+  fprintf(f, "memory plan: B=%d T=%d, %s activations, recompute %s, %zu master floats\n", r->B,
+          r->T, ot_dtype_name(r->dt), ot_recompute_name(r->recompute), p.n_floats);
+  fprintf(f, "  %-34s %12.2f MiB\n", "parameters (f32 master)", mib(p.params));
+  if (p.params_bf16) fprintf(f, "  %-34s %12.2f MiB\n", "parameters (bf16 copy)", mib(p.params_bf16));
+  fprintf(f, "  %-34s %12.2f MiB\n", "gradients (f32)", mib(p.grads));
+  fprintf(f, "  %-34s %12.2f MiB  (not allocated by the model)\n", "optimizer (AdamW m, v; f32)",
+          mib(p.optim));
+  char line[64];
+  snprintf(line, sizeof line, "activations: per layer (x %d)", L);
+  fprintf(f, "  %-34s %12.2f MiB\n", line, mib(p.act_saved_layer * (size_t)L));
+  fprintf(f, "  %-34s %12.2f MiB\n", "activations: logits", mib(p.act_logits));
+  fprintf(f, "  %-34s %12.2f MiB\n", "activations: embedding/final/loss",
+          mib(p.act_saved - p.act_logits - p.act_saved_layer * (size_t)L));
+  fprintf(f, "  %-34s %12.2f MiB\n", "workspace: shared block buffers", mib(p.workspace_layer));
+  fprintf(f, "  %-34s %12.2f MiB\n", "workspace: backward", mib(p.workspace_bwd));
+  fprintf(f, "  %-34s %12.2f MiB\n", "workspace: tables",
+          mib(p.workspace - p.workspace_layer - p.workspace_bwd));
+  size_t tot = p.params + p.params_bf16 + p.grads + p.act_saved + p.workspace;
+  fprintf(f, "  %-34s %12.2f MiB  (+ %.2f MiB optimizer = %.2f MiB)\n", "total allocated", mib(tot),
+          mib(p.optim), mib(tot + p.optim));
+  fprintf(f, "  recompute   activations    workspace   act+ws MiB   saves vs none\n");
+  const size_t base = q[0].act_saved + q[0].workspace;
+  for (int i = 0; i < 3; i++) {
+    size_t t = q[i].act_saved + q[i].workspace;
+    fprintf(f, "  %-10s %12.2f %12.2f %12.2f %12.2f MiB%s\n", ot_recompute_name((ot_recompute)i),
+            mib(q[i].act_saved), mib(q[i].workspace), mib(t), mib(base > t ? base - t : 0),
+            i == (int)r->recompute ? "  <- this run" : "");
+  }
+  return OT_OK;
+}
+
+// ------------------------------------------------------------- lifecycle ----
+void ot_model_free(ot_model *m) {
+  if (!m) return;
+  ot_arena_destroy(&m->a_params);
+  ot_arena_destroy(&m->a_grads);
+  ot_arena_destroy(&m->a_act);
+  ot_arena_destroy(&m->a_ws);
+  ot__layout_free(m);
+  free(m->la);
+  free(m);
+}
+
+ot_status ot_model_create(ot_model **out, const ot_model_config *c, const ot_run_config *r) {
+  static const char fn[] = "ot_model_create";
+  OT_CHECK_PTR(out, fn);
+  *out = NULL;
+  OT_CHECK_PTR(c, fn);
+  OT_TRY(ot_model_config_validate(c));
+  OT_TRY(run_validate(c, r));
+  ot_model *m = calloc(1, sizeof *m);
+  if (!m) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  set_dims(m, c, r);
+  ot_status s = ot__layout_build(m);
+  if (s == OT_OK) {
+    m->la = calloc((size_t)m->L, sizeof *m->la);
+    if (!m->la) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  }
+  ot_mem_plan *p = &m->plan;
+  if (s == OT_OK) {
+    plan_params(m, p);
+    walker dry = {0};
+    walk(&dry, m, p);
+    s = ot_arena_init(&m->a_params, "params", p->params + p->params_bf16, OT_MEM_PARAMS);
+  }
+  if (s == OT_OK) s = ot_arena_init(&m->a_grads, "grads", p->grads, OT_MEM_GRADS);
+  if (s == OT_OK) s = ot_arena_init(&m->a_act, "activations", p->act_saved, OT_MEM_ACTIVATIONS);
+  if (s == OT_OK) s = ot_arena_init(&m->a_ws, "workspace", p->workspace, OT_MEM_WORKSPACE);
+  if (s == OT_OK) {
+    m->w = ot_arena_alloc(&m->a_params, m->n_floats * sizeof(float));
+    m->wb = r->dt == OT_BF16 ? ot_arena_alloc(&m->a_params, m->n_floats * sizeof(uint16_t)) : NULL;
+    m->g = ot_arena_alloc(&m->a_grads, m->n_floats * sizeof(float));
+    walker w = {.alloc = true, .act = &m->a_act, .ws = &m->a_ws};
+    ot_mem_plan again = *p;
+    walk(&w, m, &again);
+    if (!m->w || (r->dt == OT_BF16 && !m->wb) || !m->g || w.failed)
+      s = ot_error(OT_EINTERNAL, "%s: the memory plan does not cover the allocation (%s)", fn,
+                   ot_last_error());
+  }
+  // the plan is exact: every arena is filled to the byte
+  if (s == OT_OK && (m->a_params.used != m->a_params.cap || m->a_grads.used != m->a_grads.cap ||
+                     m->a_act.used != m->a_act.cap || m->a_ws.used != m->a_ws.cap))
+    s = ot_error(OT_EINTERNAL, "%s: memory plan and arena use differ", fn);
+  if (s == OT_OK) {
+    memset(m->w, 0, m->n_floats * sizeof(float));
+    if (m->wb) memset(m->wb, 0, m->n_floats * sizeof(uint16_t));
+    memset(m->g, 0, m->n_floats * sizeof(float));
+    // activations start defined (padding, unused tails): no uninitialised reads ever
+    memset(m->a_act.base, 0, m->a_act.cap);
+    memset(m->a_ws.base, 0, m->a_ws.cap);
+    if (m->rope) s = ot_rope_table(m->rope, c->max_seq, m->D, c->rope_base);
+  }
+  if (s != OT_OK) {
+    ot_model_free(m);
+    return s;
+  }
+  *out = m;
+  return OT_OK;
+}
+
+const ot_model_config *ot_model_config_of(const ot_model *m) { return m ? &m->cfg : NULL; }
+const ot_run_config *ot_model_run_of(const ot_model *m) { return m ? &m->run : NULL; }
+const ot_mem_plan *ot_model_plan_of(const ot_model *m) { return m ? &m->plan : NULL; }
