@@ -10,6 +10,11 @@ static void usage(FILE *f) {
           "  info                 CPU features, active kernel ISA, threads, oneDNN version\n"
           "  bench ops [options]  measure FMA peak and STREAM bandwidth, then every operator\n"
           "                       (run `ot bench ops --help` for options)\n"
+          "  prepare --corpus FILE --out DIR [--vocab-size N | --tokenizer gpt2]\n"
+          "                       train a BPE tokenizer (or use GPT-2's) and write train/val token\n"
+          "                       shards (run `ot prepare --help` for options)\n"
+          "  tokenize [--text STR] [--tokenizer DIR|gpt2] [--tokens | --decode]\n"
+          "                       print the token ids of a text (or decode ids)\n"
           "  help                 this text\n"
           "\n"
           "environment: OMP_NUM_THREADS (threads), OT_ISA=portable|avx2|avx512 or\n"
@@ -35,6 +40,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
   if (!strcmp(cmd, "info")) return ot_cmd_info(argc - 2, argv + 2);
   if (!strcmp(cmd, "bench")) return ot_cmd_bench(argc - 2, argv + 2);
+  if (!strcmp(cmd, "prepare")) return ot_cmd_prepare(argc - 2, argv + 2);
+  if (!strcmp(cmd, "tokenize")) return ot_cmd_tokenize(argc - 2, argv + 2);
   fprintf(stderr, "ot: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;

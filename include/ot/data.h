@@ -1,0 +1,132 @@
+// ops-transformer data: llm.c-compatible token shards, a deterministic
+// resumable batch loader, and a byte-level BPE tokenizer (GPT-2 format).
+//
+// Token shard (llm.c format, little-endian): 256 int32 header
+//   header[0] = 20240520 (magic)
+//   header[1] = version: 1 = uint16 tokens (llm.c's GPT-2 shards),
+//                        2 = uint32 tokens (llm.c's Llama-3 shards; vocab > 65536)
+//   header[2] = token count N (1 .. INT32_MAX); the rest of the header is 0
+// followed by exactly N tokens; the file is 1024 + N * (2 or 4) bytes.
+#ifndef OT_DATA_H
+#define OT_DATA_H
+#include "ot/core.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ------------------------------------------------------------ shards --------
+#define OT_SHARD_MAGIC 20240520
+#define OT_SHARD_HEADER_BYTES 1024
+
+typedef struct ot_shard ot_shard;
+
+// Opens and validates a shard (memory-mapped read-only): size >= header,
+// magic, version, count > 0, file size == header + count * token size, every
+// token id < vocab_size. Defects return OT_EFORMAT "<path>: <problem>";
+// a missing/unreadable file OT_EIO; vocab_size <= 0 OT_EINVAL.
+ot_status ot_shard_open(ot_shard **out, const char *path, int64_t vocab_size);
+void ot_shard_close(ot_shard *s);                        // NULL ok
+int64_t ot_shard_ntokens(const ot_shard *s);
+int ot_shard_version(const ot_shard *s);                 // 1 (uint16) or 2 (uint32)
+const char *ot_shard_path(const ot_shard *s);
+// Copies tokens [start, start + n) (must lie inside the shard) to dst as int32.
+void ot_shard_read(const ot_shard *s, int64_t start, int64_t n, int32_t *dst);
+
+// Writes ids[0, n) as a shard of the given version atomically ("<path>.tmp",
+// fsync, rename, fsync of the directory). OT_EINVAL: n not in [1, INT32_MAX],
+// version not 1/2, an id < 0 or (version 1) > 65535; OT_EIO: file system.
+ot_status ot_shard_write(const char *path, const int32_t *ids, int64_t n, int version);
+
+// ------------------------------------------------------------ loader --------
+// Cuts each shard into windows of T+1 tokens at stride T (window w of a shard
+// covers tokens [w*T, w*T + T], so x = row[0:T], y = row[1:T+1]); windows
+// never cross shards. An epoch visits every window once, in order or in a
+// seeded permutation that changes per epoch. A global batch is world*B
+// consecutive windows of that order; rank r takes rows [r*B, (r+1)*B).
+typedef struct {
+  const char *pattern;        // glob of shard files (sorted by name), or NULL ...
+  const char *const *paths;   // ... and an explicit list of npaths files
+  int npaths;
+  int64_t vocab_size;         // every token must be < vocab_size
+  int B, T;                   // rows per batch (this rank), tokens per row (+1 loaded)
+  bool shuffle;               // false: windows in file order (eval / held-out)
+  uint64_t seed;              // permutation seed when shuffling
+  int rank, world;            // data-parallel partition; world 0 means 1
+} ot_loader_config;
+
+// Position in the stream: the next global batch starts at window `index` of
+// `epoch`. `fingerprint` identifies what defines the window order (shard
+// sizes, T, shuffle, seed); restoring a state from another fingerprint fails.
+typedef struct { uint64_t epoch, index, fingerprint; } ot_loader_state;
+
+typedef struct ot_loader ot_loader;
+
+// Opens every shard (validated as ot_shard_open does), plans the windows and
+// allocates the one [B, T+1] batch buffer. OT_EINVAL for a bad config (names
+// the field) or when the shards hold no full window.
+ot_status ot_loader_open(ot_loader **out, const ot_loader_config *cfg);
+void ot_loader_close(ot_loader *L);                      // NULL ok
+// Fills the loader's buffer with the next batch and points *batch at it:
+// int32 [B, T+1], valid until the next call. Never allocates.
+ot_status ot_loader_next(ot_loader *L, const int32_t **batch);
+void ot_loader_get_state(const ot_loader *L, ot_loader_state *st);
+// OT_EINVAL when the fingerprint differs or index is out of range.
+ot_status ot_loader_set_state(ot_loader *L, const ot_loader_state *st);
+void ot_loader_reset(ot_loader *L);                      // back to epoch 0, window 0
+int64_t ot_loader_windows(const ot_loader *L);           // windows per epoch (all ranks)
+int64_t ot_loader_tokens(const ot_loader *L);            // tokens in all shards
+int ot_loader_nshards(const ot_loader *L);
+
+// ------------------------------------------------------- pre-tokenizer -----
+// GPT-2's pre-tokenization regex, by hand over UTF-8:
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// Returns the end of the piece starting at pos (pos < len). Invalid UTF-8
+// bytes count as one character each, of the class [^\s\p{L}\p{N}].
+size_t ot_pretok_next(const char *text, size_t len, size_t pos);
+// Unicode version of the letter/number tables ("15.1.0").
+const char *ot_pretok_unicode_version(void);
+
+// ------------------------------------------------------ byte-level BPE -----
+// GPT-2 style: each byte maps to a printable code point (bytes_to_unicode);
+// ids 0..255 are the single bytes, merges add one token each (rank = order),
+// "<|endoftext|>" is the special end-of-text token.
+#define OT_BPE_EOT "<|endoftext|>"
+
+typedef struct ot_bpe ot_bpe;
+
+// Trains on text[0, len) to vocab_size tokens (256 bytes + merges +
+// <|endoftext|>; 257 <= vocab_size <= 1<<24) using pre-token counts and
+// incremental pair counts. Ties: the most frequent pair wins, then the
+// smallest (left id, right id). Stops early when no pair occurs twice.
+// Occurrences of "<|endoftext|>" in the text are separators, not words.
+// verbose: progress lines on stderr.
+ot_status ot_bpe_train(ot_bpe **out, const char *text, size_t len, int vocab_size, bool verbose);
+// Loads GPT-2-format vocab.json (token string -> id, ids dense 0..n-1) and
+// merges.txt ("#version" line, then "A B" per line in rank order).
+// OT_EFORMAT "<file>: <problem>" for defects, OT_EIO for unreadable files.
+ot_status ot_bpe_load(ot_bpe **out, const char *vocab_json, const char *merges_txt);
+// Saves the same two files (atomic writes); load(save(x)) encodes as x.
+ot_status ot_bpe_save(const ot_bpe *t, const char *vocab_json, const char *merges_txt);
+void ot_bpe_free(ot_bpe *t);                             // NULL ok
+
+int ot_bpe_vocab_size(const ot_bpe *t);
+int ot_bpe_merges(const ot_bpe *t);
+int ot_bpe_eot(const ot_bpe *t);                         // id of <|endoftext|>, -1 if absent
+
+// Encodes text[0, len) (any bytes; invalid UTF-8 round-trips) into ids[0, *n).
+// With allow_special, "<|endoftext|>" in the text becomes the EOT id;
+// otherwise it is encoded as plain text. cap >= len always suffices;
+// a smaller cap that overflows returns OT_EINVAL.
+ot_status ot_bpe_encode(const ot_bpe *t, const char *text, size_t len, bool allow_special,
+                        int32_t *ids, size_t cap, size_t *n);
+// Bytes of token id (NULL if out of range), *len set.
+const char *ot_bpe_token(const ot_bpe *t, int32_t id, size_t *len);
+// Concatenates the tokens' bytes into out[0, *len) (no terminator needed).
+// OT_EINVAL for an id out of range or when cap is too small.
+ot_status ot_bpe_decode(const ot_bpe *t, const int32_t *ids, size_t n, char *out, size_t cap,
+                        size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
