@@ -3,5 +3,8 @@
 #define OT_OT_H
 #include "ot/core.h"
 #include "ot/ops.h"
+#include "ot/attn.h"
 #include "ot/io.h"
+#include "ot/model.h"
+#include "ot/data.h"
 #endif

@@ -192,11 +192,11 @@ static inline vf vexp(vf x) {
   return vselect_nan(x, y);
 }
 
-// exp(x) for x <= 0 (e.g. logit - running max): the reduction and polynomial
+// exp(x) for x <= 0 (e.g. logit - running max; valid up to x <= 88, where
+// 2^n still fits the exponent field, so rounding slightly above 0 is fine): the reduction and polynomial
 // of vexp (same accuracy) with a single 2^n scale (n in [-126, 0]), no
 // overflow branch, and NaN carried through the arithmetic instead of a final
 // select: ~19 operations instead of ~33. x < -87.3 (and -inf) -> 0; NaN -> NaN.
-// Undefined for x > 0.
 static inline vf vexp_neg(vf x) {
   const vf lo = vset1(-87.3365447504f);
   // max returns its second operand when one is NaN: xc keeps a NaN (carried into

@@ -1,0 +1,92 @@
+// ops-transformer fused attention kernels: flash (forward/backward),
+// block-sparse and decode. Shapes and masks: ot_attn_shape in ot/ops.h.
+//
+// Semantics shared with ot_ref_attn_* / ot_attn_mat_*:
+//  - q: [B, Hq, Tq, D], k, v: [B, Hkv, Tk, D], o: [B, Hq, Tq, D] (dt = f32 or
+//    bf16 storage, f32 arithmetic); lse: [B, Hq, Tq] f32 logsumexp of the
+//    scaled scores of each row (natural log), the only state the backward needs
+//    besides o. Query head h reads kv head h / (Hq / Hkv): grouped-query and
+//    multi-query attention never copy K/V.
+//  - causal is aligned bottom-right (FlashAttention-2): query i sees key j iff
+//    j <= i + (Tk - Tq); with Tq > Tk the first Tq - Tk rows see nothing.
+//    kv_len[b] masks keys j >= kv_len[b] (never read: padding may hold garbage).
+//  - A row that sees no key gets o = 0 and lse = -inf (its gradients are 0).
+//  - Working memory is O(T * D) per thread (ot_scratch, OT_MEM_WORKSPACE): the
+//    Tq x Tk score matrix is never formed.
+//  - Deterministic: no atomics; GQA heads are summed in head order. o, lse, dk
+//    and dv are each computed by one thread in a fixed order, so they do not
+//    depend on the thread count or on scheduling. dq sums per-thread partials
+//    in thread order over a fixed (shape- and thread-count-derived) partition:
+//    repeated calls with the same thread count give identical bits, another
+//    thread count may change dq's rounding (~1e-7 relative).
+#ifndef OT_ATTN_H
+#define OT_ATTN_H
+#include "ot/ops.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ------------------------------------------------------------ flash ---------
+// q: [B,Hq,Tq,D], k, v: [B,Hkv,Tk,D] (dt) -> o: [B,Hq,Tq,D] (dt),
+// lse: [B,Hq,Tq] f32 (NULL: not stored, e.g. inference).
+ot_status ot_attn_flash_fwd(ot_dtype dt, void *o, float *lse, const void *q, const void *k,
+                            const void *v, const ot_attn_shape *s);
+// dout, o: [B,Hq,Tq,D] (dt), lse: [B,Hq,Tq] f32 from the forward ->
+// dq: [B,Hq,Tq,D], dk, dv: [B,Hkv,Tk,D] (dt, overwritten; dk/dv summed over
+// the Hq/Hkv query heads of each kv head; keys nobody sees get 0).
+ot_status ot_attn_flash_bwd(ot_dtype dt, void *dq, void *dk, void *dv, const void *dout,
+                            const void *o, const float *lse, const void *q, const void *k,
+                            const void *v, const ot_attn_shape *s);
+
+// ----------------------------------------------------- block-sparse ---------
+// The "block_size=64, local_window=3, global_tokens=10" layout. Positions are
+// key indices; query i sits at position p = i + (Tk - Tq) (needs Tq <= Tk).
+// Query block qb = p / block_size, key block kb = j / block_size. Query i may
+// attend key j iff
+//    p < global_tokens or j < global_tokens            (global tokens), or
+//    kb in the window of qb: [qb - (w-1), qb] when s->causal,
+//                            [qb - w/2, qb + (w-1)/2] otherwise (w = local_window),
+// and, as in dense attention, j <= p when s->causal and j < kv_len[b].
+typedef struct {
+  int block_size;     // b >= 1 tokens per block
+  int local_window;   // w >= 1 blocks in the sliding window
+  int global_tokens;  // g >= 0 leading positions that see and are seen by all
+} ot_attn_sparse_layout;
+
+// Same contracts as the flash functions; only active (query tile, key tile)
+// pairs are computed, forward and backward.
+ot_status ot_attn_sparse_fwd(ot_dtype dt, void *o, float *lse, const void *q, const void *k,
+                             const void *v, const ot_attn_shape *s,
+                             const ot_attn_sparse_layout *l);
+ot_status ot_attn_sparse_bwd(ot_dtype dt, void *dq, void *dk, void *dv, const void *dout,
+                             const void *o, const float *lse, const void *q, const void *k,
+                             const void *v, const ot_attn_shape *s,
+                             const ot_attn_sparse_layout *l);
+// mask: [Tq, Tk] bytes, 1 where the layout (and s->causal) lets query i attend
+// key j, else 0; kv_len is NOT applied (it depends on the batch row). Dense
+// attention with this mask equals ot_attn_sparse_* (tests, visualisation).
+ot_status ot_attn_sparse_mask(uint8_t *mask, const ot_attn_shape *s,
+                              const ot_attn_sparse_layout *l);
+// Number of (query, key) pairs one head attends, summed over the batch (kv_len
+// applied); l = NULL for dense attention. FLOPs of a forward = 4 * D * Hq * pairs.
+// Returns -1 (message set) on invalid arguments.
+double ot_attn_pairs(const ot_attn_shape *s, const ot_attn_sparse_layout *l);
+
+// ------------------------------------------------------------ decode --------
+// A few new query rows against a KV cache. q: [B,Hq,Tq,D] (dt), kc, vc:
+// [B,Hkv,S,D] (dt) with S = s->Tk the cache capacity; s->kv_len[b] (NULL: S)
+// keys of sequence b are valid, the last Tq of them being the new tokens' own.
+// Query t of sequence b sits at position kv_len[b] - Tq + t: with s->causal it
+// sees keys j <= that position, else all kv_len[b] keys. (Alignment is to each
+// sequence's length, not to S; with kv_len = NULL this is exactly flash
+// attention.) -> o: [B,Hq,Tq,D] (dt), lse: [B,Hq,Tq] f32 or NULL.
+// The keys are split in fixed chunks across threads; partial (max, sum,
+// accumulator) triples are merged in chunk order, so results do not depend on
+// the thread count. K/V are read once per kv head for all its query heads.
+ot_status ot_attn_decode(ot_dtype dt, void *o, float *lse, const void *q, const void *kc,
+                         const void *vc, const ot_attn_shape *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
