@@ -10,7 +10,7 @@ scripts/build.sh build
 if [ "${1:-}" != "--no-sanitize" ]; then
   scripts/build.sh build-asan -DOT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
   # oneDNN's JIT and OpenMP keep allocations alive until exit: not leaks of ours.
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure --timeout 900)
 fi
 echo "tests: done in $(( $(date +%s) - t0 )) s"
