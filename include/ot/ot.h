@@ -7,5 +7,6 @@
 #include "ot/io.h"
 #include "ot/model.h"
 #include "ot/data.h"
+#include "ot/train.h"
 #include "ot/infer.h"
 #endif

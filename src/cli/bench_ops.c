@@ -6,7 +6,6 @@
 #include "cli.h"
 #include "bench_util.h"
 
-OT_KDECL(double, k_fma_peak, (long iters, float *sink));
 OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
 OT_KDECL(void, k_stream_triad_nt, (float *a, const float *b, const float *c, float s, size_t n));
 OT_KDECL(void, k_stream_init, (float *a, float *b, float *c, size_t n));
@@ -36,20 +35,6 @@ static double measure_stream(double *nt_gbs) {
   return 3.0 * 4.0 * n / t * 1e-9;
 }
 
-static double measure_peak(void) {
-  float sink = 0;
-  long iters = 20000000;
-  OT_KPICK(k_fma_peak)(iters / 10, &sink);  // warm up clocks
-  double best = 0;
-  for (int r = 0; r < 5; r++) {
-    double t0 = ot_now();
-    double fl = OT_KPICK(k_fma_peak)(iters, &sink);
-    double g = fl / (ot_now() - t0) * 1e-9;
-    if (g > best) best = g;
-  }
-  return best;
-}
-
 static void usage(void) {
   printf("usage: ot bench ops [--quick] [--reps N] [--only SUBSTRING]\n"
          "  --quick      smaller shapes and fewer repetitions (a smoke run)\n"
@@ -77,7 +62,7 @@ int ot_cmd_bench(int argc, char **argv) {
   if (g_opt.quick && g_opt.reps > 3) g_opt.reps = 3;
   printf("ops-transformer operator benchmark: %d threads, kernels %s, median of %d runs\n",
          ot_threads_get(), ot_isa_name(ot_isa_active()), g_opt.reps);
-  g_opt.peak_gflops = measure_peak();
+  g_opt.peak_gflops = ot_measure_fma_peak();
   double nt;
   g_opt.stream_gbs = measure_stream(&nt);
   printf("measured f32 FMA peak: %.1f GFLOP/s   STREAM triad: %.1f GB/s (with streaming stores: %.1f GB/s)\n",

@@ -15,6 +15,14 @@ static void usage(FILE *f) {
           "                       shards (run `ot prepare --help` for options)\n"
           "  tokenize [--text STR] [--tokenizer DIR|gpt2] [--tokens | --decode]\n"
           "                       print the token ids of a text (or decode ids)\n"
+          "  train [options]      train a model (default: the small preset on the bundled corpus) with\n"
+          "                       live progress, held-out eval, checkpoints, log and loss-curve SVG\n"
+          "                       (run `ot train --help` for every key and its aliases)\n"
+          "  eval DIR [options]   held-out loss of a checkpoint (ours or a Hugging Face directory)\n"
+          "  generate (--model DIR | --checkpoint DIR) [--prompt TEXT] [--max-tokens N]\n"
+          "                       [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+          "                       continue a prompt with KV-cache decoding, streaming tokens\n"
+          "                       (run `ot generate --help` for options)\n"
           "  help                 this text\n"
           "\n"
           "environment: OMP_NUM_THREADS (threads), OT_ISA=portable|avx2|avx512 or\n"
@@ -42,6 +50,9 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return ot_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "prepare")) return ot_cmd_prepare(argc - 2, argv + 2);
   if (!strcmp(cmd, "tokenize")) return ot_cmd_tokenize(argc - 2, argv + 2);
+  if (!strcmp(cmd, "train")) return ot_cmd_train(argc - 2, argv + 2);
+  if (!strcmp(cmd, "eval")) return ot_cmd_eval(argc - 2, argv + 2);
+  if (!strcmp(cmd, "generate")) return ot_cmd_generate(argc - 2, argv + 2);
   fprintf(stderr, "ot: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;

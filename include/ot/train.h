@@ -1,0 +1,245 @@
+// ops-transformer training engine: the training configuration (one key
+// vocabulary shared by flags, config files and checkpoints, with the names
+// Megatron / nanoGPT / Hugging Face users know as aliases), the learning-rate
+// schedule, the trainer (AdamW with f32 master weights and moments, global-norm
+// clipping, gradient accumulation, mixed precision, non-finite skip), the
+// evaluation on held-out data, checkpoints that resume bit-exactly, and the
+// whole training loop with progress, JSONL log, profile and loss-curve SVG.
+//
+// Determinism: for a given config and thread count every step is bitwise
+// reproducible (all reductions have a fixed order), and a run resumed from a
+// checkpoint continues exactly as the uninterrupted run.
+#ifndef OT_TRAIN_H
+#define OT_TRAIN_H
+#include "ot/model.h"
+#include "ot/data.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ------------------------------------------------------------ LR schedule ---
+typedef enum { OT_LR_COSINE = 0, OT_LR_LINEAR, OT_LR_CONSTANT } ot_lr_decay;
+const char *ot_lr_decay_name(ot_lr_decay d);   // "cosine", "linear", "constant"
+
+typedef struct {
+  float lr;            // peak learning rate
+  float min_lr;        // floor reached at decay_steps (cosine/linear), <= lr
+  int64_t warmup;      // steps of linear warmup: lr * (s + 1) / warmup for s < warmup
+  int64_t decay_steps; // decay over [warmup, decay_steps); min_lr from then on
+  ot_lr_decay decay;
+} ot_lr_schedule;
+
+// Learning rate of (0-based) step s:
+//   s < warmup:            lr * (s + 1) / warmup
+//   s >= decay_steps:      min_lr            (constant: lr)
+//   otherwise, r = (s - warmup) / (decay_steps - warmup) in [0, 1):
+//     cosine: min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr);  linear: lr - r (lr - min_lr)
+float ot_lr_at(const ot_lr_schedule *s, int64_t step);
+
+// ------------------------------------------------------------ the config ---
+#define OT_PATH_MAX 1024
+
+typedef struct {
+  ot_model_config model;       // shape (preset "small" by default)
+  // data: shards written by `ot prepare`
+  char data[OT_PATH_MAX];      // directory with train_*.bin / val_*.bin / info.json
+  char train_data[OT_PATH_MAX];// glob of training shards ("" = <data>/train_*.bin)
+  char val_data[OT_PATH_MAX];  // glob of held-out shards ("" = <data>/val_*.bin)
+  bool shuffle;                // windows in a seeded permutation per epoch
+  // batch: a step sees grad_accum micro-batches of batch_size rows of seq_len tokens
+  int batch_size, grad_accum, global_batch;   // global_batch (rows, 0 = unset) sets grad_accum
+  int seq_len;
+  // run
+  ot_dtype dtype;              // f32, or bf16 (bf16 activations/GEMMs, f32 master + moments)
+  ot_recompute recompute;
+  int threads;                 // 0 = OpenMP's default (OMP_NUM_THREADS)
+  uint64_t seed;               // init and data order
+  // optimizer and schedule
+  int64_t steps;               // optimizer steps of the run
+  float lr, min_lr;            // min_lr < 0: lr / 10
+  int64_t warmup, decay_steps; // decay_steps 0: = steps
+  ot_lr_decay lr_decay;
+  float beta1, beta2, eps, weight_decay, grad_clip;   // grad_clip <= 0: off
+  // evaluation, checkpoints, output
+  int eval_every;              // steps between held-out evaluations (0 = only at the end)
+  int eval_batches;            // batches of batch_size rows per evaluation (capped by the split)
+  int save_every;              // steps between checkpoints (0 = only at the end)
+  int keep;                    // step_* checkpoint directories kept (0 = all)
+  int print_every;             // progress lines every N steps (the log has every step)
+  char out[OT_PATH_MAX];       // run directory: log.jsonl, loss.svg, step_NNNNNN/, latest
+  char log[OT_PATH_MAX];       // "" = <out>/log.jsonl
+  char plot[OT_PATH_MAX];      // "" = <out>/loss.svg
+  char profile[OT_PATH_MAX];   // "" = off; else the Chrome trace path (+ summary printed)
+  char resume[OT_PATH_MAX];    // "" = fresh run; a checkpoint dir or a run dir (uses <dir>/latest)
+  bool quiet;                  // no progress lines (warnings and errors still)
+  bool measure_peak;           // measure the FMA peak at start for MFU (tests turn it off)
+  bool eval_only;              // trainer for evaluation: no optimizer state, no training data
+} ot_train_config;
+
+// Defaults: model "small", data "out/data", batch 8 x 256 tokens, 1 micro-batch,
+// f32, recompute none, seed 1337, 300 steps, lr 1e-3 -> 1e-4 (min_lr -1: lr/10)
+// cosine, warmup -1 (steps/10, at most 100), AdamW (0.9, 0.95, 1e-8), weight
+// decay 0.1, clip 1.0, eval every 50 steps over 20 batches, checkpoint at the
+// end (keep 2), out "out/train", shuffled data, measure_peak on.
+void ot_train_config_default(ot_train_config *c);
+// Resolves derived values (global_batch -> grad_accum, min_lr < 0, decay_steps 0)
+// and checks every field and combination; OT_EINVAL names the key (as a flag),
+// its value and the fix.
+ot_status ot_train_config_resolve(ot_train_config *c);
+// The schedule a resolved config describes.
+ot_lr_schedule ot_train_schedule(const ot_train_config *c);
+// Prints the resolved settings with our key names (what a config file would hold).
+void ot_train_config_print(FILE *f, const ot_train_config *c);
+
+// ---- keys: flags (--key), config files (key=value or JSON) and checkpoints.
+// Keys are matched with '-' and '_' equivalent; aliases from Megatron-LM
+// (micro_batch_size, global_batch_size, train_iters, lr_warmup_iters,
+// lr_decay_iters, clip_grad, seq_length, num_layers, hidden_size, ...),
+// nanoGPT (max_iters, block_size, n_layer, n_embd, gradient_accumulation_steps,
+// ...) and Hugging Face (learning_rate, max_steps, warmup_steps, max_grad_norm,
+// ...) map to ours.
+// Canonical name of a key or alias ("micro_batch_size" -> "batch-size"); NULL if unknown.
+const char *ot_train_key_canonical(const char *key);
+bool ot_train_key_is_bool(const char *key);   // flags that may appear without a value
+// Sets one key. Unknown keys and bad values return OT_EINVAL naming `origin`
+// (e.g. "config.txt:3" or "--lr"), the key and the expected form; an unknown
+// key suggests the nearest known one. "model" (a preset) resets every shape key.
+ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *value,
+                              const char *origin);
+// Value of a canonical key as text (floats round-trip exactly); NULL if unknown.
+const char *ot_train_config_get(const ot_train_config *c, const char *key, char *buf, size_t cap);
+// Help: every key with its default, aliases and meaning.
+void ot_train_config_help(FILE *f);
+
+// An ordered list of (key, value, origin) pairs: parsed from flags and files,
+// applied to a config in one go.
+#define OT_SETTINGS_MAX 160
+typedef struct { char key[64]; char val[OT_PATH_MAX]; char origin[128]; } ot_setting;
+typedef struct { int n; ot_setting item[OT_SETTINGS_MAX]; } ot_settings;
+
+ot_status ot_settings_add(ot_settings *l, const char *key, const char *val, const char *origin);
+// A config file: a JSON object ({"lr": 3e-4, "model": "small", ...}, values
+// number/string/bool), or lines "key = value" / "key: value" with # comments.
+// Syntax errors name the file and line; keys are checked when applied.
+ot_status ot_settings_read_file(ot_settings *l, const char *path);
+// Applies the pairs in order, "model" presets first (so shape keys refine a
+// preset wherever they appear). When `notes` is non-NULL each alias used is
+// reported there with our name ("ot: 'micro_batch_size' is --batch-size here").
+ot_status ot_train_config_apply(ot_train_config *c, const ot_settings *l, FILE *notes);
+// True if the list sets canonical key `key` (directly or by alias).
+bool ot_settings_has(const ot_settings *l, const char *key);
+
+// vocab_size of <data>/info.json (written by `ot prepare`); OT_EIO if absent.
+ot_status ot_train_data_vocab(const char *data_dir, int *vocab);
+
+// ------------------------------------------------------------- trainer ----
+typedef struct ot_trainer ot_trainer;
+
+typedef struct {
+  int64_t step;        // 1-based index of the step just taken (= steps done)
+  double loss;         // mean loss over every non-ignored token of the global batch
+  float lr;            // learning rate used
+  double grad_norm;    // global gradient norm before clipping
+  float clip;          // clip coefficient applied (1 = none), NaN when skipped
+  bool skipped;        // non-finite loss or norm: no update
+  int64_t tokens;      // tokens in the global batch
+  double seconds;      // wall time of the step
+} ot_step_info;
+
+// Validates (ot_train_config_resolve on a copy), sets the thread count,
+// creates and initializes the model (seed), allocates the AdamW moments
+// (OT_MEM_OPTIM) and the batch buffers, opens the training loader (shuffled
+// by seed unless shuffle is off) and the held-out loader when its shards
+// exist. A config with no data (data, train_data empty) gives a trainer that
+// only takes ot_trainer_step_on.
+ot_status ot_trainer_create(ot_trainer **out, const ot_train_config *c);
+void ot_trainer_free(ot_trainer *t);    // NULL ok
+
+// One optimizer step on the next global batch from the training loader.
+ot_status ot_trainer_step(ot_trainer *t, ot_step_info *info);
+// One optimizer step on given rows: [grad_accum * batch_size, seq_len + 1]
+// int32 (x = row[0:T], y = row[1:T+1]; ids in [0, vocab), except that a
+// target y = -1 is ignored). Micro-batch k
+// takes rows [k B, (k+1) B). The loss of each micro-batch is divided by the
+// global count of non-ignored targets, so the accumulated gradient is that of
+// the global-batch mean. Then: norm = sqrt(sumsq(grads)); a non-finite loss or
+// norm skips the update (info->skipped; step count, schedule and data still
+// advance; the moments and weights do not change); else AdamW at lr(step)
+// with grad_scale = clip coefficient, weight decay on matrices and embeddings
+// only (ot_param.decay; norms and biases none), and the bf16 copy refreshed in
+// the same pass. Gradients are zeroed afterwards.
+ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info);
+// Mean loss over the first `batches` batches of the held-out split (in file
+// order; capped at the split's windows; batches <= 0: the config's
+// eval_batches), *tokens (may be NULL) = tokens scored. OT_EINVAL without a split.
+ot_status ot_trainer_eval(ot_trainer *t, int batches, double *loss, int64_t *tokens);
+// Same over rows [nrows, seq_len + 1] given by the caller, in batch_size chunks.
+ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
+                             int64_t *tokens);
+
+ot_model *ot_trainer_model(ot_trainer *t);
+const ot_train_config *ot_trainer_config(const ot_trainer *t);   // resolved
+int64_t ot_trainer_steps_done(const ot_trainer *t);
+int64_t ot_trainer_updates(const ot_trainer *t);       // updates applied (steps minus skipped)
+// AdamW moments [n_floats] f32 (same layout as the parameters); NULL for eval_only.
+float *ot_trainer_moment(ot_trainer *t, int which);    // 0: m (exp_avg), 1: v (exp_avg_sq)
+bool ot_trainer_has_val(const ot_trainer *t);
+// Training FLOPs per token (ot_model_flops_per_token at seq_len).
+double ot_trainer_flops_per_token(const ot_trainer *t);
+
+// ---------------------------------------------------------- checkpoints ---
+// A checkpoint is a directory:
+//   model.safetensors      weights, Hugging Face names, F32 (ot_model_export)
+//   optimizer.safetensors  "exp_avg.<param>" and "exp_avg_sq.<param>" per parameter
+//                          tensor; __metadata__: format "ot-train-state", step,
+//                          updates, seed, rng, the data loader's position
+//                          (epoch, index, fingerprint), a checksum of the
+//                          weights, and every training key ("cfg.<key>"):
+//                          model shape, batch, LR schedule, optimizer, data
+//   config.json            the Hugging Face config (when the model is expressible:
+//                          `ot_model_load_hf` and transformers read the directory)
+// Every file is written atomically (temporary file, fsync, rename, directory fsync).
+//
+// Saves to `dir` (created).
+ot_status ot_trainer_save(ot_trainer *t, const char *dir);
+// Saves <out>/step_NNNNNN, then points <out>/latest at it (atomically) and
+// removes the oldest step_* directories beyond `keep`. *path_out (may be
+// NULL, cap bytes) receives the checkpoint directory.
+ot_status ot_trainer_checkpoint(ot_trainer *t, char *path_out, size_t cap);
+// `dir` itself when it holds a checkpoint, else the one <dir>/latest names.
+ot_status ot_ckpt_resolve(const char *dir, char *out, size_t cap);
+// The training keys stored in a checkpoint (appended to l, origin "<dir>").
+ot_status ot_ckpt_read_config(const char *dir, ot_settings *l);
+// Restores weights, moments, step counters and data position from a
+// checkpoint made with the same model shape (a difference is OT_EINVAL naming
+// the key); the weights must match the checksum saved with the moments.
+// weights_only (eval): model.safetensors only (an HF directory works too).
+ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only);
+
+// -------------------------------------------------------------- the run ---
+// Measured f32 FMA peak of this machine on all OpenMP threads (GFLOP/s): the
+// best of a few ~20 ms runs of independent FMA chains (the vector unit's peak
+// with the active ISA). The same probe `ot bench ops` prints.
+double ot_measure_fma_peak(void);
+
+// The whole training run of a config: creates the trainer (resumes when
+// c->resume is set), prints the settings and the memory plan to `out`, then
+// per step one progress line (step, loss, lr, grad norm, tokens/s, MFU
+// against the measured f32 FMA peak (bf16 runs are rated against it too),
+// tracked memory) and a JSONL record to the log;
+// held-out loss every eval_every steps (and at the start and the end);
+// checkpoints every save_every steps and at the end; the profiler trace +
+// summary when c->profile is set; the loss-curve SVG (train and eval) at the
+// end. Warnings (skipped steps) go to stderr. *final_loss / *final_val (may
+// be NULL) receive the last training and held-out losses (NaN if none).
+ot_status ot_train_run(const ot_train_config *c, FILE *out, double *final_loss, double *final_val);
+
+// Writes an SVG loss curve from a JSONL log (records {"step", "loss"} and
+// {"step", "val_loss"}; for a repeated step the last record wins, so a resumed
+// run's log plots as one run). Atomic write.
+ot_status ot_train_plot(const char *log_path, const char *svg_path, const char *title);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

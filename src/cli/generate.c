@@ -1,0 +1,293 @@
+// `ot generate`: load a Hugging Face directory or an `ot train` checkpoint,
+// encode the prompt, and stream sampled tokens to stdout (KV-cache decoding).
+#include "cli.h"
+#include <errno.h>
+#include <math.h>
+#include <unistd.h>
+
+static void generate_usage(FILE *f) {
+  fprintf(f,
+          "usage: ot generate (--model DIR | --checkpoint DIR) [options]\n"
+          "Continues a prompt with KV-cache decoding, printing tokens as they come; a last line on\n"
+          "stderr gives prefill and decode tokens/s.\n"
+          "  --model DIR          Hugging Face directory: config.json + model.safetensors (GPT-2, Llama)\n"
+          "  --checkpoint DIR     a checkpoint of `ot train` (step_NNNNNN/), or its run directory\n"
+          "                       (the checkpoint 'latest' names)\n"
+          "  --prompt TEXT        text to continue (default: none, start from <|endoftext|>)\n"
+          "  --max-tokens N       new tokens at most (default 64; lowered to fit the model's context)\n"
+          "  --temperature T      sampling temperature, 0 = greedy (default 0.8)\n"
+          "  --top-k K            sample among the K most likely tokens, 0 = all (default 40)\n"
+          "  --top-p P            nucleus: the most likely tokens holding P of the probability,\n"
+          "                       1 = all (default 0.95)\n"
+          "  --seed S             RNG seed: the same seed repeats the same text (default 1337)\n"
+          "  --tokenizer DIR      vocab.json + merges.txt, or gpt2 (= data/gpt2). Default: the model\n"
+          "                       or checkpoint directory's own files, then the checkpoint's data\n"
+          "                       directory, then data/gpt2\n"
+          "  --ids                --prompt is token ids (\"15496 11 995\") and tokens print as ids (no\n"
+          "                       tokenizer, e.g. for a Llama directory)\n"
+          "  --ignore-eos         do not stop at <|endoftext|>\n"
+          "  --dtype f32|bf16     activation / GEMM dtype (default f32)\n"
+          "  --threads N          threads (default: OMP_NUM_THREADS)\n"
+          "  --quiet              print only the generated tokens (no prompt, no summary)\n");
+}
+
+static bool parse_float(const char *flag, const char *val, double lo, double hi, float *out) {
+  char *end;
+  errno = 0;
+  double v = val ? strtod(val, &end) : NAN;
+  if (!val || errno || *end || end == val || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "ot generate: %s '%s' is not a number in [%g, %g]\n", flag, val ? val : "", lo, hi);
+    return false;
+  }
+  *out = (float)v;
+  return true;
+}
+
+static bool file_exists(const char *dir, const char *name) {
+  char p[OT_PATH_MAX + 64];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return access(p, R_OK) == 0;
+}
+
+// Loads an `ot train` checkpoint (its stored keys give the model shape), or any
+// directory with config.json + model.safetensors. *data_dir: the training data
+// directory recorded in the checkpoint ("" if none).
+static ot_status load_checkpoint(const char *dir, const ot_run_config *r, ot_model **m, char *ckpt,
+                                 char *data_dir) {
+  OT_TRY(ot_ckpt_resolve(dir, ckpt, OT_PATH_MAX + 64));
+  ot_settings *l = calloc(1, sizeof *l);
+  ot_train_config *tc = calloc(1, sizeof *tc);
+  ot_status s = l && tc ? OT_OK : ot_error(OT_ENOMEM, "out of memory");
+  if (s == OT_OK) {
+    ot_train_config_default(tc);
+    s = ot_ckpt_read_config(ckpt, l);
+  }
+  if (s == OT_OK) s = ot_train_config_apply(tc, l, NULL);
+  if (s == OT_OK) {
+    snprintf(data_dir, OT_PATH_MAX, "%s", tc->data);
+    s = ot_model_create(m, &tc->model, r);
+  }
+  if (s == OT_OK) {
+    char path[OT_PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
+    ot_st_file *f = NULL;
+    s = ot_st_open(&f, path);
+    if (s == OT_OK) s = ot_model_import(*m, f, NULL, true);
+    ot_st_close(f);
+    if (s != OT_OK) { ot_model_free(*m); *m = NULL; }
+  } else if (file_exists(ckpt, "config.json")) {   // weights only / HF layout
+    data_dir[0] = 0;
+    s = ot_model_load_hf(m, ckpt, r);
+  }
+  free(l);
+  free(tc);
+  return s;
+}
+
+static ot_bpe *load_bpe(const char *dir) {
+  char vj[OT_PATH_MAX + 32], mt[OT_PATH_MAX + 32];
+  snprintf(vj, sizeof vj, "%s/vocab.json", dir);
+  snprintf(mt, sizeof mt, "%s/merges.txt", dir);
+  ot_bpe *t = NULL;
+  if (ot_bpe_load(&t, vj, mt) != OT_OK) {
+    fprintf(stderr, "ot generate: tokenizer: %s\n", ot_last_error());
+    return NULL;
+  }
+  return t;
+}
+
+// --tokenizer, else the first of dirs[] holding vocab.json + merges.txt, else data/gpt2.
+static ot_bpe *pick_tokenizer(const char *flag, const char *const *dirs, int n, const char **used) {
+  const char *dir = flag && !strcmp(flag, "gpt2") ? "data/gpt2" : flag;
+  for (int i = 0; !dir && i < n; i++)
+    if (dirs[i] && dirs[i][0] && file_exists(dirs[i], "vocab.json") && file_exists(dirs[i], "merges.txt"))
+      dir = dirs[i];
+  if (!dir) dir = "data/gpt2";
+  *used = dir;
+  return load_bpe(dir);
+}
+
+typedef struct { const ot_bpe *t; bool ids; int n; } stream_ctx;
+
+static bool print_token(void *p, int32_t tok) {
+  stream_ctx *c = p;
+  size_t len = 0;
+  const char *s = c->ids ? NULL : ot_bpe_token(c->t, tok, &len);
+  if (s) fwrite(s, 1, len, stdout);
+  else printf(c->ids ? "%s%d" : "%s<%d>", c->n || !c->ids ? " " : "", tok);
+  fflush(stdout);
+  c->n++;
+  return true;
+}
+
+// "1 2 3" -> ids (count in *n); false + message on a bad entry.
+static bool parse_ids(const char *s, int V, int32_t *ids, int cap, int *n) {
+  *n = 0;
+  for (char *end; *s;) {
+    while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
+    if (!*s) break;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno || v < 0 || v >= V || *n >= cap) {
+      fprintf(stderr, "ot generate: --prompt id '%.20s' is not an id in [0, %d)%s\n", s, V,
+              *n >= cap ? " or too many ids" : "");
+      return false;
+    }
+    ids[(*n)++] = (int32_t)v;
+    s = end;
+  }
+  return true;
+}
+
+int ot_cmd_generate(int argc, char **argv) {
+  const char *model_dir = NULL, *ckpt_dir = NULL, *prompt = "", *tok_flag = NULL;
+  int max_tokens = 64, threads = 0;
+  ot_sampler_config sc = ot_sampler_config_default();
+  bool ids_mode = false, ignore_eos = false, quiet = false;
+  ot_dtype dt = OT_F32;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { generate_usage(stdout); return 0; }
+    else if (!strcmp(a, "--ids")) ids_mode = true;
+    else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+    else if (!strcmp(a, "--quiet")) quiet = true;
+    else if (!strcmp(a, "--model") && v) { model_dir = v; i++; }
+    else if (!strcmp(a, "--checkpoint") && v) { ckpt_dir = v; i++; }
+    else if (!strcmp(a, "--prompt") && v) { prompt = v; i++; }
+    else if (!strcmp(a, "--tokenizer") && v) { tok_flag = v; i++; }
+    else if (!strcmp(a, "--max-tokens")) { if (!cli_parse_int(a, v, 1, 1 << 24, &max_tokens)) return 2; i++; }
+    else if (!strcmp(a, "--threads")) { if (!cli_parse_int(a, v, 1, 4096, &threads)) return 2; i++; }
+    else if (!strcmp(a, "--top-k")) { if (!cli_parse_int(a, v, 0, INT32_MAX, &sc.top_k)) return 2; i++; }
+    else if (!strcmp(a, "--temperature")) { if (!parse_float(a, v, 0, 1e6, &sc.temperature)) return 2; i++; }
+    else if (!strcmp(a, "--top-p")) {
+      if (!parse_float(a, v, 0, 1, &sc.top_p)) return 2;
+      if (!(sc.top_p > 0)) { fprintf(stderr, "ot generate: --top-p must be > 0 (1 = off)\n"); return 2; }
+      i++;
+    } else if (!strcmp(a, "--seed") && v) {
+      char *end;
+      errno = 0;
+      sc.seed = strtoull(v, &end, 0);
+      if (errno || *end || end == v || *v == '-') {
+        fprintf(stderr, "ot generate: --seed '%s' is not an unsigned integer\n", v);
+        return 2;
+      }
+      i++;
+    } else if (!strcmp(a, "--dtype") && v) {
+      if (!strcmp(v, "f32")) dt = OT_F32;
+      else if (!strcmp(v, "bf16")) dt = OT_BF16;
+      else { fprintf(stderr, "ot generate: --dtype '%s' is not f32 or bf16\n", v); return 2; }
+      i++;
+    } else {
+      fprintf(stderr, "ot generate: unknown option or missing value: '%s'\n\n", a);
+      generate_usage(stderr);
+      return 2;
+    }
+  }
+  if (!model_dir == !ckpt_dir) {
+    fprintf(stderr, "ot generate: give one of --model DIR (Hugging Face) or --checkpoint DIR\n\n");
+    generate_usage(stderr);
+    return 2;
+  }
+  if (threads > 0) ot_threads_set(threads);
+
+  // model: B = T = 1 for its own buffers; the KV cache holds the sequence
+  ot_run_config run = {1, 1, dt, OT_RECOMPUTE_NONE, -1};
+  ot_model *m = NULL;
+  char ckpt[OT_PATH_MAX + 64] = "", data_dir[OT_PATH_MAX] = "";
+  double t0 = ot_now();
+  ot_status s = model_dir ? ot_model_load_hf(&m, model_dir, &run)
+                          : load_checkpoint(ckpt_dir, &run, &m, ckpt, data_dir);
+  if (s != OT_OK) { fprintf(stderr, "ot generate: %s\n", ot_last_error()); return 1; }
+  const ot_model_config *mc = ot_model_config_of(m);
+  const double load_s = ot_now() - t0;
+
+  // tokenizer and prompt
+  int rc = 1;
+  ot_bpe *t = NULL;
+  ot_kvcache *kv = NULL;
+  ot_sampler *smp = NULL;
+  int32_t *ids = NULL, eot = -1;
+  int n_prompt = 0;
+  const char *tok_dir = "(none)";
+  const size_t plen = strlen(prompt);
+  ids = malloc(sizeof(int32_t) * (plen + 2));
+  if (!ids) { fprintf(stderr, "ot generate: out of memory\n"); goto out; }
+  if (ids_mode) {
+    if (!parse_ids(prompt, mc->vocab, ids, (int)plen + 1, &n_prompt)) goto out;
+    if (n_prompt == 0) { fprintf(stderr, "ot generate: --ids needs --prompt with at least one token id\n"); goto out; }
+  } else {
+    const char *dirs[3] = {model_dir ? model_dir : ckpt, ckpt_dir, data_dir};
+    if (!(t = pick_tokenizer(tok_flag, dirs, 3, &tok_dir))) goto out;
+    if (ot_bpe_vocab_size(t) > mc->vocab) {
+      fprintf(stderr, "ot generate: the tokenizer in %s has %d tokens but the model only %d: not its "
+              "tokenizer (give --tokenizer DIR, or --ids)\n", tok_dir, ot_bpe_vocab_size(t), mc->vocab);
+      goto out;
+    }
+    eot = ot_bpe_eot(t);
+    size_t n = 0;
+    if (ot_bpe_encode(t, prompt, plen, true, ids, plen + 1, &n) != OT_OK) {
+      fprintf(stderr, "ot generate: %s\n", ot_last_error());
+      goto out;
+    }
+    n_prompt = (int)n;
+    if (n_prompt == 0) {
+      if (eot < 0) { fprintf(stderr, "ot generate: empty prompt and no <|endoftext|> to start from\n"); goto out; }
+      ids[n_prompt++] = eot;
+    }
+  }
+  if (n_prompt > mc->max_seq) {
+    fprintf(stderr, "ot generate: the prompt has %d tokens, more than the model's context of %d\n",
+            n_prompt, mc->max_seq);
+    goto out;
+  }
+  if (n_prompt + max_tokens - 1 > mc->max_seq) {
+    const int fit = mc->max_seq - n_prompt + 1;
+    if (!quiet)
+      fprintf(stderr, "ot generate: --max-tokens %d lowered to %d (prompt %d tokens, context %d)\n",
+              max_tokens, fit, n_prompt, mc->max_seq);
+    max_tokens = fit;
+  }
+
+  // cache sized to this prompt and limit, sampler
+  ot_kv_config kc = {1, n_prompt + max_tokens - 1, 0, false};
+  if (ot_kv_create(&kv, m, &kc) != OT_OK || ot_sampler_create(&smp, &sc, mc->vocab) != OT_OK) {
+    fprintf(stderr, "ot generate: %s\n", ot_last_error());
+    goto out;
+  }
+  if (!quiet) {
+    fprintf(stderr, "model %s (%s): %.1fM parameters, %d layers, context %d, %s, loaded in %.2f s\n",
+            model_dir ? model_dir : ckpt, mc->name, ot_model_n_params(mc) / 1e6, mc->n_layers,
+            mc->max_seq, ot_dtype_name(dt), load_s);
+    fprintf(stderr, "tokenizer %s; KV cache %.2f MB for %d tokens; temperature %g, top-k %d, "
+            "top-p %g, seed %llu, %d threads\n", ids_mode ? "(ids)" : tok_dir,
+            ot_kv_cache_bytes(kv) / 1e6, ot_kv_capacity(kv), sc.temperature, sc.top_k, sc.top_p,
+            (unsigned long long)sc.seed, ot_threads_get());
+    if (!ids_mode) fwrite(prompt, 1, plen, stdout);
+    else for (int i = 0; i < n_prompt; i++) printf(i ? " %d" : "%d", ids[i]);
+    fflush(stdout);
+  }
+  stream_ctx sctx = {t, ids_mode, quiet ? 0 : n_prompt};
+  ot_gen_config gc = {max_tokens, ignore_eos ? -1 : eot};
+  ot_gen_stats st;
+  if (ot_generate(kv, smp, ids, n_prompt, &gc, NULL, print_token, &sctx, &st) != OT_OK) {
+    printf("\n");
+    fprintf(stderr, "ot generate: %s\n", ot_last_error());
+    goto out;
+  }
+  printf("\n");
+  fflush(stdout);
+  if (!quiet)
+    fprintf(stderr, "prefill %d tokens in %.3f s (%.1f tokens/s); decode %d tokens in %.3f s "
+            "(%.2f tokens/s); %d new tokens, ended on %s\n", st.prompt_tokens, st.prefill_s,
+            st.prompt_tokens / (st.prefill_s > 0 ? st.prefill_s : 1e-9), st.decode_steps, st.decode_s,
+            st.decode_steps / (st.decode_s > 0 ? st.decode_s : 1e-9), st.new_tokens,
+            st.stopped ? "<|endoftext|>" : "the token limit");
+  rc = 0;
+out:
+  free(ids);
+  ot_sampler_free(smp);
+  ot_kv_free(kv);
+  ot_bpe_free(t);
+  ot_model_free(m);
+  return rc;
+}

@@ -1,0 +1,262 @@
+// `ot train`: flags and config files -> ot_train_config -> ot_train_run.
+// `ot eval`: held-out loss of a checkpoint (ours, or a Hugging Face directory).
+// Thin: the key vocabulary, aliases, validation and the loop live in the
+// library (include/ot/train.h).
+#include "cli.h"
+#include <glob.h>
+#include <math.h>
+
+static const char k_corpus[] = "data/shakespeare.txt";
+
+static void train_usage(FILE *f) {
+  fprintf(f,
+          "usage: ot train [--config FILE] [--KEY VALUE | --KEY=VALUE | --FLAG | --no-FLAG ...]\n"
+          "Trains a decoder model on token shards made by `ot prepare` (the defaults train the \"small\"\n"
+          "preset on the bundled corpus, preparing out/data from %s first when it is missing),\n"
+          "with one progress line per step, held-out evaluation, checkpoints, a JSONL log and a\n"
+          "loss-curve SVG in --out.\n"
+          "  --config FILE    settings file: 'key = value' lines (# comments) or a flat JSON object;\n"
+          "                   flags given on the command line override it\n"
+          "  --resume DIR     continue a run bit-exactly from a checkpoint (or from DIR/latest);\n"
+          "                   its settings are the base, flags and --config override them\n"
+          "Keys (flags and config files; '-' and '_' are the same; Megatron / nanoGPT / Hugging Face\n"
+          "names are accepted as aliases and reported with ours):\n", k_corpus);
+  ot_train_config_help(f);
+  fprintf(f,
+          "\nexamples:\n"
+          "  ot train                                   # small model, bundled corpus, 300 steps\n"
+          "  ot train --steps 50 --eval-every 10 --profile out/trace.json\n"
+          "  ot train --micro_batch_size 4 --global_batch_size 16 --lr 6e-4 --dtype bf16\n"
+          "  ot train --resume out/train --steps 600    # continue (and extend) the run\n");
+}
+
+// Flags -> settings (origin "command line"); --config FILE -> *config; the
+// extra options (name, value) of a subcommand are returned through `extra`.
+static int parse_flags(int argc, char **argv, const char *cmd, ot_settings *flags, const char **config,
+                       const char *const *extra_names, const char **extra_vals, int n_extra,
+                       bool *help) {
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return 0; }
+    if (strncmp(a, "--", 2) != 0 || !a[2]) {
+      fprintf(stderr, "ot %s: unexpected argument '%s' (options are --key value; see `ot %s --help`)\n", cmd, a,
+              cmd);
+      return 2;
+    }
+    char key[128];
+    const char *val = NULL, *eq = strchr(a, '=');
+    if (eq) {
+      snprintf(key, sizeof key, "%.*s", (int)(eq - a - 2), a + 2);
+      val = eq + 1;
+    } else {
+      snprintf(key, sizeof key, "%s", a + 2);
+    }
+    bool taken = false;
+    for (int k = 0; k < n_extra; k++)
+      if (!strcmp(key, extra_names[k])) {
+        if (!val) val = i + 1 < argc ? argv[++i] : NULL;
+        if (!val) { fprintf(stderr, "ot %s: --%s needs a value\n", cmd, key); return 2; }
+        extra_vals[k] = val;
+        taken = true;
+      }
+    if (taken) continue;
+    if (config && !strcmp(key, "config")) {
+      if (!val) val = i + 1 < argc ? argv[++i] : NULL;
+      if (!val) { fprintf(stderr, "ot %s: --config needs a file\n", cmd); return 2; }
+      *config = val;
+      continue;
+    }
+    if (!val && !strncmp(key, "no-", 3) && ot_train_key_is_bool(key + 3)) {
+      if (ot_settings_add(flags, key + 3, "false", "command line") != OT_OK) goto bad;
+      continue;
+    }
+    if (!val) {
+      const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+      if (ot_train_key_is_bool(key) && (!next || !strncmp(next, "--", 2))) val = "true";
+      else if (next) val = argv[++i];
+      else {
+        fprintf(stderr, "ot %s: --%s needs a value (see `ot %s --help`)\n", cmd, key, cmd);
+        return 2;
+      }
+    }
+    if (ot_settings_add(flags, key, val, "command line") != OT_OK) goto bad;
+  }
+  return 0;
+bad:
+  fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
+  return 2;
+}
+
+static bool has_shards(const char *data, const char *split) {
+  char pat[OT_PATH_MAX + 32];
+  snprintf(pat, sizeof pat, "%s/%s_*.bin", data, split);
+  glob_t g;
+  bool any = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+  globfree(&g);
+  return any;
+}
+
+// The default data directory is made from the bundled corpus when missing.
+static int ensure_data(const ot_train_config *c) {
+  if (c->train_data[0] || !c->data[0] || has_shards(c->data, "train")) return 0;
+  if (strcmp(c->data, "out/data") != 0) return 0;   // the trainer names the missing shards
+  FILE *f = fopen(k_corpus, "rb");
+  if (!f) return 0;
+  fclose(f);
+  printf("no token shards in %s: preparing them from %s (ot prepare --corpus %s --out %s)\n", c->data, k_corpus,
+         k_corpus, c->data);
+  fflush(stdout);
+  char *args[] = {"--corpus", (char *)k_corpus, "--out", (char *)c->data, "--quiet"};
+  return ot_cmd_prepare(5, args);
+}
+
+// Model vocabulary from <data>/info.json unless the settings give one.
+static void vocab_from_data(ot_train_config *c, const ot_settings *user) {
+  if (ot_settings_has(user, "vocab-size") || !c->data[0] || c->train_data[0]) return;
+  int v = 0;
+  if (ot_train_data_vocab(c->data, &v) != OT_OK) { ot_clear_error(); return; }
+  if (v != c->model.vocab) {
+    printf("vocab-size %d from %s/info.json (the preset has %d)\n", v, c->data, c->model.vocab);
+    c->model.vocab = v;
+  }
+}
+
+static int fail(const char *cmd) {
+  fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
+  return 1;
+}
+
+// Settings of the command: the config file first, then the flags.
+static int collect(ot_settings *user, const ot_settings *flags, const char *config, const char *cmd) {
+  if (config && ot_settings_read_file(user, config) != OT_OK) {
+    fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
+    return 2;
+  }
+  for (int i = 0; i < flags->n; i++)
+    if (ot_settings_add(user, flags->item[i].key, flags->item[i].val, flags->item[i].origin) != OT_OK) {
+      fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
+      return 2;
+    }
+  return 0;
+}
+
+int ot_cmd_train(int argc, char **argv) {
+  ot_settings *flags = calloc(1, sizeof *flags), *user = calloc(1, sizeof *user),
+              *ck = calloc(1, sizeof *ck);
+  const char *config = NULL;
+  bool help = false;
+  int rc = flags && user && ck ? 0 : 1;
+  if (!rc) rc = parse_flags(argc, argv, "train", flags, &config, NULL, NULL, 0, &help);
+  if (!rc && help) { train_usage(stdout); goto out; }
+  if (!rc) rc = collect(user, flags, config, "train");
+  ot_train_config c;
+  ot_train_config_default(&c);
+  if (!rc) {
+    // the checkpoint's settings are the base of a resumed run
+    ot_train_config probe;
+    ot_train_config_default(&probe);
+    if (ot_train_config_apply(&probe, user, NULL) != OT_OK) { rc = 2; fprintf(stderr, "ot train: %s\n", ot_last_error()); }
+    else if (probe.resume[0] && (ot_ckpt_read_config(probe.resume, ck) != OT_OK ||
+                                 ot_train_config_apply(&c, ck, NULL) != OT_OK)) rc = fail("train");
+  }
+  if (!rc && ot_train_config_apply(&c, user, stderr) != OT_OK) { rc = 2; fprintf(stderr, "ot train: %s\n", ot_last_error()); }
+  if (!rc) rc = ensure_data(&c);
+  if (!rc && !c.resume[0]) vocab_from_data(&c, user);
+  if (!rc) {
+    ot_train_config r = c;
+    if (ot_train_config_resolve(&r) != OT_OK) { rc = 2; fprintf(stderr, "ot train: %s\n", ot_last_error()); }
+  }
+  if (!rc && ot_train_run(&c, stdout, NULL, NULL) != OT_OK) rc = fail("train");
+out:
+  free(flags);
+  free(user);
+  free(ck);
+  return rc;
+}
+
+// ---------------------------------------------------------------- eval -----
+static void eval_usage(FILE *f) {
+  fprintf(f,
+          "usage: ot eval [--checkpoint] DIR [--split val|train] [--KEY VALUE ...]\n"
+          "Mean loss (and perplexity) of a checkpoint on the held-out split. DIR is a checkpoint\n"
+          "directory (model.safetensors), a run directory (its 'latest' checkpoint) or a Hugging Face\n"
+          "directory (config.json + model.safetensors). The checkpoint's settings (data, seq-len,\n"
+          "batch-size, eval-batches) are the defaults; training keys given here override them, e.g.\n"
+          "  --data DIR  --val-data GLOB  --seq-len N  --batch-size N  --eval-batches N (all of the\n"
+          "  split with a large N)  --dtype f32|bf16  --threads N\n"
+          "  --split S    val (default) or train: which shards of --data to score\n");
+}
+
+int ot_cmd_eval(int argc, char **argv) {
+  ot_settings *flags = calloc(1, sizeof *flags), *user = calloc(1, sizeof *user),
+              *ck = calloc(1, sizeof *ck);
+  static const char *const extra[] = {"checkpoint", "split"};
+  const char *vals[2] = {NULL, NULL};
+  bool help = false;
+  int rc = flags && user && ck ? 0 : 1;
+  // a leading positional DIR is the checkpoint
+  if (!rc && argc > 0 && strncmp(argv[0], "--", 2) && strcmp(argv[0], "-h")) {
+    vals[0] = argv[0];
+    argc--;
+    argv++;
+  }
+  if (!rc) rc = parse_flags(argc, argv, "eval", flags, NULL, extra, vals, 2, &help);
+  if (!rc && help) { eval_usage(stdout); goto out; }
+  if (!rc && !vals[0]) {
+    fprintf(stderr, "ot eval: which checkpoint? (ot eval out/train, or --checkpoint DIR)\n\n");
+    eval_usage(stderr);
+    rc = 2;
+  }
+  const char *split = vals[1] ? vals[1] : "val";
+  if (!rc && strcmp(split, "val") && strcmp(split, "train")) {
+    fprintf(stderr, "ot eval: --split '%s' is not val or train\n", split);
+    rc = 2;
+  }
+  if (!rc) rc = collect(user, flags, NULL, "eval");
+  ot_train_config c;
+  ot_train_config_default(&c);
+  char dir[OT_PATH_MAX + 64] = "", path[OT_PATH_MAX + 96];
+  if (!rc && ot_ckpt_resolve(vals[0], dir, sizeof dir) != OT_OK) rc = fail("eval");
+  if (!rc) {
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      fclose(f);
+      if (ot_ckpt_read_config(dir, ck) != OT_OK || ot_train_config_apply(&c, ck, NULL) != OT_OK) rc = fail("eval");
+    } else {
+      snprintf(path, sizeof path, "%s/config.json", dir);
+      if (ot_model_config_from_hf(&c.model, path) != OT_OK) rc = fail("eval");
+      else if (c.seq_len > c.model.max_seq) c.seq_len = c.model.max_seq;
+    }
+  }
+  if (!rc && ot_train_config_apply(&c, user, stderr) != OT_OK) { rc = 2; fprintf(stderr, "ot eval: %s\n", ot_last_error()); }
+  c.eval_only = true;
+  c.resume[0] = 0;
+  if (!rc) rc = ensure_data(&c);
+  if (!rc && !strcmp(split, "train")) {
+    if (c.train_data[0]) snprintf(c.val_data, sizeof c.val_data, "%s", c.train_data);
+    else snprintf(c.val_data, sizeof c.val_data, "%.1000s/train_*.bin", c.data);
+  }
+  ot_trainer *t = NULL;
+  if (!rc && ot_trainer_create(&t, &c) != OT_OK) rc = fail("eval");
+  if (!rc && ot_trainer_load(t, dir, true) != OT_OK) rc = fail("eval");
+  if (!rc) {
+    const ot_train_config *r = ot_trainer_config(t);
+    double loss = 0, t0 = ot_now();
+    int64_t ntok = 0;
+    if (ot_trainer_eval(t, r->eval_batches, &loss, &ntok) != OT_OK) rc = fail("eval");
+    else {
+      const char *what = c.val_data[0] ? c.val_data : "val_*.bin";
+      printf("%s: %s loss %.4f (perplexity %.2f) over %lld tokens of %s%s%s (seq-len %d, %s), %.1f s\n", dir,
+             strcmp(split, "train") ? "held-out" : "training", loss, exp(loss), (long long)ntok,
+             c.val_data[0] ? "" : c.data, c.val_data[0] ? "" : "/", what, r->seq_len, ot_dtype_name(r->dtype),
+             ot_now() - t0);
+    }
+  }
+  ot_trainer_free(t);
+out:
+  free(flags);
+  free(user);
+  free(ck);
+  return rc;
+}

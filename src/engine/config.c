@@ -1,0 +1,507 @@
+// Training configuration: defaults, the key table (our names, the aliases
+// Megatron / nanoGPT / Hugging Face users know, value parsing and printing),
+// resolution of derived values and validation with messages that name the flag.
+#include "engine_impl.h"
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+typedef enum {
+  K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL
+} ktype;
+
+typedef struct {
+  const char *name;      // canonical, as a flag without "--"
+  ktype type;
+  size_t off;            // offset in ot_train_config
+  double lo, hi;         // numeric range (inclusive)
+  unsigned flags;
+  const char *aliases;   // space-separated, any of '-'/'_'
+  const char *help;
+} key_def;
+
+enum { F_MODEL = 1, F_NOSAVE = 2 };
+#define O(field) offsetof(ot_train_config, field)
+#define BIG 1e18
+
+static const key_def k_keys[] = {
+  // model shape
+  {"model", K_MODEL, O(model), 0, 0, F_MODEL, "preset",
+   "model preset: small, tiny, gpt2, llama-tiny (sets every shape key)"},
+  {"names", K_NAMES, O(model.names), 0, 0, F_MODEL, "model_type", "tensor names / HF family: gpt2 | llama"},
+  {"vocab-size", K_INT, O(model.vocab), 1, 1 << 24, F_MODEL, "vocab_size vocab",
+   "vocabulary size (default: the data's info.json, else the preset's)"},
+  {"vocab-pad", K_INT, O(model.vocab_pad), 1, 1024, F_MODEL, "make_vocab_size_divisible_by",
+   "pad embedding/logit rows to a multiple of this"},
+  {"d-model", K_INT, O(model.d_model), 1, 1 << 20, F_MODEL, "hidden_size n_embd dim", "model width"},
+  {"layers", K_INT, O(model.n_layers), 1, 4096, F_MODEL, "num_layers n_layer n_layers num_hidden_layers",
+   "Transformer blocks"},
+  {"heads", K_INT, O(model.n_heads), 1, 4096, F_MODEL, "num_attention_heads n_head n_heads", "attention heads"},
+  {"kv-heads", K_INT, O(model.n_kv_heads), 1, 4096, F_MODEL,
+   "num_query_groups num_key_value_heads n_kv_heads n_kv_head", "key/value heads (GQA; = heads for MHA)"},
+  {"d-ff", K_INT, O(model.d_ff), 1, 1 << 22, F_MODEL, "ffn_hidden_size intermediate_size n_inner",
+   "MLP hidden width"},
+  {"max-seq", K_INT, O(model.max_seq), 1, 1 << 22, F_MODEL,
+   "max_position_embeddings n_positions max_seq_len", "longest sequence the model supports"},
+  {"norm", K_NORM, O(model.norm), 0, 0, F_MODEL, "normalization", "layernorm | rmsnorm"},
+  {"activation", K_ACT, O(model.mlp), 0, 0, F_MODEL, "hidden_act activation_function", "gelu | swiglu"},
+  {"positions", K_POS, O(model.pos), 0, 0, F_MODEL, "position_embedding_type", "learned | rope"},
+  {"rope-base", K_F32, O(model.rope_base), 1, 1e12, F_MODEL, "rope_theta rotary_base", "RoPE theta"},
+  {"rope-style", K_ROPE, O(model.rope_style), 0, 0, F_MODEL, "", "neox (HF Llama) | gptj"},
+  {"tied", K_BOOL, O(model.tied), 0, 0, F_MODEL, "tie_word_embeddings", "lm_head shares the embedding"},
+  {"bias", K_BOOL, O(model.bias), 0, 0, F_MODEL, "add_bias_linear", "biases in linear layers / LayerNorm"},
+  {"norm-eps", K_F32, O(model.eps), 1e-30, 0.999, F_MODEL,
+   "layer_norm_epsilon rms_norm_eps norm_epsilon layernorm_epsilon", "norm epsilon"},
+  {"init-std", K_F32, O(model.init_std), 1e-30, 10, F_MODEL, "initializer_range init_method_std",
+   "initialization std"},
+  // data
+  {"data", K_STR, O(data), 0, 0, 0, "data_path data_dir dataset",
+   "directory of `ot prepare` shards (train_*.bin, val_*.bin, info.json)"},
+  {"train-data", K_STR, O(train_data), 0, 0, 0, "train_data_path", "glob of training shards (default <data>/train_*.bin)"},
+  {"val-data", K_STR, O(val_data), 0, 0, 0, "valid_data_path val_data_path", "glob of held-out shards (default <data>/val_*.bin)"},
+  {"shuffle", K_BOOL, O(shuffle), 0, 0, 0, "", "visit training windows in a seeded random order"},
+  // batch
+  {"batch-size", K_INT, O(batch_size), 1, 1 << 20, 0, "micro_batch_size micro_batch per_device_train_batch_size",
+   "rows per micro-batch"},
+  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches",
+   "micro-batches per optimizer step"},
+  {"global-batch", K_INT, O(global_batch), 0, 1 << 30, F_NOSAVE, "global_batch_size",
+   "rows per optimizer step (sets --grad-accum = global-batch / batch-size)"},
+  {"seq-len", K_INT, O(seq_len), 1, 1 << 22, 0, "seq_length block_size seq_len", "tokens per row"},
+  // run
+  {"dtype", K_DTYPE, O(dtype), 0, 0, 0, "bf16 precision params_dtype",
+   "f32 | bf16 (bf16 activations and GEMMs, f32 master weights and optimizer)"},
+  {"recompute", K_RECOMPUTE, O(recompute), 0, 0, 0, "recompute_granularity activation_checkpointing",
+   "none | selective | full (activation recompute in backward)"},
+  {"threads", K_INT, O(threads), 0, 1024, 0, "num_threads omp_num_threads", "threads (0: OMP_NUM_THREADS)"},
+  {"seed", K_U64, O(seed), 0, 0, 0, "random_seed", "seed of the initialization and the data order"},
+  // optimizer and schedule
+  {"steps", K_I64, O(steps), 0, BIG, 0, "train_iters max_iters max_steps iters num_steps", "optimizer steps"},
+  {"lr", K_F32, O(lr), 0, 1e3, 0, "learning_rate max_lr", "peak learning rate"},
+  {"min-lr", K_F32, O(min_lr), -1, 1e3, 0, "min_learning_rate lr_min",
+   "final learning rate of the decay (< 0: lr / 10)"},
+  {"warmup", K_I64, O(warmup), -1, BIG, 0, "lr_warmup_iters warmup_iters warmup_steps lr_warmup_steps",
+   "linear warmup steps (< 0: steps / 10, at most 100)"},
+  {"decay-steps", K_I64, O(decay_steps), 0, BIG, 0, "lr_decay_iters lr_decay_steps",
+   "step where the decay reaches min-lr (0: = steps)"},
+  {"lr-decay", K_DECAY, O(lr_decay), 0, 0, 0, "lr_decay_style lr_scheduler_type", "cosine | linear | constant"},
+  {"beta1", K_F32, O(beta1), 0, 0.999999, 0, "adam_beta1", "AdamW beta1"},
+  {"beta2", K_F32, O(beta2), 0, 0.99999999, 0, "adam_beta2", "AdamW beta2"},
+  {"eps", K_F32, O(eps), 1e-30, 1, 0, "adam_eps adam_epsilon", "AdamW epsilon"},
+  {"weight-decay", K_F32, O(weight_decay), 0, 100, 0, "wd",
+   "AdamW weight decay (matrices and embeddings; none on norms and biases)"},
+  {"grad-clip", K_F32, O(grad_clip), -1, 1e9, 0, "clip_grad max_grad_norm gradient_clipping",
+   "clip the global gradient norm to this (<= 0: off)"},
+  // evaluation and output
+  {"eval-every", K_INT, O(eval_every), 0, 1 << 30, 0, "eval_interval eval_steps",
+   "steps between held-out evaluations (0: at the end only)"},
+  {"eval-batches", K_INT, O(eval_batches), 1, 1 << 30, 0, "eval_iters", "batches per evaluation"},
+  {"save-every", K_INT, O(save_every), 0, 1 << 30, 0, "save_interval save_steps",
+   "steps between checkpoints (0: at the end only)"},
+  {"keep", K_INT, O(keep), 0, 1 << 20, 0, "save_total_limit keep_checkpoints",
+   "checkpoints kept in <out> (0: all)"},
+  {"print-every", K_INT, O(print_every), 1, 1 << 30, 0, "log_interval logging_steps",
+   "progress line every N steps"},
+  {"out", K_STR, O(out), 0, 0, 0, "out_dir output_dir save", "run directory (log, plot, checkpoints)"},
+  {"log", K_STR, O(log), 0, 0, 0, "log_file", "JSONL log (default <out>/log.jsonl)"},
+  {"plot", K_STR, O(plot), 0, 0, 0, "plot_file", "loss-curve SVG (default <out>/loss.svg)"},
+  {"profile", K_STR, O(profile), 0, 0, F_NOSAVE, "trace", "write the profiler's Chrome trace here and print its summary"},
+  {"resume", K_STR, O(resume), 0, 0, F_NOSAVE, "load resume_from_checkpoint",
+   "continue from a checkpoint directory (or a run directory: its latest)"},
+  {"quiet", K_BOOL, O(quiet), 0, 0, F_NOSAVE, "", "no progress lines"},
+};
+#define NKEYS ((int)(sizeof k_keys / sizeof k_keys[0]))
+
+int ot__key_count(void) { return NKEYS; }
+const char *ot__key_name(int i) { return i >= 0 && i < NKEYS ? k_keys[i].name : NULL; }
+bool ot__key_is_model(int i) { return i >= 0 && i < NKEYS && (k_keys[i].flags & F_MODEL); }
+bool ot__key_is_saved(int i) { return i >= 0 && i < NKEYS && !(k_keys[i].flags & F_NOSAVE); }
+
+// ---------------------------------------------------------------- names ----
+// Lower case, '_' -> '-', leading dashes dropped.
+static void normalize(const char *in, char *out, size_t cap) {
+  while (*in == '-') in++;
+  size_t n = 0;
+  for (; *in && n + 1 < cap; in++) out[n++] = *in == '_' ? '-' : (char)tolower((unsigned char)*in);
+  out[n] = 0;
+}
+
+static bool alias_match(const char *aliases, const char *norm) {
+  char a[64];
+  for (const char *p = aliases; *p;) {
+    while (*p == ' ') p++;
+    size_t n = strcspn(p, " ");
+    if (!n) break;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%.*s", (int)n, p);
+    normalize(tmp, a, sizeof a);
+    if (!strcmp(a, norm)) return true;
+    p += n;
+  }
+  return false;
+}
+
+static int find_key(const char *key) {
+  char norm[64];
+  if (!key || strlen(key) >= sizeof norm) return -1;
+  normalize(key, norm, sizeof norm);
+  for (int i = 0; i < NKEYS; i++)
+    if (!strcmp(k_keys[i].name, norm)) return i;
+  for (int i = 0; i < NKEYS; i++)
+    if (alias_match(k_keys[i].aliases, norm)) return i;
+  return -1;
+}
+
+const char *ot_train_key_canonical(const char *key) {
+  int i = find_key(key);
+  return i < 0 ? NULL : k_keys[i].name;
+}
+
+bool ot_train_key_is_bool(const char *key) {
+  char norm[64];
+  if (!key || strlen(key) >= sizeof norm) return false;
+  normalize(key, norm, sizeof norm);
+  if (!strcmp(norm, "bf16")) return true;
+  int i = find_key(key);
+  return i >= 0 && k_keys[i].type == K_BOOL;
+}
+
+static int edit_distance(const char *a, const char *b) {
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 63 || lb > 63) return 99;
+  int d[64][64];
+  for (int i = 0; i <= la; i++) d[i][0] = i;
+  for (int j = 0; j <= lb; j++) d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+      d[i][j] = c;
+    }
+  return d[la][lb];
+}
+
+// Nearest canonical key (or the canonical key of the nearest alias), NULL if none is close.
+static const char *suggest(const char *key) {
+  char norm[64];
+  normalize(key, norm, sizeof norm);
+  int best = 99;
+  const char *who = NULL;
+  for (int i = 0; i < NKEYS; i++) {
+    int d = edit_distance(norm, k_keys[i].name);
+    if (d < best) { best = d; who = k_keys[i].name; }
+    for (const char *p = k_keys[i].aliases; *p;) {
+      while (*p == ' ') p++;
+      size_t n = strcspn(p, " ");
+      if (!n) break;
+      char tmp[64], a[64];
+      snprintf(tmp, sizeof tmp, "%.*s", (int)n, p);
+      normalize(tmp, a, sizeof a);
+      d = edit_distance(norm, a);
+      if (d < best) { best = d; who = k_keys[i].name; }
+      p += n;
+    }
+  }
+  int lim = (int)strlen(norm) / 3;
+  return best <= (lim < 2 ? 2 : lim) ? who : NULL;
+}
+
+// -------------------------------------------------------------- defaults ---
+void ot_train_config_default(ot_train_config *c) {
+  memset(c, 0, sizeof *c);
+  c->model = ot_model_config_default();
+  snprintf(c->data, sizeof c->data, "out/data");
+  c->shuffle = true;
+  c->batch_size = 8;
+  c->grad_accum = 1;
+  c->seq_len = 256;
+  c->dtype = OT_F32;
+  c->recompute = OT_RECOMPUTE_NONE;
+  c->seed = 1337;
+  c->steps = 300;
+  c->lr = 1e-3f;
+  c->min_lr = -1.0f;
+  c->warmup = -1;
+  c->lr_decay = OT_LR_COSINE;
+  c->beta1 = 0.9f;
+  c->beta2 = 0.95f;
+  c->eps = 1e-8f;
+  c->weight_decay = 0.1f;
+  c->grad_clip = 1.0f;
+  c->eval_every = 50;
+  c->eval_batches = 20;
+  c->keep = 2;
+  c->print_every = 1;
+  snprintf(c->out, sizeof c->out, "out/train");
+  c->measure_peak = true;
+}
+
+// ----------------------------------------------------------------- values ---
+static bool parse_bool(const char *v, bool *out) {
+  char n[16];
+  normalize(v, n, sizeof n);
+  if (!strcmp(n, "true") || !strcmp(n, "1") || !strcmp(n, "yes") || !strcmp(n, "on")) { *out = true; return true; }
+  if (!strcmp(n, "false") || !strcmp(n, "0") || !strcmp(n, "no") || !strcmp(n, "off")) { *out = false; return true; }
+  return false;
+}
+
+// Matches v (normalized) against "a|b|c" choices; returns the index or -1.
+static int parse_choice(const char *v, const char *const *names, int n) {
+  char x[32];
+  if (strlen(v) >= sizeof x) return -1;
+  normalize(v, x, sizeof x);
+  for (int i = 0; i < n; i++)
+    if (names[i] && !strcmp(x, names[i])) return i;
+  return -1;
+}
+
+#define BADV(fmt, ...) \
+  return ot_error(OT_EINVAL, "%s: %s '%s' " fmt, origin, d->name, value, ##__VA_ARGS__)
+
+static ot_status set_num(ot_train_config *c, const key_def *d, const char *value, const char *origin) {
+  char *end;
+  void *p = (char *)c + d->off;
+  errno = 0;
+  if (d->type == K_F32) {
+    double x = strtod(value, &end);
+    if (end == value || *end || errno || !isfinite(x)) BADV("is not a number");
+    if (x < d->lo || x > d->hi) BADV("is outside [%g, %g]", d->lo, d->hi);
+    *(float *)p = (float)x;
+    return OT_OK;
+  }
+  if (d->type == K_U64) {
+    if (*value == '-') BADV("is not a non-negative integer");
+    unsigned long long x = strtoull(value, &end, 0);
+    if (end == value || *end || errno) BADV("is not a non-negative integer");
+    *(uint64_t *)p = (uint64_t)x;
+    return OT_OK;
+  }
+  long long x = strtoll(value, &end, 10);
+  if (end != value && (*end == 'e' || *end == 'E' || *end == '.')) {   // 1e3, 100.0 from JSON
+    double y = strtod(value, &end);
+    if (end != value && !*end && isfinite(y) && y == floor(y) && fabs(y) < 9e15) x = (long long)y;
+    else end = (char *)value;
+  }
+  if (end == value || *end || errno) BADV("is not an integer");
+  if ((double)x < d->lo || (double)x > d->hi) BADV("is outside [%.0f, %.0f]", d->lo, d->hi);
+  if (d->type == K_INT) *(int *)p = (int)x;
+  else *(int64_t *)p = (int64_t)x;
+  return OT_OK;
+}
+
+ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *value,
+                              const char *origin) {
+  if (!origin) origin = "config";
+  if (!c || !key) return ot_error(OT_EINVAL, "ot_train_config_set: config or key is NULL");
+  int i = find_key(key);
+  if (i < 0) {
+    const char *s = suggest(key);
+    if (s) return ot_error(OT_EINVAL, "%s: unknown key '%s' (did you mean '%s'? `ot train --help` lists them)",
+                           origin, key, s);
+    return ot_error(OT_EINVAL, "%s: unknown key '%s' (`ot train --help` lists the keys)", origin, key);
+  }
+  const key_def *d = &k_keys[i];
+  if (!value) return ot_error(OT_EINVAL, "%s: %s needs a value", origin, d->name);
+  void *p = (char *)c + d->off;
+  static const char *const dtypes[] = {"f32", "bf16", "fp32", "float32", "bfloat16", "true", "false"};
+  static const char *const recs[] = {"none", "selective", "full", "false", "true"};
+  static const char *const norms[] = {"layernorm", "rmsnorm"};
+  static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh"};
+  static const char *const poss[] = {"learned", "rope", "learned-absolute"};
+  static const char *const names[] = {"gpt2", "llama"};
+  static const char *const ropes[] = {"neox", "gptj"};
+  static const char *const decays[] = {"cosine", "linear", "constant"};
+  int k;
+  switch (d->type) {
+    case K_INT: case K_I64: case K_U64: case K_F32: return set_num(c, d, value, origin);
+    case K_BOOL:
+      if (!parse_bool(value, (bool *)p)) BADV("is not a boolean (true | false)");
+      return OT_OK;
+    case K_STR:
+      if (strlen(value) >= OT_PATH_MAX) BADV("is longer than %d bytes", OT_PATH_MAX - 1);
+      snprintf((char *)p, OT_PATH_MAX, "%s", value);
+      return OT_OK;
+    case K_DTYPE:
+      if ((k = parse_choice(value, dtypes, 7)) < 0) BADV("is not a dtype (f32 | bf16)");
+      *(ot_dtype *)p = (k == 1 || k == 4 || k == 5) ? OT_BF16 : OT_F32;
+      return OT_OK;
+    case K_RECOMPUTE:
+      if ((k = parse_choice(value, recs, 5)) < 0) BADV("is not a recompute mode (none | selective | full)");
+      *(ot_recompute *)p = k == 3 ? OT_RECOMPUTE_NONE : k == 4 ? OT_RECOMPUTE_FULL : (ot_recompute)k;
+      return OT_OK;
+    case K_NORM:
+      if ((k = parse_choice(value, norms, 2)) < 0) BADV("is not a norm (layernorm | rmsnorm)");
+      *(ot_norm_kind *)p = (ot_norm_kind)k;
+      return OT_OK;
+    case K_ACT:
+      if ((k = parse_choice(value, acts, 5)) < 0) BADV("is not an activation (gelu | swiglu)");
+      *(ot_mlp_kind *)p = (k == 1 || k == 3) ? OT_MLP_SWIGLU : OT_MLP_GELU;
+      return OT_OK;
+    case K_POS:
+      if ((k = parse_choice(value, poss, 3)) < 0) BADV("is not a position kind (learned | rope)");
+      *(ot_pos_kind *)p = k == 1 ? OT_POS_ROPE : OT_POS_LEARNED;
+      return OT_OK;
+    case K_NAMES:
+      if ((k = parse_choice(value, names, 2)) < 0) BADV("is not a naming (gpt2 | llama)");
+      *(ot_names *)p = (ot_names)k;
+      return OT_OK;
+    case K_ROPE:
+      if ((k = parse_choice(value, ropes, 2)) < 0) BADV("is not a RoPE style (neox | gptj)");
+      *(ot_rope_style *)p = k == 0 ? OT_ROPE_NEOX : OT_ROPE_GPTJ;
+      return OT_OK;
+    case K_DECAY:
+      if ((k = parse_choice(value, decays, 3)) < 0) BADV("is not a decay (cosine | linear | constant)");
+      *(ot_lr_decay *)p = (ot_lr_decay)k;
+      return OT_OK;
+    case K_MODEL: {
+      ot_model_config m;
+      if (ot_model_config_preset(&m, value) != OT_OK)
+        return ot_error(OT_EINVAL, "%s: %s", origin, ot_last_error());
+      c->model = m;
+      return OT_OK;
+    }
+  }
+  return ot_error(OT_EINTERNAL, "ot_train_config_set: key type %d", (int)d->type);
+}
+
+const char *ot_train_config_get(const ot_train_config *c, const char *key, char *buf, size_t cap) {
+  int i = find_key(key);
+  if (i < 0 || !c || !buf || cap == 0) return NULL;
+  const key_def *d = &k_keys[i];
+  const void *p = (const char *)c + d->off;
+  switch (d->type) {
+    case K_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+    case K_I64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); break;
+    case K_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case K_F32: {   // the shortest text that reads back as the same float
+      const float x = *(const float *)p;
+      for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, cap, "%.*g", prec, (double)x);
+        if (strtof(buf, NULL) == x) break;
+      }
+      break;
+    }
+    case K_BOOL: snprintf(buf, cap, "%s", *(const bool *)p ? "true" : "false"); break;
+    case K_STR: snprintf(buf, cap, "%s", (const char *)p); break;
+    case K_DTYPE: snprintf(buf, cap, "%s", ot_dtype_name(*(const ot_dtype *)p)); break;
+    case K_RECOMPUTE: snprintf(buf, cap, "%s", ot_recompute_name(*(const ot_recompute *)p)); break;
+    case K_NORM: snprintf(buf, cap, "%s", *(const ot_norm_kind *)p == OT_NORM_RMSNORM ? "rmsnorm" : "layernorm"); break;
+    case K_ACT: snprintf(buf, cap, "%s", *(const ot_mlp_kind *)p == OT_MLP_SWIGLU ? "swiglu" : "gelu"); break;
+    case K_POS: snprintf(buf, cap, "%s", *(const ot_pos_kind *)p == OT_POS_ROPE ? "rope" : "learned"); break;
+    case K_NAMES: snprintf(buf, cap, "%s", *(const ot_names *)p == OT_NAMES_LLAMA ? "llama" : "gpt2"); break;
+    case K_ROPE: snprintf(buf, cap, "%s", *(const ot_rope_style *)p == OT_ROPE_GPTJ ? "gptj" : "neox"); break;
+    case K_DECAY: snprintf(buf, cap, "%s", ot_lr_decay_name(*(const ot_lr_decay *)p)); break;
+    case K_MODEL: snprintf(buf, cap, "%s", c->model.name); break;
+  }
+  return buf;
+}
+
+void ot_train_config_help(FILE *f) {
+  ot_train_config d;
+  ot_train_config_default(&d);
+  const char *section[] = {"model", "data", "batch-size", "dtype", "steps", "eval-every"};
+  const char *title[] = {"model shape", "data", "batch", "run", "optimizer and schedule",
+                         "evaluation, checkpoints, output"};
+  for (int i = 0; i < NKEYS; i++) {
+    for (int s = 0; s < 6; s++)
+      if (!strcmp(k_keys[i].name, section[s])) fprintf(f, "\n%s:\n", title[s]);
+    char v[OT_PATH_MAX], flag[64];
+    ot_train_config_get(&d, k_keys[i].name, v, sizeof v);
+    snprintf(flag, sizeof flag, "--%s", k_keys[i].name);
+    fprintf(f, "  %-16s %s", flag, k_keys[i].help);
+    if (k_keys[i].type == K_BOOL) fprintf(f, " [%s; --no-%s]", v, k_keys[i].name);
+    else if (v[0]) fprintf(f, " [%s]", v);
+    fputc('\n', f);
+    if (k_keys[i].aliases[0]) fprintf(f, "  %-16s   aliases: %s\n", "", k_keys[i].aliases);
+  }
+}
+
+// ------------------------------------------------------------- resolution ---
+const char *ot_lr_decay_name(ot_lr_decay d) {
+  switch (d) {
+    case OT_LR_COSINE: return "cosine";
+    case OT_LR_LINEAR: return "linear";
+    case OT_LR_CONSTANT: return "constant";
+  }
+  return "unknown";
+}
+
+#define BAD(...) return ot_error(OT_EINVAL, __VA_ARGS__)
+
+ot_status ot_train_config_resolve(ot_train_config *c) {
+  OT_CHECK_PTR(c, "ot_train_config_resolve");
+  if (ot_model_config_validate(&c->model) != OT_OK)
+    BAD("model: %s (set with --model / --d-model / --heads / ...)", ot_last_error());
+  if (c->dtype != OT_F32 && c->dtype != OT_BF16) BAD("--dtype %s unsupported (f32 | bf16)", ot_dtype_name(c->dtype));
+  if (c->batch_size < 1) BAD("--batch-size %d must be >= 1", c->batch_size);
+  if (c->grad_accum < 1) BAD("--grad-accum %d must be >= 1", c->grad_accum);
+  if (c->seq_len < 1) BAD("--seq-len %d must be >= 1", c->seq_len);
+  if (c->seq_len > c->model.max_seq)
+    BAD("--seq-len %d exceeds the model's --max-seq %d (lower --seq-len or raise --max-seq)", c->seq_len,
+        c->model.max_seq);
+  if (c->global_batch > 0) {
+    if (c->global_batch % c->batch_size)
+      BAD("--global-batch %d is not a multiple of --batch-size %d (global = batch-size x grad-accum)",
+          c->global_batch, c->batch_size);
+    int ga = c->global_batch / c->batch_size;
+    if (c->grad_accum != 1 && c->grad_accum != ga)
+      BAD("--global-batch %d with --batch-size %d means --grad-accum %d, but --grad-accum is %d (give one "
+          "of them)", c->global_batch, c->batch_size, ga, c->grad_accum);
+    c->grad_accum = ga;
+  }
+  if ((double)c->batch_size * c->grad_accum * (c->seq_len + 1.0) > 2e9)
+    BAD("the global batch of %d x %d rows of %d tokens is too large", c->grad_accum, c->batch_size,
+        c->seq_len);
+  if (c->threads < 0) BAD("--threads %d must be >= 0 (0: OMP_NUM_THREADS)", c->threads);
+  if (c->steps < 0) BAD("--steps %lld must be >= 0", (long long)c->steps);
+  if (c->steps < 1 && !c->eval_only) BAD("--steps %lld must be >= 1", (long long)c->steps);
+  if (!(c->lr > 0) || !isfinite(c->lr)) BAD("--lr %g must be > 0", c->lr);
+  if (c->min_lr < 0) {   // lr / 10 of the decimal the user wrote (3e-4 -> 3e-5, not 3.0000001e-5)
+    char b[32];
+    snprintf(b, sizeof b, "%.7g", (double)c->lr);
+    c->min_lr = (float)(strtod(b, NULL) / 10.0);
+  }
+  if (c->min_lr > c->lr) BAD("--min-lr %g is above --lr %g (the decay goes down to min-lr)", c->min_lr, c->lr);
+  if (c->decay_steps == 0) c->decay_steps = c->steps;
+  if (c->warmup < 0) c->warmup = c->steps / 10 < 100 ? c->steps / 10 : 100;
+  if (c->lr_decay != OT_LR_CONSTANT && c->warmup > c->decay_steps)
+    BAD("--warmup %lld is longer than the decay (--decay-steps %lld); lower --warmup or raise "
+        "--decay-steps", (long long)c->warmup, (long long)c->decay_steps);
+  if (!(c->beta1 >= 0 && c->beta1 < 1)) BAD("--beta1 %g must be in [0, 1)", c->beta1);
+  if (!(c->beta2 >= 0 && c->beta2 < 1)) BAD("--beta2 %g must be in [0, 1)", c->beta2);
+  if (!(c->eps > 0) || !isfinite(c->eps)) BAD("--eps %g must be > 0", c->eps);
+  if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay)) BAD("--weight-decay %g must be >= 0", c->weight_decay);
+  if (!isfinite(c->grad_clip)) BAD("--grad-clip %g must be finite (<= 0: off)", c->grad_clip);
+  if (c->eval_every < 0) BAD("--eval-every %d must be >= 0", c->eval_every);
+  if (c->eval_batches < 1) BAD("--eval-batches %d must be >= 1", c->eval_batches);
+  if (c->save_every < 0) BAD("--save-every %d must be >= 0", c->save_every);
+  if (c->keep < 0) BAD("--keep %d must be >= 0", c->keep);
+  if (c->print_every < 1) BAD("--print-every %d must be >= 1", c->print_every);
+  return OT_OK;
+}
+
+ot_lr_schedule ot_train_schedule(const ot_train_config *c) {
+  ot_lr_schedule s = {c->lr, c->min_lr < 0 ? c->lr / 10 : c->min_lr, c->warmup < 0 ? 0 : c->warmup,
+                      c->decay_steps > 0 ? c->decay_steps : c->steps, c->lr_decay};
+  return s;
+}
+
+void ot_train_config_print(FILE *f, const ot_train_config *c) {
+  char v[OT_PATH_MAX];
+  int col = 0;
+  for (int i = 0; i < NKEYS; i++) {
+    if (k_keys[i].flags & F_NOSAVE) continue;
+    ot_train_config_get(c, k_keys[i].name, v, sizeof v);
+    if (!v[0]) continue;
+    char item[OT_PATH_MAX + 80];
+    int n = snprintf(item, sizeof item, "%s=%s", k_keys[i].name, v);
+    if (col && col + n + 1 > 100) { fputc('\n', f); col = 0; }
+    fprintf(f, "%s%s", col ? " " : "  ", item);
+    col += n + (col ? 1 : 2);
+  }
+  if (col) fputc('\n', f);
+}

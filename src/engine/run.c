@@ -1,0 +1,253 @@
+// The training run: trainer + progress lines + JSONL log + held-out
+// evaluation + checkpoints + profile + loss-curve SVG.
+#include "engine_impl.h"
+#include "io/json.h"
+#include <math.h>
+#include <stdlib.h>
+
+static double mem_mib(void) {
+  size_t b = 0;
+  for (int c = 0; c < OT_MEM_CATEGORY_COUNT; c++) b += ot_mem_current((ot_mem_category)c);
+  return (double)b / (1024.0 * 1024.0);
+}
+
+static void fmt_dur(char *buf, size_t cap, double s) {
+  if (!(s >= 0) || s > 3.6e7) { snprintf(buf, cap, "?"); return; }
+  int x = (int)(s + 0.5);
+  if (x >= 3600) snprintf(buf, cap, "%dh%02dm", x / 3600 % 100000, x / 60 % 60);
+  else if (x >= 60) snprintf(buf, cap, "%dm%02ds", x / 60 % 60, x % 60);
+  else snprintf(buf, cap, "%ds", x % 60);
+}
+
+// JSON number or null.
+static void jnum(FILE *f, const char *key, double v, bool last) {
+  if (isfinite(v)) fprintf(f, "\"%s\": %.8g%s", key, v, last ? "" : ", ");
+  else fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
+}
+
+// Keeps the log's records with step <= upto (a resumed run rewrites the rest).
+static ot_status truncate_log(const char *path, int64_t upto) {
+  if (!ot__exists(path)) return OT_OK;
+  char *text = NULL;
+  size_t len = 0;
+  OT_TRY(ot__read_text(path, (size_t)1 << 30, &text, &len));
+  char *keep = malloc(len + 1);
+  if (!keep) { free(text); return ot_error(OT_ENOMEM, "%s: out of memory", path); }
+  size_t k = 0;
+  for (char *p = text; *p;) {
+    char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    ot_json_doc doc = {0};
+    if (n && ot_json_parse(&doc, p, n, 0, path) == OT_OK) {
+      const ot_json *s = ot_json_get(doc.root, "step");
+      if (s && s->type == OT_JNUM && s->d <= (double)upto) {
+        memcpy(keep + k, p, n);
+        k += n;
+        keep[k++] = '\n';
+      }
+      ot_json_free(&doc);
+    }
+    p = nl ? nl + 1 : p + n;
+  }
+  ot_clear_error();
+  ot_status s = ot__write_atomic(path, keep, k);
+  free(keep);
+  free(text);
+  return s;
+}
+
+typedef struct {
+  FILE *out, *log;
+  const ot_train_config *c;
+  double peak;
+} run_ctx;
+
+static ot_status do_eval(ot_trainer *t, run_ctx *r, int64_t step, double *val) {
+  double l = NAN, t0 = ot_now();
+  int64_t ntok = 0;
+  OT_TRY(ot_trainer_eval(t, 0, &l, &ntok));
+  *val = l;
+  if (!r->c->quiet)
+    fprintf(r->out, "eval  step %6lld | val loss %.4f | ppl %.1f | %lld tokens | %.1f s\n", (long long)step,
+            l, exp(l), (long long)ntok, ot_now() - t0);
+  if (r->log) {
+    fprintf(r->log, "{\"step\": %lld, ", (long long)step);
+    jnum(r->log, "val_loss", l, false);
+    fprintf(r->log, "\"val_tokens\": %lld}\n", (long long)ntok);
+    fflush(r->log);
+  }
+  fflush(r->out);
+  return OT_OK;
+}
+
+static void print_header(ot_trainer *t, run_ctx *r) {
+  const ot_train_config *c = ot_trainer_config(t);
+  FILE *o = r->out;
+  ot_model_config_print(o, &c->model);
+  fprintf(o, "settings (ours; a config file takes the same key=value lines):\n");
+  ot_train_config_print(o, c);
+  ot_run_config run = *ot_model_run_of(ot_trainer_model(t));
+  ot_model_plan_print(o, &c->model, &run);
+  fprintf(o, "global batch: %d x %d rows x %d tokens = %lld tokens per step; %s, %d threads, kernels %s\n",
+          c->grad_accum, c->batch_size, c->seq_len, (long long)c->grad_accum * c->batch_size * c->seq_len,
+          ot_dtype_name(c->dtype), ot_threads_get(), ot_isa_name(ot_isa_active()));
+  if (r->peak > 0)
+    fprintf(o, "measured f32 FMA peak: %.1f GFLOP/s (MFU = %.1f MFLOP/token x tokens/s / peak)\n", r->peak,
+            ot_trainer_flops_per_token(t) * 1e-6);
+}
+
+ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss, double *final_val) {
+  static const char fn[] = "ot_train_run";
+  OT_CHECK_PTR(cin, fn);
+  if (!out) out = stdout;
+  if (final_loss) *final_loss = NAN;
+  if (final_val) *final_val = NAN;
+  ot_train_config c = *cin;
+  OT_TRY(ot_train_config_resolve(&c));
+  if (!c.out[0]) snprintf(c.out, sizeof c.out, ".");
+  if (!c.log[0]) OT_TRY(ot__join(c.log, sizeof c.log, c.out, "log.jsonl"));
+  if (!c.plot[0]) OT_TRY(ot__join(c.plot, sizeof c.plot, c.out, "loss.svg"));
+  OT_TRY(ot__mkdirs(c.out));
+
+  ot_trainer *t = NULL;
+  OT_TRY(ot_trainer_create(&t, &c));
+  ot_status s = OT_OK;
+  if (c.resume[0]) {
+    s = ot_trainer_load(t, c.resume, false);
+    const ot_train_config *rc = ot_trainer_config(t);
+    if (s == OT_OK)
+      fprintf(out, "resumed from %s at step %lld\n", c.resume, (long long)ot_trainer_steps_done(t));
+    if (s == OT_OK && rc->lr_decay != OT_LR_CONSTANT && rc->steps > rc->decay_steps)
+      fprintf(out, "note: the learning rate stays at --min-lr %g after step %lld (--decay-steps); pass "
+              "--decay-steps %lld to stretch the decay over the longer run\n", rc->min_lr,
+              (long long)rc->decay_steps, (long long)rc->steps);
+  }
+  run_ctx r = {out, NULL, ot_trainer_config(t), 0.0};
+  double peak_all = 0, peak_one = 0;
+  if (s == OT_OK && c.measure_peak) {
+    // on a busy machine the all-thread probe loses whole time slices; one thread
+    // times the thread count is an upper bound (all-core clocks are lower), so
+    // the larger of the two keeps MFU from exceeding 100%
+    const int nt = ot_threads_get();
+    peak_all = ot_measure_fma_peak();
+    ot_threads_set(1);
+    peak_one = ot_measure_fma_peak();
+    ot_threads_set(nt);
+    r.peak = peak_all > peak_one * nt ? peak_all : peak_one * nt;
+    if (peak_all < 0.8 * peak_one * nt)
+      fprintf(out, "note: the %d-thread FMA probe reached only %.1f GFLOP/s against %.1f x %d from one "
+              "thread: the machine is busy; MFU uses %.1f\n", nt, peak_all, peak_one, nt, r.peak);
+  }
+  if (s == OT_OK && !c.quiet) print_header(t, &r);
+  const int64_t start = ot_trainer_steps_done(t);
+  if (s == OT_OK && start > 0) s = truncate_log(c.log, start);
+  if (s == OT_OK) {
+    r.log = fopen(c.log, start > 0 ? "a" : "w");
+    if (!r.log) s = ot_error(OT_EIO, "cannot open the log %s", c.log);
+  }
+  if (s == OT_OK && c.profile[0]) {
+    ot_prof_enable(true);
+    ot_prof_reset();
+  }
+  fflush(out);
+
+  double val = NAN, loss = NAN, t_run = ot_now(), ema = 0;
+  int64_t last_eval = -1, last_save = start > 0 ? start : -1, skipped = 0, streak = 0;
+  const bool has_val = ot_trainer_has_val(t);
+  if (s == OT_OK && has_val && start == 0 && c.eval_every > 0) {
+    s = do_eval(t, &r, 0, &val);
+    last_eval = 0;
+  }
+  const double fpt = ot_trainer_flops_per_token(t);
+  for (int64_t step = start; s == OT_OK && step < c.steps; step++) {
+    ot_step_info st;
+    s = ot_trainer_step(t, &st);
+    if (s != OT_OK) break;
+    double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * tps / (r.peak * 1e9) : NAN;
+    ema = step == start ? st.seconds : 0.9 * ema + 0.1 * st.seconds;
+    if (st.skipped) {
+      skipped++;
+      fprintf(stderr, "ot: warning: step %lld: non-finite %s (loss %g, grad norm %g): update skipped, weights "
+              "and optimizer state unchanged\n", (long long)st.step, isfinite(st.loss) ? "gradient" : "loss",
+              st.loss, st.grad_norm);
+      if (++streak >= 20) {
+        s = ot_error(OT_EINVAL, "%lld consecutive steps had a non-finite loss or gradient: training "
+                     "diverged (lower --lr, raise --warmup, or check the data)", (long long)streak);
+      }
+    } else {
+      streak = 0;
+      loss = st.loss;
+    }
+    if (!c.quiet && (st.step % c.print_every == 0 || st.step == c.steps || st.step == start + 1)) {
+      char eta[32];
+      fmt_dur(eta, sizeof eta, ema * (double)(c.steps - st.step));
+      fprintf(out, "step %6lld/%lld | loss %7.4f | lr %.3e | norm %7.3f | %7.0f tok/s | MFU %5.1f%% | "
+              "mem %6.1f MiB | %5.2f s | eta %s%s\n", (long long)st.step, (long long)c.steps, st.loss,
+              st.lr, st.grad_norm, tps, 100 * mfu, mem_mib(), st.seconds, eta, st.skipped ? " | SKIPPED" : "");
+      fflush(out);
+    }
+    fprintf(r.log, "{\"step\": %lld, ", (long long)st.step);
+    jnum(r.log, "loss", st.loss, false);
+    jnum(r.log, "lr", st.lr, false);
+    jnum(r.log, "grad_norm", st.grad_norm, false);
+    jnum(r.log, "clip", st.clip, false);
+    fprintf(r.log, "\"tokens\": %lld, ", (long long)st.tokens);
+    jnum(r.log, "tok_per_s", tps, false);
+    jnum(r.log, "mfu", mfu, false);
+    jnum(r.log, "time_s", st.seconds, false);
+    jnum(r.log, "mem_mib", mem_mib(), false);
+    fprintf(r.log, "\"skipped\": %s}\n", st.skipped ? "true" : "false");
+    fflush(r.log);
+    if (s != OT_OK) break;
+    if (has_val && c.eval_every > 0 && st.step % c.eval_every == 0) {
+      s = do_eval(t, &r, st.step, &val);
+      last_eval = st.step;
+    }
+    if (s == OT_OK && c.save_every > 0 && st.step % c.save_every == 0 && st.step < c.steps) {
+      char dir[OT_PATH_MAX + 64];
+      double t0 = ot_now();
+      s = ot_trainer_checkpoint(t, dir, sizeof dir);
+      last_save = st.step;
+      if (s == OT_OK && !c.quiet) fprintf(out, "checkpoint %s (%.1f s)\n", dir, ot_now() - t0);
+    }
+  }
+  const int64_t done = ot_trainer_steps_done(t);
+  if (s == OT_OK && has_val && last_eval != done) s = do_eval(t, &r, done, &val);
+  char ck[OT_PATH_MAX + 64] = "";
+  if (s == OT_OK && last_save != done) {
+    double t0 = ot_now();
+    s = ot_trainer_checkpoint(t, ck, sizeof ck);
+    if (s == OT_OK && !c.quiet) fprintf(out, "checkpoint %s (%.1f s)\n", ck, ot_now() - t0);
+  }
+  if (r.log) fclose(r.log);
+  if (c.profile[0]) {
+    ot_prof_enable(false);
+    ot_status ps = ot_prof_write_trace(c.profile);
+    if (ps == OT_OK) {
+      fprintf(out, "profile: trace written to %s (open in https://ui.perfetto.dev)\n", c.profile);
+      ot_prof_summary(out);
+    } else if (s == OT_OK) {
+      s = ps;
+    }
+  }
+  if (s == OT_OK) {
+    char title[160];
+    snprintf(title, sizeof title, "%s: %lld steps, batch %lld tokens", c.model.name, (long long)done,
+             (long long)c.grad_accum * c.batch_size * c.seq_len);
+    s = ot_train_plot(c.log, c.plot, title);
+  }
+  if (s == OT_OK) {
+    char took[32];
+    fmt_dur(took, sizeof took, ot_now() - t_run);
+    char vs[48];
+    if (isfinite(val)) snprintf(vs, sizeof vs, "held-out loss %.4f", val);
+    else snprintf(vs, sizeof vs, "no held-out split");
+    fprintf(out, "done: %lld steps in %s, final loss %.4f, %s%s; wrote %s, %s\n", (long long)(done - start),
+            took, loss, vs, skipped ? " (some steps skipped)" : "", c.log, c.plot);
+  }
+  fflush(out);
+  if (final_loss) *final_loss = loss;
+  if (final_val) *final_val = val;
+  ot_trainer_free(t);
+  return s;
+}

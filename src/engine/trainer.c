@@ -1,0 +1,302 @@
+// The trainer: model + AdamW state + data loaders; one optimizer step over
+// grad_accum micro-batches (loss averaged over every non-ignored token of the
+// global batch), global-norm clipping, non-finite skip, mixed precision
+// (bf16 copy refreshed by the fused AdamW pass), held-out evaluation.
+#include "engine_impl.h"
+#include <glob.h>
+#include <math.h>
+#include <stdlib.h>
+
+void ot_trainer_free(ot_trainer *t) {
+  if (!t) return;
+  ot_model_free(t->m);
+  ot_mem_free(t->mom[0]);
+  ot_mem_free(t->mom[1]);
+  free(t->groups);
+  ot_loader_close(t->train);
+  ot_loader_close(t->val);
+  ot_mem_free(t->x);
+  ot_mem_free(t->y);
+  free(t);
+}
+
+static bool glob_any(const char *pattern) {
+  glob_t g;
+  int r = glob(pattern, 0, NULL, &g);
+  bool any = r == 0 && g.gl_pathc > 0;
+  globfree(&g);
+  return any;
+}
+
+// Contiguous ranges [off, off + n) of the parameter buffer with one decay
+// setting: each parameter with the alignment gap after it (zeros that never
+// change), neighbours with the same setting merged.
+static ot_status build_groups(ot_trainer *t) {
+  const int np = ot_model_param_count(t->m);
+  const size_t total = ot_model_n_floats(t->m);
+  t->groups = calloc((size_t)np + 1, sizeof *t->groups);
+  if (!t->groups) return ot_error(OT_ENOMEM, "trainer: out of memory");
+  // the table is in offset order (layout.c appends)
+  size_t prev = 0;
+  for (int i = 0; i < np; i++) {
+    const ot_param *p = ot_model_param_at(t->m, i);
+    if (p->offset < prev) return ot_error(OT_EINTERNAL, "trainer: parameter table not in offset order");
+    prev = p->offset;
+  }
+  for (int i = 0; i < np; i++) {
+    const ot_param *p = ot_model_param_at(t->m, i);
+    size_t start = i == 0 ? 0 : p->offset;
+    size_t end = i + 1 < np ? ot_model_param_at(t->m, i + 1)->offset : total;
+    if (t->ngroups > 0 && t->groups[t->ngroups - 1].decay == p->decay) {
+      t->groups[t->ngroups - 1].n = end - t->groups[t->ngroups - 1].off;
+    } else {
+      t->groups[t->ngroups++] = (ot__group){start, end - start, p->decay};
+    }
+  }
+  return OT_OK;
+}
+
+static ot_status open_loaders(ot_trainer *t) {
+  const ot_train_config *c = &t->cfg;
+  char pat[OT_PATH_MAX + 32];
+  ot_loader_config lc = {0};
+  lc.vocab_size = c->model.vocab;
+  lc.T = c->seq_len;
+  lc.seed = c->seed;
+  lc.pattern = pat;
+  if (!c->eval_only && (c->train_data[0] || c->data[0])) {
+    if (c->train_data[0]) snprintf(pat, sizeof pat, "%s", c->train_data);
+    else OT_TRY(ot__join(pat, sizeof pat, c->data, "train_*.bin"));
+    if (!glob_any(pat))
+      return ot_error(OT_EINVAL, "no training shards match '%s' (make them with `ot prepare --corpus "
+                      "data/shakespeare.txt --out %s`, or set --data / --train-data)", pat,
+                      c->data[0] ? c->data : "DIR");
+    lc.B = c->batch_size * c->grad_accum;   // one loader batch = the global batch
+    lc.shuffle = c->shuffle;
+    OT_TRY(ot_loader_open(&t->train, &lc));
+  }
+  if (c->val_data[0] || c->data[0]) {
+    if (c->val_data[0]) snprintf(pat, sizeof pat, "%s", c->val_data);
+    else OT_TRY(ot__join(pat, sizeof pat, c->data, "val_*.bin"));
+    if (glob_any(pat)) {
+      lc.B = c->batch_size;
+      lc.shuffle = false;
+      OT_TRY(ot_loader_open(&t->val, &lc));
+    } else if (c->val_data[0] || c->eval_only) {
+      return ot_error(OT_EINVAL, "no held-out shards match '%s' (set --val-data or --data)", pat);
+    }
+  }
+  return OT_OK;
+}
+
+ot_status ot_trainer_create(ot_trainer **out, const ot_train_config *cin) {
+  static const char fn[] = "ot_trainer_create";
+  OT_CHECK_PTR(out, fn);
+  *out = NULL;
+  OT_CHECK_PTR(cin, fn);
+  ot_trainer *t = calloc(1, sizeof *t);
+  if (!t) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  t->cfg = *cin;
+  ot_train_config *c = &t->cfg;
+  ot_status s = ot_train_config_resolve(c);
+  if (s == OT_OK && c->threads > 0) ot_threads_set(c->threads);
+  ot_run_config run = {c->batch_size, c->seq_len, c->dtype, c->recompute, -1};
+  if (s == OT_OK) s = ot_model_create(&t->m, &c->model, &run);
+  if (s == OT_OK) s = ot_model_init(t->m, c->seed);
+  const size_t n = s == OT_OK ? ot_model_n_floats(t->m) : 0;
+  if (s == OT_OK && !c->eval_only) {
+    for (int k = 0; k < 2 && s == OT_OK; k++) {
+      t->mom[k] = ot_mem_alloc(n * sizeof(float), OT_MEM_OPTIM);
+      if (!t->mom[k]) s = OT_ENOMEM;
+      else memset(t->mom[k], 0, n * sizeof(float));
+    }
+  }
+  if (s == OT_OK) s = build_groups(t);
+  if (s == OT_OK) {
+    size_t bt = (size_t)c->batch_size * (size_t)c->seq_len * sizeof(int32_t);
+    t->x = ot_mem_alloc(bt, OT_MEM_OTHER);
+    t->y = ot_mem_alloc(bt, OT_MEM_OTHER);
+    if (!t->x || !t->y) s = OT_ENOMEM;
+  }
+  if (s == OT_OK) s = open_loaders(t);
+  if (s != OT_OK) {
+    ot_trainer_free(t);
+    return s;
+  }
+  t->rng = c->seed ^ 0x7472616e696e6721ull;
+  t->flops_tok = ot_model_flops_per_token(&c->model, c->seq_len);
+  *out = t;
+  return OT_OK;
+}
+
+ot_model *ot_trainer_model(ot_trainer *t) { return t ? t->m : NULL; }
+const ot_train_config *ot_trainer_config(const ot_trainer *t) { return t ? &t->cfg : NULL; }
+int64_t ot_trainer_steps_done(const ot_trainer *t) { return t ? t->step : 0; }
+int64_t ot_trainer_updates(const ot_trainer *t) { return t ? t->updates : 0; }
+float *ot_trainer_moment(ot_trainer *t, int which) {
+  return t && (which == 0 || which == 1) ? t->mom[which] : NULL;
+}
+bool ot_trainer_has_val(const ot_trainer *t) { return t && t->val; }
+double ot_trainer_flops_per_token(const ot_trainer *t) { return t ? t->flops_tok : 0; }
+
+// Splits rows [B, T+1] into x = row[0:T], y = row[1:T+1]; returns the targets != -1.
+static int64_t split_rows(ot_trainer *t, const int32_t *rows, int B) {
+  const int T = t->cfg.seq_len;
+  int64_t count = 0;
+  for (int b = 0; b < B; b++) {
+    const int32_t *r = rows + (size_t)b * (T + 1);
+    memcpy(t->x + (size_t)b * T, r, (size_t)T * sizeof(int32_t));
+    memcpy(t->y + (size_t)b * T, r + 1, (size_t)T * sizeof(int32_t));
+    for (int j = 1; j <= T; j++) count += r[j] != -1;
+  }
+  return count;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info) {
+  const ot_train_config *c = &t->cfg;
+  const int B = c->batch_size, T = c->seq_len, A = c->grad_accum;
+  const size_t rowlen = (size_t)T + 1;
+  ot_step_info st;
+  memset(&st, 0, sizeof st);
+  double t0 = ot_now();
+  // the global count of scored targets: every micro-batch's loss is divided by it
+  int64_t count = 0;
+  for (size_t i = 0; i < (size_t)A * B; i++)
+    for (int j = 1; j <= T; j++) count += rows[i * rowlen + (size_t)j] != -1;
+  const float fcount = count > 0 ? (float)count : 1.0f;
+  double loss = 0.0;
+  bool finite = true;
+  for (int k = 0; k < A && finite; k++) {
+    split_rows(t, rows + (size_t)k * B * rowlen, B);
+    double l = 0.0;
+    OT_TRY(ot_model_forward(t->m, t->x, t->y, B, T, fcount, true, &l));
+    loss += l;
+    if (!isfinite(l)) { finite = false; break; }   // the step is lost anyway
+    OT_TRY(ot_model_backward(t->m));
+  }
+  const size_t n = ot_model_n_floats(t->m);
+  float *p = ot_model_params(t->m), *g = ot_model_grads(t->m);
+  uint16_t *pb = ot_model_params_bf16(t->m);
+  double norm = finite ? sqrt(ot_sumsq(g, n)) : NAN;
+  float coef = ot_clip_coef(norm, c->grad_clip);
+  ot_lr_schedule sch = ot_train_schedule(c);
+  st.lr = ot_lr_at(&sch, t->step);
+  st.loss = finite ? loss : NAN;
+  st.grad_norm = norm;
+  st.tokens = (int64_t)A * B * T;
+  if (!finite || !isfinite(loss) || isnan(coef)) {
+    st.skipped = true;
+    st.clip = NAN;
+  } else {
+    OT_PROF_BEGIN("optimizer", 0.0, 0.0);
+    ot_adamw_cfg ac = {st.lr, c->beta1, c->beta2, c->eps, 0.0f, t->updates + 1};
+    ot_status s = OT_OK;
+    for (int i = 0; i < t->ngroups && s == OT_OK; i++) {
+      const ot__group *G = &t->groups[i];
+      ac.weight_decay = G->decay ? c->weight_decay : 0.0f;
+      s = ot_adamw(p + G->off, g + G->off, t->mom[0] + G->off, t->mom[1] + G->off,
+                   pb ? pb + G->off : NULL, G->n, &ac, coef);
+    }
+    OT_PROF_STOP();
+    if (s != OT_OK) return s;
+    t->updates++;
+    st.clip = coef;
+  }
+  ot_model_zero_grad(t->m);
+  t->step++;
+  rng_next(&t->rng);
+  st.step = t->step;
+  st.seconds = ot_now() - t0;
+  if (info) *info = st;
+  return OT_OK;
+}
+
+ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info) {
+  static const char fn[] = "ot_trainer_step_on";
+  OT_CHECK_PTR(t, fn);
+  OT_CHECK_PTR(rows, fn);
+  if (t->cfg.eval_only || !t->mom[0])
+    return ot_error(OT_EINVAL, "%s: this trainer was created for evaluation only", fn);
+  OT_PROF_BEGIN("train_step", t->flops_tok * t->cfg.batch_size * t->cfg.grad_accum * t->cfg.seq_len, 0.0);
+  ot_status s = step_on(t, rows, info);
+  OT_PROF_STOP();
+  if (s != OT_OK) ot_model_zero_grad(t->m);
+  return s;
+}
+
+ot_status ot_trainer_step(ot_trainer *t, ot_step_info *info) {
+  static const char fn[] = "ot_trainer_step";
+  OT_CHECK_PTR(t, fn);
+  if (!t->train)
+    return ot_error(OT_EINVAL, "%s: no training data (set --data or --train-data)", fn);
+  const int32_t *rows = NULL;
+  double t0 = ot_now();
+  OT_PROF_BEGIN("data", 0.0, 0.0);
+  ot_status s = ot_loader_next(t->train, &rows);
+  OT_PROF_STOP();
+  OT_TRY(s);
+  double td = ot_now() - t0;
+  OT_TRY(ot_trainer_step_on(t, rows, info));
+  if (info) info->seconds += td;
+  return OT_OK;
+}
+
+ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
+                             int64_t *tokens) {
+  static const char fn[] = "ot_trainer_eval_on";
+  OT_CHECK_PTR(t, fn);
+  OT_CHECK_PTR(rows, fn);
+  OT_CHECK_PTR(loss, fn);
+  OT_CHECK_POS(nrows, fn);
+  const int B = t->cfg.batch_size, T = t->cfg.seq_len;
+  double sum = 0.0;
+  int64_t total = 0;
+  for (int r = 0; r < nrows; r += B) {
+    int b = nrows - r < B ? nrows - r : B;
+    int64_t n = split_rows(t, rows + (size_t)r * (T + 1), b);
+    if (n == 0) continue;
+    double l = 0.0;
+    OT_TRY(ot_model_forward(t->m, t->x, t->y, b, T, (float)n, false, &l));
+    sum += l * (double)n;
+    total += n;
+  }
+  *loss = total > 0 ? sum / (double)total : NAN;
+  if (tokens) *tokens = total;
+  return OT_OK;
+}
+
+ot_status ot_trainer_eval(ot_trainer *t, int batches, double *loss, int64_t *tokens) {
+  static const char fn[] = "ot_trainer_eval";
+  OT_CHECK_PTR(t, fn);
+  OT_CHECK_PTR(loss, fn);
+  if (!t->val) return ot_error(OT_EINVAL, "%s: no held-out split (no val_*.bin in --data; set --val-data)", fn);
+  if (batches <= 0) batches = t->cfg.eval_batches;
+  int64_t avail = ot_loader_windows(t->val) / t->cfg.batch_size;
+  if (avail < 1) avail = 1;
+  if (batches > avail) batches = (int)avail;
+  OT_PROF_BEGIN("eval", 0.0, 0.0);
+  ot_loader_reset(t->val);
+  double sum = 0.0;
+  int64_t total = 0;
+  ot_status s = OT_OK;
+  for (int i = 0; i < batches && s == OT_OK; i++) {
+    const int32_t *rows = NULL;
+    s = ot_loader_next(t->val, &rows);
+    double l = 0.0;
+    int64_t n = 0;
+    if (s == OT_OK) s = ot_trainer_eval_on(t, rows, t->cfg.batch_size, &l, &n);
+    if (s == OT_OK && n > 0) { sum += l * (double)n; total += n; }
+  }
+  OT_PROF_STOP();
+  OT_TRY(s);
+  *loss = total > 0 ? sum / (double)total : NAN;
+  if (tokens) *tokens = total;
+  return OT_OK;
+}

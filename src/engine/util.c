@@ -1,0 +1,131 @@
+// File utilities of the training engine: mkdir -p, atomic writes, small reads.
+#include "engine_impl.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+ot_status ot__join(char *out, size_t cap, const char *dir, const char *name) {
+  int n = snprintf(out, cap, "%s/%s", dir, name);
+  if (n < 0 || (size_t)n >= cap)
+    return ot_error(OT_EINVAL, "path '%s/%s' is longer than %zu bytes", dir, name, cap - 1);
+  return OT_OK;
+}
+
+bool ot__exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+bool ot__is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+ot_status ot__mkdirs(const char *dir) {
+  char p[OT_PATH_MAX + 64];
+  if (!dir || !dir[0]) return ot_error(OT_EINVAL, "mkdir: empty directory name");
+  if (strlen(dir) >= sizeof p) return ot_error(OT_EINVAL, "mkdir: path too long: %s", dir);
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        return ot_error(OT_EIO, "cannot create directory %s: %s", p, strerror(errno));
+      *s = '/';
+    }
+  if (mkdir(p, 0755) != 0 && errno != EEXIST)
+    return ot_error(OT_EIO, "cannot create directory %s: %s", dir, strerror(errno));
+  if (!ot__is_dir(dir)) return ot_error(OT_EIO, "%s exists and is not a directory", dir);
+  return OT_OK;
+}
+
+ot_status ot__write_atomic(const char *path, const void *data, size_t len) {
+  char tmp[OT_PATH_MAX + 64];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    return ot_error(OT_EINVAL, "path too long: %s", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ot_error(OT_EIO, "cannot create %s: %s", tmp, strerror(errno));
+  const char *p = data;
+  size_t left = len;
+  while (left) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = errno;
+      close(fd);
+      unlink(tmp);
+      return ot_error(OT_EIO, "cannot write %s: %s", tmp, strerror(e));
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return ot_error(OT_EIO, "cannot sync %s: %s", tmp, strerror(e));
+  }
+  if (rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return ot_error(OT_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+  }
+  char dcopy[OT_PATH_MAX + 64];
+  snprintf(dcopy, sizeof dcopy, "%s", path);
+  int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return OT_OK;
+}
+
+ot_status ot__read_text(const char *path, size_t max_bytes, char **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return ot_error(OT_EIO, "cannot open %s: %s", path, strerror(errno));
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap + 1);
+  while (buf) {
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (n < cap) break;
+    if (cap >= max_bytes) {
+      free(buf);
+      fclose(f);
+      return ot_error(OT_EFORMAT, "%s: larger than %zu bytes", path, max_bytes);
+    }
+    char *nb = realloc(buf, cap * 2 + 1);
+    if (!nb) { free(buf); buf = NULL; break; }
+    buf = nb;
+    cap *= 2;
+  }
+  bool err = ferror(f);
+  fclose(f);
+  if (!buf) return ot_error(OT_ENOMEM, "%s: out of memory", path);
+  if (err) { free(buf); return ot_error(OT_EIO, "cannot read %s", path); }
+  buf[n] = 0;
+  *out = buf;
+  *len = n;
+  return OT_OK;
+}
+
+uint64_t ot__hash_floats(const float *x, size_t n) {
+  // four independent FNV-1a-like lanes over 32-bit words, folded with a mixer
+  uint64_t h[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0x1234567887654321ull};
+  const uint32_t *w = (const uint32_t *)(const void *)x;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; k++) h[k] = (h[k] ^ w[i + k]) * 0x100000001b3ull;
+  for (; i < n; i++) h[0] = (h[0] ^ w[i]) * 0x100000001b3ull;
+  uint64_t r = n;
+  for (int k = 0; k < 4; k++) {
+    r ^= h[k] + 0x9e3779b97f4a7c15ull + (r << 6) + (r >> 2);
+    r ^= r >> 31;
+    r *= 0xbf58476d1ce4e5b9ull;
+  }
+  return r ^ (r >> 29);
+}
