@@ -1,0 +1,294 @@
+// Training benchmark: full optimizer steps of the GPT-2 124M shape through the
+// trainer API (ot_trainer_step_on: forward + backward + global-norm clip +
+// AdamW with f32 master weights and moments, i.e. what `ot train` does per
+// step, minus the data loader), on synthetic random tokens (no data files).
+//
+// Model: preset "gpt2" = 12 layers, d_model 768, 12 heads, d_ff 3072, vocab
+// 50257 padded to 50304, tied embeddings, learned positions, LayerNorm, GELU
+// (tanh), biases. Default run: batch 8 x seq 256, 2 threads, recompute none,
+// f32 then bf16 (bf16 weights copy / activations / GEMMs, f32 master + moments),
+// 1 warm-up step + up to 3 timed steps each, within --max-seconds (210 s) for
+// the whole run: a configuration stops adding timed steps (keeping at least
+// one) when the next one would overrun its share of the time left.
+//
+// Per dtype it prints the median step time, tokens/s, achieved GFLOP/s and MFU,
+// the memory report by category (ot_mem_report: current and peak), and at the
+// end the bf16/f32 throughput ratio.
+//
+// FLOPs per token (two conventions, both printed):
+//   ot     = ot_trainer_flops_per_token, the count `ot train` uses for its MFU:
+//            3 x forward, forward = 2 x (L x (12 C^2 GEMM MACs of QKV, proj,
+//            MLP) + Vp x C (logits GEMM)) + attention 2 x 2 x L x C x (T+1)/2
+//            (QK^T and PV with causal halving) -> 6 x matmul weights + 6 L C (T+1)
+//   nanoGPT = 6 x N + 12 x L x C x T (nanoGPT/llm.c/PaLM appendix B): N = every
+//            parameter except the position table (layer matrices, biases, norms,
+//            final norm, and the tied [Vp, C] embedding = the logits matmul),
+//            attention without causal halving.
+// MFU = FLOPs per token x tokens/s / peak, where peak is the measured f32 FMA
+// peak (ot_measure_fma_peak) on all threads, or one thread's x threads when
+// the machine is busy and that is larger (the rule `ot train` applies). bf16
+// runs are rated against the same f32 peak.
+//
+// Usage: bench_train [--steps N] [--warmup N] [--dtype f32|bf16|both]
+//                    [--batch B] [--seq T] [--threads N]
+//                    [--recompute none|selective|full|all] [--model PRESET]
+//                    [--max-seconds S (0 = no cap)]
+// Asserts nothing; exits 1 only if the library reports an error.
+#include "ot/ot.h"
+#include "internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STEPS 1000
+
+typedef struct {
+  int steps, warmup, batch, seq, threads, max_seconds;
+  int dtypes[2], ndt;          // OT_F32 / OT_BF16 in run order
+  int recs[3], nrec;           // ot_recompute values in run order
+  const char *model;
+} opts;
+
+typedef struct {
+  ot_dtype dt;
+  ot_recompute rc;
+  int timed;
+  double med, tps, gflops, mfu, mfu_nano;
+  size_t peak[OT_MEM_CATEGORY_COUNT];
+} result;
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *t, int n) {
+  qsort(t, n, sizeof(double), cmp_d);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// rows [n, T+1]: uniform random ids in [0, V)
+static void fill_tokens(int32_t *rows, size_t n, int V, uint64_t *rng) {
+  for (size_t i = 0; i < n; i++) rows[i] = (int32_t)(splitmix(rng) % (uint64_t)V);
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: bench_train [--steps N (3)] [--warmup N (1)] [--dtype f32|bf16|both (both)]\n"
+             "                   [--batch B (8)] [--seq T (256)] [--threads N (2)]\n"
+             "                   [--recompute none|selective|full|all (none)] [--model PRESET (gpt2)]\n"
+             "                   [--max-seconds S (210; 0 = no cap: timed steps stop early, at least 1\n"
+             "                    per configuration, to keep the whole run within S)]\n");
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi) {
+  char *end = NULL;
+  long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || *end || x < lo || x > hi) {
+    fprintf(stderr, "bench_train: %s '%s' must be an integer in [%d, %d]\n", flag, v ? v : "", lo, hi);
+    exit(2);
+  }
+  return (int)x;
+}
+
+static void parse(opts *o, int argc, char **argv) {
+  *o = (opts){3, 1, 8, 256, 2, 210, {OT_F32, OT_BF16}, 2, {OT_RECOMPUTE_NONE}, 1, "gpt2"};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+    if (!v) { fprintf(stderr, "bench_train: %s needs a value\n", a); usage(stderr); exit(2); }
+    i++;
+    if (!strcmp(a, "--steps")) o->steps = parse_int(a, v, 1, MAX_STEPS);
+    else if (!strcmp(a, "--warmup")) o->warmup = parse_int(a, v, 0, MAX_STEPS);
+    else if (!strcmp(a, "--batch")) o->batch = parse_int(a, v, 1, 1 << 16);
+    else if (!strcmp(a, "--seq")) o->seq = parse_int(a, v, 1, 1 << 20);
+    else if (!strcmp(a, "--threads")) o->threads = parse_int(a, v, 1, 1024);
+    else if (!strcmp(a, "--max-seconds")) o->max_seconds = parse_int(a, v, 0, 1 << 30);
+    else if (!strcmp(a, "--model")) o->model = v;
+    else if (!strcmp(a, "--dtype")) {
+      if (!strcmp(v, "f32")) { o->dtypes[0] = OT_F32; o->ndt = 1; }
+      else if (!strcmp(v, "bf16")) { o->dtypes[0] = OT_BF16; o->ndt = 1; }
+      else if (!strcmp(v, "both")) { o->dtypes[0] = OT_F32; o->dtypes[1] = OT_BF16; o->ndt = 2; }
+      else { fprintf(stderr, "bench_train: --dtype '%s' must be f32, bf16 or both\n", v); exit(2); }
+    } else if (!strcmp(a, "--recompute")) {
+      static const char *names[] = {"none", "selective", "full"};
+      o->nrec = 0;
+      for (int r = 0; r < 3; r++)
+        if (!strcmp(v, names[r]) || !strcmp(v, "all")) o->recs[o->nrec++] = r;
+      if (!o->nrec) {
+        fprintf(stderr, "bench_train: --recompute '%s' must be none, selective, full or all\n", v);
+        exit(2);
+      }
+    } else {
+      fprintf(stderr, "bench_train: unknown option '%s'\n", a);
+      usage(stderr);
+      exit(2);
+    }
+  }
+}
+
+static void must(ot_status s, const char *what) {
+  if (s == OT_OK) return;
+  fprintf(stderr, "bench_train: %s failed: %s\n", what, ot_last_error());
+  exit(1);
+}
+
+// nanoGPT-convention FLOPs per token: 6 N (N without the position table) + 12 L C T.
+static double flops_nanogpt(ot_model *m, int T) {
+  const ot_model_config *c = ot_model_config_of(m);
+  double n = 0;
+  for (int i = 0; i < ot_model_param_count(m); i++) {
+    const ot_param *p = ot_model_param_at(m, i);
+    if (p->kind != OT_PT_POS) n += (double)p->numel;   // the embedding at Vp rows: the logits GEMM
+  }
+  return 6.0 * n + 12.0 * c->n_layers * (double)c->d_model * T;
+}
+
+// Releases the per-thread scratch of this thread and of the OpenMP workers, so
+// that the next configuration's memory peaks are its own.
+static void release_scratch(void) {
+#pragma omp parallel
+  ot_scratch_release();
+  ot_scratch_release();
+}
+
+// One configuration: create the trainer, warm-up + timed steps, report. `share`
+// (seconds, <= 0: none) caps this configuration's wall time, creation included.
+static void run_one(const opts *o, ot_dtype dt, ot_recompute rc, double peak, double share, result *r) {
+  ot_train_config c;
+  ot_train_config_default(&c);
+  must(ot_model_config_preset(&c.model, o->model), "--model");
+  c.data[0] = 0;       // no loader: synthetic rows via ot_trainer_step_on
+  c.batch_size = o->batch;
+  c.seq_len = o->seq;
+  c.dtype = dt;
+  c.recompute = rc;
+  c.threads = o->threads;
+  c.steps = o->warmup + o->steps;
+  c.lr = 6e-4f;
+  c.warmup = 0;
+  c.quiet = true;
+  c.measure_peak = false;
+
+  release_scratch();
+  ot_mem_reset_peak();
+  printf("\n== %s, recompute %s: batch %d x seq %d, %d threads ==\n", ot_dtype_name(dt),
+         ot_recompute_name(rc), o->batch, o->seq, o->threads);
+  fflush(stdout);
+  const double t0 = ot_now();
+  ot_trainer *t = NULL;
+  must(ot_trainer_create(&t, &c), "ot_trainer_create");
+  printf("created and initialized in %.1f s\n", ot_now() - t0);
+
+  const size_t nrow = (size_t)o->batch * ((size_t)o->seq + 1);
+  int32_t *rows = malloc(nrow * sizeof *rows);
+  if (!rows) { fprintf(stderr, "bench_train: out of memory\n"); exit(1); }
+  uint64_t rng = 0x62656e6368ull ^ (uint64_t)dt;
+  double times[MAX_STEPS];
+  int ntimed = 0;
+  const int64_t tokens = (int64_t)o->batch * o->seq;
+  for (int s = 0; s < o->warmup + o->steps; s++) {
+    fill_tokens(rows, nrow, c.model.vocab, &rng);
+    ot_step_info st;
+    double ts = ot_now();
+    must(ot_trainer_step_on(t, rows, &st), "ot_trainer_step_on");
+    double sec = ot_now() - ts;
+    const bool timed = s >= o->warmup;
+    if (timed) times[ntimed++] = sec;
+    printf("  %s step %d: %.4f s  %.0f tok/s  loss %.4f%s\n", timed ? "timed " : "warmup", s + 1, sec,
+           tokens / sec, st.loss, st.skipped ? "  (update skipped: non-finite)" : "");
+    fflush(stdout);
+    if (ntimed >= 1 && ntimed < o->steps && share > 0 && ot_now() - t0 + sec > share) {
+      printf("  (stopping after %d timed step%s: the next would pass this configuration's %.0f s share of "
+             "--max-seconds %d)\n", ntimed, ntimed > 1 ? "s" : "", share, o->max_seconds);
+      break;
+    }
+  }
+  free(rows);
+
+  const double fpt = ot_trainer_flops_per_token(t), fpt_nano = flops_nanogpt(ot_trainer_model(t), o->seq);
+  r->dt = dt;
+  r->rc = rc;
+  r->timed = ntimed;
+  r->med = median(times, ntimed);
+  r->tps = tokens / r->med;
+  r->gflops = fpt * r->tps * 1e-9;
+  r->mfu = peak > 0 ? r->gflops / peak : 0;
+  r->mfu_nano = peak > 0 ? fpt_nano * r->tps * 1e-9 / peak : 0;
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) r->peak[k] = ot_mem_peak(k);
+  printf("median of %d step%s %.4f s | %.0f tokens/s | %.1f GFLOP/s | MFU %.1f%% (ot: %.1f MFLOP/token) | "
+         "MFU %.1f%% (nanoGPT: %.1f MFLOP/token)\n", ntimed, ntimed > 1 ? "s" : "", r->med, r->tps, r->gflops, 100 * r->mfu, fpt * 1e-6,
+         100 * r->mfu_nano, fpt_nano * 1e-6);
+  ot_mem_report(stdout);
+  ot_trainer_free(t);
+}
+
+int main(int argc, char **argv) {
+  const double t_start = ot_now();
+  opts o;
+  parse(&o, argc, argv);
+  ot_threads_set(o.threads);
+  ot_model_config mc;
+  must(ot_model_config_preset(&mc, o.model), "--model");
+  if (o.seq > mc.max_seq) {
+    fprintf(stderr, "bench_train: --seq %d exceeds the %s model's max_seq %d\n", o.seq, o.model, mc.max_seq);
+    return 2;
+  }
+  printf("bench_train: full training steps (forward + backward + clip + AdamW) through ot_trainer_step_on, "
+         "synthetic tokens\n");
+  ot_model_config_print(stdout, &mc);
+  printf("kernels %s, %d threads, %d warm-up + up to %d timed steps per configuration, --max-seconds %d\n",
+         ot_isa_name(ot_isa_active()), ot_threads_get(), o.warmup, o.steps, o.max_seconds);
+
+  // the MFU denominator: the same probe and rule as `ot train`
+  double peak_all = ot_measure_fma_peak();
+  ot_threads_set(1);
+  double peak_one = ot_measure_fma_peak();
+  ot_threads_set(o.threads);
+  double peak = peak_all > peak_one * o.threads ? peak_all : peak_one * o.threads;
+  printf("measured f32 FMA peak: %.1f GFLOP/s on %d threads (1 thread: %.1f); MFU uses %.1f%s\n", peak_all,
+         o.threads, peak_one, peak, peak_all < 0.8 * peak_one * o.threads ? " (machine busy?)" : "");
+
+  result res[6];
+  int nres = 0;
+  const int nconf = o.ndt * o.nrec;
+  for (int d = 0; d < o.ndt; d++)
+    for (int k = 0; k < o.nrec; k++) {
+      double share = o.max_seconds > 0 ? (o.max_seconds - (ot_now() - t_start)) / (nconf - nres) : 0;
+      if (o.max_seconds > 0 && share < 1) share = 1;   // over budget already: one timed step
+      run_one(&o, (ot_dtype)o.dtypes[d], (ot_recompute)o.recs[k], peak, share, &res[nres++]);
+    }
+  printf("\ntotal run time %.1f s\n", ot_now() - t_start);
+
+  printf("\n%-5s %-10s %5s %10s %10s %9s %7s %9s %9s %9s %9s %9s\n", "dtype", "recompute", "steps", "step s",
+         "tok/s", "GFLOP/s", "MFU", "MFU nGPT", "act MiB", "wksp MiB", "total MiB", "vs f32");
+  for (int i = 0; i < nres; i++) {
+    const result *r = &res[i];
+    double tot = 0, f32_tps = 0;
+    for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tot += r->peak[k];
+    for (int j = 0; j < nres; j++)
+      if (res[j].dt == OT_F32 && res[j].rc == r->rc) f32_tps = res[j].tps;
+    char ratio[16] = "-";
+    if (f32_tps > 0) snprintf(ratio, sizeof ratio, "%.2fx", r->tps / f32_tps);
+    printf("%-5s %-10s %5d %10.4f %10.0f %9.1f %6.1f%% %8.1f%% %9.1f %9.1f %9.1f %9s\n", ot_dtype_name(r->dt),
+           ot_recompute_name(r->rc), r->timed, r->med, r->tps, r->gflops, 100 * r->mfu, 100 * r->mfu_nano,
+           r->peak[OT_MEM_ACTIVATIONS] / 1048576.0, r->peak[OT_MEM_WORKSPACE] / 1048576.0, tot / 1048576.0,
+           ratio);
+  }
+  for (int i = 0; i < nres; i++)
+    for (int j = 0; j < nres; j++)
+      if (res[i].dt == OT_F32 && res[j].dt == OT_BF16 && res[i].rc == res[j].rc)
+        printf("bf16/f32 throughput ratio (recompute %s): %.2fx\n", ot_recompute_name(res[i].rc),
+               res[j].tps / res[i].tps);
+  // one line to set beside bench/torch_gpt2_train.py's final line
+  for (int i = 0; i < nres; i++)
+    printf("RESULT ot %s recompute=%s B=%d T=%d threads=%d: median_step_s=%.4f tokens_per_s=%.1f\n",
+           ot_dtype_name(res[i].dt), ot_recompute_name(res[i].rc), o.batch, o.seq, o.threads, res[i].med,
+           res[i].tps);
+  return 0;
+}
