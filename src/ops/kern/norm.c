@@ -9,6 +9,9 @@
 // `rms` selects RMSNorm (no centring, mean(res^2) instead of the variance).
 // Storage is f32 or bf16 (`bf16`); math is f32. The row helpers are inlined
 // with constant flags so each (dtype, norm) pair gets its own branch-free loop.
+// bf16: the next row is prefetched while the current one computes (pf_next),
+// bf16 outputs are packed two vectors at a time (vst2), and passes that do not
+// depend on the column order load pairs in simd.h's exchange order (vldx2).
 #include "simd.h"
 #include <omp.h>
 
@@ -16,12 +19,33 @@
 
 #define INL static inline __attribute__((always_inline))
 
+// Prefetch of the next row, bf16 only: called at every vector step c of a
+// pass over the current row, it fetches the elements [c, c + 32) of p at
+// o_next (a row ahead) once per 32 columns, so that the next row's data
+// arrives while this row computes (each row's first pass would otherwise wait
+// for memory). A prefetch past the end of an array is harmless (no fault).
+// Not for f32: its larger rows plus the [C] buffers of the backward would not
+// fit L1 together with the next row (measured slower when the data is in L2).
+INL void pf_next(const void *p, size_t o_next, int c, const int bf16) {
+  if (bf16 && p && (c & 31) == 0)
+    __builtin_prefetch((const char *)p + (o_next + (size_t)c) * 2, 0, 3);
+}
+// The same for an output (fetched for writing: owned before the stores).
+INL void pfw_next(void *p, size_t o_next, int c, const int bf16) {
+  if (bf16 && p && (c & 31) == 0)
+    __builtin_prefetch((char *)p + (o_next + (size_t)c) * 2, 1, 3);
+}
+
+// Sums over a row do not depend on the element order: full pairs are loaded
+// in simd.h's exchange order (vldx2: cheaper for bf16).
+
 // Sum of p[0..C) (rms = 0) or of its squares (rms = 1); two accumulators.
 INL float row_sum(const void *p, size_t o, int C, const int bf16, const int rms) {
   vf a0 = vzero(), a1 = vzero();
   int c = 0;
   for (; c + 2 * VL <= C; c += 2 * VL) {
-    vf v0 = vld(p, o + c, bf16), v1 = vld(p, o + c + VL, bf16);
+    vf v0, v1;
+    vldx2(p, o + c, &v0, &v1, bf16);
     if (rms) { a0 = vfmadd(v0, v0, a0); a1 = vfmadd(v1, v1, a1); }
     else { a0 = vadd(a0, v0); a1 = vadd(a1, v1); }
   }
@@ -39,7 +63,10 @@ INL float row_var_sum(const void *p, size_t o, int C, float m, const int bf16) {
   vf a0 = vzero(), a1 = vzero(), vm = vset1(m);
   int c = 0;
   for (; c + 2 * VL <= C; c += 2 * VL) {
-    vf d0 = vsub(vld(p, o + c, bf16), vm), d1 = vsub(vld(p, o + c + VL, bf16), vm);
+    vf d0, d1;
+    vldx2(p, o + c, &d0, &d1, bf16);
+    d0 = vsub(d0, vm);
+    d1 = vsub(d1, vm);
     a0 = vfmadd(d0, d0, a0); a1 = vfmadd(d1, d1, a1);
   }
   for (; c + VL <= C; c += VL) { vf d = vsub(vld(p, o + c, bf16), vm); a0 = vfmadd(d, d, a0); }
@@ -61,15 +88,32 @@ INL void norm_fwd_rows(const int bf16, const int rms, void *y, float *mean, floa
     const void *src = x;  // where res lives
     float s;
     if (r) {
-      vf a = vzero();
+      vf a = vzero(), a1 = vzero();
       int c = 0;
+      for (; c + 2 * VL <= C; c += 2 * VL) {  // element-wise: exchange-order pairs
+        pf_next(x, o + C, c, bf16);
+        pf_next(r, o + C, c, bf16);
+        pfw_next(res_out, o + C, c, bf16);
+        vf x0, x1, r0, r1;
+        vldx2(x, o + c, &x0, &x1, bf16);
+        vldx2(r, o + c, &r0, &r1, bf16);
+        x0 = vadd(x0, r0);
+        x1 = vadd(x1, r1);
+        vstx2_bfsrc(res_out, o + c, x0, x1, bf16);
+        if (bf16) vldx2(res_out, o + c, &x0, &x1, 1);  // the rounded values
+        a = rms ? vfmadd(x0, x0, a) : vadd(a, x0);
+        a1 = rms ? vfmadd(x1, x1, a1) : vadd(a1, x1);
+      }
       for (; c + VL <= C; c += VL) {
+        pf_next(x, o + C, c, bf16);
+        pf_next(r, o + C, c, bf16);
+        pfw_next(res_out, o + C, c, bf16);
         vf v = vadd(vld(x, o + c, bf16), vld(r, o + c, bf16));
         vst(res_out, o + c, v, bf16);
         if (bf16) v = vld(res_out, o + c, 1);  // the rounded value
         a = rms ? vfmadd(v, v, a) : vadd(a, v);
       }
-      s = vsum(a);
+      s = vsum(vadd(a, a1));
       for (; c < C; c++) {
         sst(res_out, o + c, sld(x, o + c, bf16) + sld(r, o + c, bf16), bf16);
         float v = sld(res_out, o + c, bf16);
@@ -94,13 +138,32 @@ INL void norm_fwd_rows(const int bf16, const int rms, void *y, float *mean, floa
     const vf vm = vset1(m), vr = vset1(rs);
     int c = 0;
     if (beta) {
+      for (; c + 2 * VL <= C; c += 2 * VL) {  // pairs: one bf16 pack per two vectors
+        if (!r) pf_next(x, o + C, c, bf16);
+        pfw_next(y, o + C, c, bf16);
+        vf h0 = vmul(vsub(vld(src, o + c, bf16), vm), vr);
+        vf h1 = vmul(vsub(vld(src, o + c + VL, bf16), vm), vr);
+        vst2(y, o + c, vfmadd(h0, vload(g + c), vload(beta + c)),
+             vfmadd(h1, vload(g + c + VL), vload(beta + c + VL)), bf16);
+      }
       for (; c + VL <= C; c += VL) {
+        if (!r) pf_next(x, o + C, c, bf16);
+        pfw_next(y, o + C, c, bf16);
         vf h = vmul(vsub(vld(src, o + c, bf16), vm), vr);
         vst(y, o + c, vfmadd(h, vload(g + c), vload(beta + c)), bf16);
       }
       for (; c < C; c++) sst(y, o + c, (sld(src, o + c, bf16) - m) * rs * g[c] + beta[c], bf16);
     } else {
+      for (; c + 2 * VL <= C; c += 2 * VL) {
+        if (!r) pf_next(x, o + C, c, bf16);
+        pfw_next(y, o + C, c, bf16);
+        vf h0 = vmul(vsub(vld(src, o + c, bf16), vm), vr);
+        vf h1 = vmul(vsub(vld(src, o + c + VL, bf16), vm), vr);
+        vst2(y, o + c, vmul(h0, vload(g + c)), vmul(h1, vload(g + c + VL)), bf16);
+      }
       for (; c + VL <= C; c += VL) {
+        if (!r) pf_next(x, o + C, c, bf16);
+        pfw_next(y, o + C, c, bf16);
         vf h = vmul(vsub(vld(src, o + c, bf16), vm), vr);
         vst(y, o + c, vmul(h, vload(g + c)), bf16);
       }
@@ -119,6 +182,8 @@ INL void norm_bwd_row(const int bf16, const int rms, void *dx, float *pdg, float
   vf s1 = vzero(), s2 = vzero();
   int c = 0;
   for (; c + VL <= C; c += VL) {
+    pf_next(dy, o + C, c, bf16);
+    pf_next(res, o + C, c, bf16);
     vf d = vld(dy, o + c, bf16);
     vf xh = vmul(vsub(vld(res, o + c, bf16), vm), vr);
     vf dxh = vmul(d, vload(g + c));
@@ -142,7 +207,17 @@ INL void norm_bwd_row(const int bf16, const int rms, void *dx, float *pdg, float
   const float a = t1 / (float)C, b = t2 / (float)C;
   const vf va = vset1(a), vb = vset1(b);
   c = 0;
+  for (; c + 2 * VL <= C; c += 2 * VL) {  // pairs: one bf16 pack per two vectors
+    pf_next(dres, o + C, c, bf16);
+    pfw_next(dx, o + C, c, bf16);
+    vf v0 = vmul(vsub(vload(bd + c), vfmadd(vload(bx + c), vb, va)), vr);
+    vf v1 = vmul(vsub(vload(bd + c + VL), vfmadd(vload(bx + c + VL), vb, va)), vr);
+    if (dres) { v0 = vadd(v0, vld(dres, o + c, bf16)); v1 = vadd(v1, vld(dres, o + c + VL, bf16)); }
+    vst2(dx, o + c, v0, v1, bf16);
+  }
   for (; c + VL <= C; c += VL) {
+    pf_next(dres, o + C, c, bf16);
+    pfw_next(dx, o + C, c, bf16);
     vf v = vmul(vsub(vload(bd + c), vfmadd(vload(bx + c), vb, va)), vr);
     if (dres) v = vadd(v, vld(dres, o + c, bf16));
     vst(dx, o + c, v, bf16);

@@ -8,12 +8,25 @@
 // f32, a per-thread scratch row for bf16) with the chunk's m, so the write pass
 // only multiplies: y = e * exp(m_chunk - M) / S. One exp per element; logits
 // are read once and written once.
+//
+// With bf16 storage the row passes are bound by the arithmetic, so the exp is
+// simd.h's base-2 vexp2_hi of (x - m) log2(e) (x - m is exact for the terms
+// that matter, so the result does not depend on the magnitude of m), SU
+// vectors per step with interleaved operations, and bf16 is loaded and stored
+// as vector pairs in simd.h's exchange order (vldx2/vstx2): e keeps that order
+// (the write pass walks each chunk with the same steps), sums and maxima do
+// not depend on it.
 #include "simd.h"
 #include <omp.h>
 
 #define SM_PAR_MIN 16384  // elements below which one thread is faster
 #define SM_MAXCH 1024     // chunk maxima kept on the stack
 #define INL static inline __attribute__((always_inline))
+
+#define SU 4                // vectors per step (even: loaded in pairs)
+#define SG (SU * VL)        // elements per step
+#define FOR_K(U) _Pragma("GCC unroll 4") for (int k = 0; k < (U); k++)
+#define LOG2E 1.44269504088896341f
 
 // Chunk length: 2048 columns, longer for huge rows so that at most SM_MAXCH chunks.
 INL int sm_chunk(int V) {
@@ -27,11 +40,14 @@ INL float chunk_max(const void *x, size_t off, int n, const int bf16) {
   float m = -INFINITY;
 #if VL > 1
   vf m0 = vset1(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
-  for (; i + 4 * VL <= n; i += 4 * VL) {
-    m0 = vmax(m0, vld(x, off + i, bf16));
-    m1 = vmax(m1, vld(x, off + i + VL, bf16));
-    m2 = vmax(m2, vld(x, off + i + 2 * VL, bf16));
-    m3 = vmax(m3, vld(x, off + i + 3 * VL, bf16));
+  for (; i + 4 * VL <= n; i += 4 * VL) {  // any order: exchange-order pairs
+    vf v[4];
+    vldx2(x, off + i, &v[0], &v[1], bf16);
+    vldx2(x, off + i + 2 * VL, &v[2], &v[3], bf16);
+    m0 = vmax(m0, v[0]);
+    m1 = vmax(m1, v[1]);
+    m2 = vmax(m2, v[2]);
+    m3 = vmax(m3, v[3]);
   }
   for (; i + VL <= n; i += VL) m0 = vmax(m0, vld(x, off + i, bf16));
   m = vhmax(vmax(vmax(m0, m1), vmax(m2, m3)));
@@ -40,23 +56,42 @@ INL float chunk_max(const void *x, size_t off, int n, const int bf16) {
   return m;
 }
 
-// sum of exp(x - m) over the chunk; e (NULL: not kept) receives the terms.
-// Two vectors per step: more would spill (vexp_neg keeps ~10 constants live).
-INL double chunk_expsum(const void *x, size_t off, int n, float m, float *e, const int bf16) {
+// x[k] <- exp(x[k] - m) = 2^((x - m) log2 e), k < U, for x <= m (+ rounding):
+// below 2^-127 (and for -inf) 0; the constant first in max keeps a NaN.
+INL void exp_sub_n(vf *x, vf vm, const int U) {
+  FOR_K(U) x[k] = vexp2_hi(vmax(vset1(-127.0f), vmul(vsub(x[k], vm), vset1(LOG2E))));
+}
+
+// sum of exp(x - m) over the chunk; e (NULL: not kept) receives the terms,
+// full steps in exchange order. The data n elements ahead (the next chunk or
+// row) is prefetched meanwhile, and so is the output there (w, NULL: none;
+// for writing, so a separate output's lines are owned before the write pass):
+// this pass is compute-bound and the others are short, so without it the
+// core would wait for memory at each chunk's start.
+INL double chunk_expsum(const void *x, size_t off, int n, float m, float *e, void *w,
+                        const int bf16) {
   int i = 0;
   const vf vm = vset1(m);
   vf s0 = vzero(), s1 = vzero();
-  for (; i + 2 * VL <= n; i += 2 * VL) {
-    vf e0 = vexp_neg(vsub(vld(x, off + i, bf16), vm));
-    vf e1 = vexp_neg(vsub(vld(x, off + i + VL, bf16), vm));
-    if (e) { vstore(e + i, e0); vstore(e + i + VL, e1); }
-    s0 = vadd(s0, e0);
-    s1 = vadd(s1, e1);
+  const size_t es = bf16 ? 2 : 4;
+  const char *pf = (const char *)x + (off + (size_t)n) * es;
+  char *pw = w ? (char *)w + (off + (size_t)n) * es : NULL;
+  for (; i + SG <= n; i += SG) {
+    for (size_t b = 0; b < SG * es; b += 64) {
+      __builtin_prefetch(pf + (size_t)i * es + b, 0, 3);
+      if (pw) __builtin_prefetch(pw + (size_t)i * es + b, 1, 3);
+    }
+    vf v[SU];
+    for (int k = 0; k < SU; k += 2) vldx2(x, off + i + k * VL, &v[k], &v[k + 1], bf16);
+    exp_sub_n(v, vm, SU);
+    if (e) FOR_K(SU) vstore(e + i + k * VL, v[k]);
+    for (int k = 0; k < SU; k += 2) { s0 = vadd(s0, v[k]); s1 = vadd(s1, v[k + 1]); }
   }
   for (; i + VL <= n; i += VL) {
-    vf e0 = vexp_neg(vsub(vld(x, off + i, bf16), vm));
-    if (e) vstore(e + i, e0);
-    s0 = vadd(s0, e0);
+    vf v = vld(x, off + i, bf16);
+    exp_sub_n(&v, vm, 1);
+    if (e) vstore(e + i, v);
+    s0 = vadd(s0, v);
   }
   double s = (double)vsum(vadd(s0, s1));
   for (; i < n; i++) {
@@ -70,7 +105,7 @@ INL double chunk_expsum(const void *x, size_t off, int n, float m, float *e, con
 // Pass 1 over x[off, off + V): returns S = sum exp(x - M), *M = row max;
 // e[0, V) (or NULL) receives exp(x - mc[k]) for chunk k.
 INL double row_stats(const void *x, size_t off, int V, int ch, float *e, float *mc, float *Mout,
-                     const int bf16) {
+                     void *w, const int bf16) {
   float M = -INFINITY;
   double S = 0.0;
   for (int k = 0, c0 = 0; c0 < V; k++, c0 += ch) {
@@ -80,35 +115,46 @@ INL double row_stats(const void *x, size_t off, int V, int ch, float *e, float *
       if (S != 0.0) S *= exp((double)M - (double)cm);
       M = cm;
     }
-    S += chunk_expsum(x, off + c0, n, M, e ? e + c0 : NULL, bf16);
+    S += chunk_expsum(x, off + c0, n, M, e ? e + c0 : NULL, w, bf16);
     mc[k] = M;
   }
   *Mout = M;
   return S;
 }
 
-// Pass 2: out[off + i] = e[i] * exp(mc[k] - M) * mul for i in [0, V).
+// Pass 2: out[off + i] = e[i] * exp(mc[k] - M) * mul for i in [0, V), e in
+// the order chunk_expsum left it.
 INL void row_scale(void *out, size_t off, const float *e, const float *mc, int V, int ch, float M,
                    double mul, const int bf16) {
   for (int k = 0, c0 = 0; c0 < V; k++, c0 += ch) {
     int n = V - c0 < ch ? V - c0 : ch;
     float sc = (float)((mc[k] == M ? 1.0 : exp((double)mc[k] - (double)M)) * mul);
     const vf vs = vset1(sc);
+    const float *ec = e + c0;
     int i = 0;
-    for (; i + VL <= n; i += VL) vst(out, off + c0 + i, vmul(vload(e + c0 + i), vs), bf16);
-    for (; i < n; i++) sst(out, off + c0 + i, e[c0 + i] * sc, bf16);
+    for (; i + SG <= n; i += SG)
+      for (int j = 0; j < SU; j += 2)
+        vstx2_bfsrc(out, off + c0 + i + j * VL, vmul(vload(ec + i + j * VL), vs),
+                    vmul(vload(ec + i + (j + 1) * VL), vs), bf16);
+    for (; i + VL <= n; i += VL) vst(out, off + c0 + i, vmul(vload(ec + i), vs), bf16);
+    for (; i < n; i++) sst(out, off + c0 + i, ec[i] * sc, bf16);
   }
 }
 
+// The row loops below are orphaned `omp for` (static: fixed rows per thread)
+// inside the parallel regions of the entry points, which pick the dtype
+// first: each region body then runs a loop specialised for it (a parallel
+// region in these inlined helpers would be outlined once, with a run-time
+// dtype flag).
 INL void softmax_rows(void *y, const void *x, long N, int V, float *buf, size_t bstride,
                       const int bf16) {
   const int ch = sm_chunk(V);
-#pragma omp parallel for schedule(static) if (N * (long)V >= SM_PAR_MIN)
+#pragma omp for schedule(static)
   for (long r = 0; r < N; r++) {
     float mc[SM_MAXCH], M;
     size_t off = (size_t)r * V;
     float *e = bf16 ? buf + (size_t)omp_get_thread_num() * bstride : (float *)y + off;
-    double S = row_stats(x, off, V, ch, e, mc, &M, bf16);
+    double S = row_stats(x, off, V, ch, e, mc, &M, y == x ? NULL : y, bf16);
     row_scale(y, off, e, mc, V, ch, M, 1.0 / S, bf16);
   }
 }
@@ -117,25 +163,37 @@ INL void softmax_rows(void *y, const void *x, long N, int V, float *buf, size_t 
 // apart) for bf16 storage, unused for f32.
 void OT_K(k_softmax_fwd)(void *y, const void *x, long N, int V, float *buf, size_t bstride,
                          int bf16) {
-  if (bf16) softmax_rows(y, x, N, V, buf, bstride, 1);
-  else softmax_rows(y, x, N, V, buf, bstride, 0);
+#pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
+  {
+    if (bf16) softmax_rows(y, x, N, V, buf, bstride, 1);
+    else softmax_rows(y, x, N, V, buf, bstride, 0);
+  }
 }
 
 INL void softmax_bwd_rows(void *dx, const void *y, const void *dy, long N, int V, const int bf16) {
-#pragma omp parallel for schedule(static) if (N * (long)V >= SM_PAR_MIN)
+#pragma omp for schedule(static)
   for (long r = 0; r < N; r++) {
     size_t off = (size_t)r * V;
     int i = 0;
     vf s0 = vzero(), s1 = vzero();
-    for (; i + 2 * VL <= V; i += 2 * VL) {
-      s0 = vfmadd(vld(dy, off + i, bf16), vld(y, off + i, bf16), s0);
-      s1 = vfmadd(vld(dy, off + i + VL, bf16), vld(y, off + i + VL, bf16), s1);
+    for (; i + 2 * VL <= V; i += 2 * VL) {  // exchange-order pairs, the same for y and dy
+      vf y0, y1, d0, d1;
+      vldx2(y, off + i, &y0, &y1, bf16);
+      vldx2(dy, off + i, &d0, &d1, bf16);
+      s0 = vfmadd(d0, y0, s0);
+      s1 = vfmadd(d1, y1, s1);
     }
     for (; i + VL <= V; i += VL) s0 = vfmadd(vld(dy, off + i, bf16), vld(y, off + i, bf16), s0);
     double d = (double)vsum(vadd(s0, s1));
     for (; i < V; i++) d += (double)sld(dy, off + i, bf16) * sld(y, off + i, bf16);
     const vf vd = vset1((float)d);
     i = 0;
+    for (; i + 2 * VL <= V; i += 2 * VL) {
+      vf y0, y1, d0, d1;
+      vldx2(y, off + i, &y0, &y1, bf16);
+      vldx2(dy, off + i, &d0, &d1, bf16);
+      vstx2_bfsrc(dx, off + i, vmul(y0, vsub(d0, vd)), vmul(y1, vsub(d1, vd)), bf16);
+    }
     for (; i + VL <= V; i += VL)
       vst(dx, off + i, vmul(vld(y, off + i, bf16), vsub(vld(dy, off + i, bf16), vd)), bf16);
     for (; i < V; i++)
@@ -145,15 +203,18 @@ INL void softmax_bwd_rows(void *dx, const void *y, const void *dy, long N, int V
 
 // y, dy, dx: [N, V]; dx = y * (dy - sum(dy * y)) per row; dx may alias dy.
 void OT_K(k_softmax_bwd)(void *dx, const void *y, const void *dy, long N, int V, int bf16) {
-  if (bf16) softmax_bwd_rows(dx, y, dy, N, V, 1);
-  else softmax_bwd_rows(dx, y, dy, N, V, 0);
+#pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
+  {
+    if (bf16) softmax_bwd_rows(dx, y, dy, N, V, 1);
+    else softmax_bwd_rows(dx, y, dy, N, V, 0);
+  }
 }
 
 INL void xent_rows(void *lg, int ld, const int32_t *tg, long N, int V, int ignore, float count,
                    double *loss, int want_grad, float *buf, size_t bstride, const int bf16) {
   const int ch = sm_chunk(V);
   const double inv_count = 1.0 / (double)count;
-#pragma omp parallel for schedule(static) if (N * (long)V >= SM_PAR_MIN)
+#pragma omp for schedule(static)
   for (long r = 0; r < N; r++) {
     size_t off = (size_t)r * ld;
     int t = tg[r];
@@ -170,7 +231,7 @@ INL void xent_rows(void *lg, int ld, const int32_t *tg, long N, int V, int ignor
     double xt = sld(lg, off + t, bf16);  // read before the row is overwritten
     float *e = NULL;
     if (want_grad) e = bf16 ? buf + (size_t)omp_get_thread_num() * bstride : (float *)lg + off;
-    double S = row_stats(lg, off, V, ch, e, mc, &M, bf16);
+    double S = row_stats(lg, off, V, ch, e, mc, &M, NULL, bf16);
     double lse = (double)M + log(S);
     loss[r] = lse - xt;
     if (want_grad) {
@@ -186,6 +247,9 @@ INL void xent_rows(void *lg, int ld, const int32_t *tg, long N, int V, int ignor
 // (softmax - onehot) / count, zero on ignored rows and padding columns.
 void OT_K(k_xent)(void *lg, int ld, const int32_t *tg, long N, int V, int ignore, float count,
                   double *loss, int want_grad, float *buf, size_t bstride, int bf16) {
-  if (bf16) xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, 1);
-  else xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, 0);
+#pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
+  {
+    if (bf16) xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, 1);
+    else xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, 0);
+  }
 }
