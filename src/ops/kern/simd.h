@@ -243,11 +243,9 @@ static inline void sst(void *p, size_t i, float x, int bf16) {
   if (bf16) ((uint16_t *)p)[i] = ot_f32_to_bf16(x); else ((float *)p)[i] = x; }
 
 // ---- exp: Cody-Waite range reduction + degree-6 polynomial ----------------
-static inline vf vexp(vf x) {
-  const vf hi = vset1(88.3762626647949f), lo = vset1(-87.3365447504f);
-  vf xc = vmin(vmax(x, lo), hi);
-  vi n = vcvt_round(vmul(xc, vset1(1.44269504088896341f)));
-  vf nf = vcvt_i2f(n);
+// exp(xc) / 2^nf for nf = round(xc * log2(e)): r = xc - nf ln2 in two parts,
+// then e^r by a degree-6 polynomial. Shared by vexp and vexp_neg.
+static inline vf ot__exp_reduced(vf xc, vf nf) {
   vf r = vfnmadd(nf, vset1(0.693359375f), xc);
   r = vfnmadd(nf, vset1(-2.12194440e-4f), r);
   vf p = vset1(1.9875691500e-4f);
@@ -256,8 +254,15 @@ static inline vf vexp(vf x) {
   p = vfmadd(p, r, vset1(4.1665795894e-2f));
   p = vfmadd(p, r, vset1(1.6666665459e-1f));
   p = vfmadd(p, r, vset1(5.0000001201e-1f));
-  vf r2 = vmul(r, r);
-  p = vfmadd(p, r2, vadd(r, vset1(1.0f)));
+  return vfmadd(p, vmul(r, r), vadd(r, vset1(1.0f)));
+}
+
+static inline vf vexp(vf x) {
+  const vf hi = vset1(88.3762626647949f), lo = vset1(-87.3365447504f);
+  vf xc = vmin(vmax(x, lo), hi);
+  vi n = vcvt_round(vmul(xc, vset1(1.44269504088896341f)));
+  vf nf = vcvt_i2f(n);
+  vf p = ot__exp_reduced(xc, nf);
   // 2^n for n in [-126, 128]: split so that n=128 (x near hi) does not overflow the exponent field
   vi n1 = vcvt_round(vmul(nf, vset1(0.5f)));   // roughly n/2
   vf n1f = vcvt_i2f(n1);
@@ -279,16 +284,7 @@ static inline vf vexp_neg(vf x) {
   // r below), xn replaces it by lo so that the float -> int conversion is defined
   vf xc = vmax(lo, x), xn = vmax(x, lo);
   vi n = vcvt_round(vmul(xn, vset1(1.44269504088896341f)));
-  vf nf = vcvt_i2f(n);
-  vf r = vfnmadd(nf, vset1(0.693359375f), xc);
-  r = vfnmadd(nf, vset1(-2.12194440e-4f), r);
-  vf p = vset1(1.9875691500e-4f);
-  p = vfmadd(p, r, vset1(1.3981999507e-3f));
-  p = vfmadd(p, r, vset1(8.3334519073e-3f));
-  p = vfmadd(p, r, vset1(4.1665795894e-2f));
-  p = vfmadd(p, r, vset1(1.6666665459e-1f));
-  p = vfmadd(p, r, vset1(5.0000001201e-1f));
-  p = vfmadd(p, vmul(r, r), vadd(r, vset1(1.0f)));
+  vf p = ot__exp_reduced(xc, vcvt_i2f(n));  // NaN in xc stays NaN in p
   vf y = vmul(p, vpow2i(n));
   return vselect_gt(lo, x, vzero(), y);  // false for NaN: y (NaN) kept
 }
