@@ -205,6 +205,80 @@ ot_status ot_model_config_from_hf(ot_model_config *c, const char *config_json_pa
 // r and imports the weights (strict). *out = NULL on failure.
 ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config *r);
 
+// ------------------------------------------------------------- partition ---
+// A model split for tensor and pipeline parallelism (Megatron style). One
+// process holds: blocks [layer0, layer1) of the pipeline; of each, the heads
+// [tp_rank * Hq/tp, ...) and kv-heads of the attention (QKV column-parallel,
+// output projection row-parallel) and the columns [tp_rank * F/tp, ...) of the
+// MLP (first matrix column-parallel, both SwiGLU halves split alike; second
+// row-parallel); the embedding when first, the final norm and the head when
+// last (a tied model's last stage keeps its own copy of the embedding, whose
+// gradient the caller sums with the first stage's). With vocab_parallel the
+// embedding / head rows are split across the tp ranks (rows [tp_rank * Vl,
+// (tp_rank + 1) * Vl), Vl = ceil(Vp / tp)) and the cross-entropy is vocab-
+// parallel (max, sum and target logit all-reduced; logits never gathered).
+// Row-parallel outputs, the column-parallel inputs' gradients and the vocab-
+// parallel embedding are summed over the tensor group with comm.allreduce;
+// a row-parallel bias is added by tp rank 0 only (every rank keeps the same
+// copy and computes the same gradient).
+typedef enum { OT_RED_SUM = 0, OT_RED_MAX } ot_red_op;
+typedef struct {
+  void *ctx;
+  // In-place all-reduce of buf [n] (dt: f32, or bf16 summed in f32) over the tensor group.
+  ot_status (*allreduce)(void *ctx, void *buf, size_t n, ot_dtype dt, ot_red_op op);
+  // Called during the backward whenever every gradient at offsets >= from (floats,
+  // in the layout) is final for this micro-batch (data-parallel bucket launch). May be NULL.
+  void (*grads_ready)(void *ctx, size_t from);
+} ot_model_comm;
+
+typedef struct {
+  int tp, tp_rank;          // tensor group size and rank (1, 0: no tensor parallelism)
+  int layer0, layer1;       // this stage's blocks (global indices), layer0 < layer1
+  bool vocab_parallel;      // embedding / head rows split over the tensor group
+  int slots;                // micro-batches whose activations are held at once (>= 1)
+  ot_model_comm comm;       // required when tp > 1
+} ot_model_part;
+
+// The whole model on one process: tp 1, every layer, one slot.
+ot_model_part ot_model_part_whole(const ot_model_config *c);
+// Checks a partition against a config: OT_EINVAL naming the numbers and the fix
+// (heads / kv-heads / d_ff divisible by tp, layer range inside [0, n_layers)).
+ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *p);
+// ot_model_create for one part (ot_model_create = the whole part). Initialization
+// (ot_model_init) gives every rank exactly its slice of the one-process model's
+// tensors. Import/export/HF accessors and the KV cache need the whole model.
+ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const ot_run_config *r,
+                               const ot_model_part *p);
+const ot_model_part *ot_model_part_of(const ot_model *m);
+bool ot_model_is_first(const ot_model *m);   // holds the embedding (layer0 == 0)
+bool ot_model_is_last(const ot_model *m);    // holds the final norm and the head
+// Parameter i of a part <-> the whole tensor of the same name in the one-process
+// layout ([out, in] as ot_param; `whole` has the global shape): get writes
+// the slice this part holds into whole (the rest untouched), put reads it.
+// ot_model_part_whole_numel: numel of the whole tensor (-1: bad index).
+ot_status ot_model_part_get(const ot_model *m, int i, const float *buf, float *whole);
+ot_status ot_model_part_put(const ot_model *m, int i, float *buf, const float *whole);
+int64_t ot_model_part_whole_numel(const ot_model *m, int i);
+// True for parameters this tp rank holds a private slice of (false: replicated
+// over the tensor group: norms, row-parallel biases, the replicated embedding).
+bool ot_model_param_is_split(const ot_model *m, int i);
+
+// Pipeline steps of micro-batch `slot` (in [0, slots)). A stage that is not
+// first reads its input from ot_model_stage_input(slot) (the caller fills it,
+// [B*T, C] of the run dtype) instead of embedding tokens; a stage that is not
+// last leaves its output at ot_model_stage_output(slot) and computes no loss
+// (targets, count ignored). The backward of a stage that is not last starts
+// from ot_model_stage_grad(m) (the caller fills it with the gradient of the
+// output); a stage that is not first leaves the gradient of its input there.
+// ot_model_forward / ot_model_backward are these with slot 0.
+ot_status ot_model_forward_slot(ot_model *m, int slot, const int32_t *tokens,
+                                const int32_t *targets, int B, int T, float count, bool want_grad,
+                                double *loss);
+ot_status ot_model_backward_slot(ot_model *m, int slot);
+void *ot_model_stage_input(ot_model *m, int slot);
+void *ot_model_stage_output(ot_model *m, int slot);
+void *ot_model_stage_grad(ot_model *m);
+
 // ------------------------------------------------------------------- step ---
 // tokens, targets: [B, T] int32 (B <= run.B, T <= run.T). Without targets:
 // logits only (ot_model_logits). With targets: *loss (may be NULL) = sum of the

@@ -74,6 +74,17 @@ typedef struct {
   bool quiet;                  // no progress lines (warnings and errors still)
   bool measure_peak;           // measure the FMA peak at start for MFU (tests turn it off)
   bool eval_only;              // trainer for evaluation: no optimizer state, no training data
+  // parallel layout (`mpirun -np data_parallel*tensor_parallel*pipeline_stages ot train ...`);
+  // not stored in checkpoints: a checkpoint loads into any layout
+  int data_parallel;           // replicas; each takes grad_accum micro-batches of batch_size rows
+  int tensor_parallel;         // Megatron tensor parallelism (heads, kv-heads, d_ff divisible)
+  int pipeline_stages;         // blocks split over stages (grad_accum = micro-batches >= stages)
+  bool vocab_parallel;         // embedding / head rows split over the tensor group
+  int optimizer_shard;         // ZeRO stage 0 | 1 (optimizer state split over data-parallel ranks)
+  int grad_buckets;            // data-parallel gradient all-reduces per step
+  bool overlap;                // launch each bucket's all-reduce as soon as its gradients are final
+  bool gpipe;                  // pipeline schedule GPipe (all forwards, then all backwards) vs 1F1B
+  float comm_timeout;          // seconds a blocking communication may wait before the job ends
 } ot_train_config;
 
 // Defaults: model "small", data "out/data", batch 8 x 256 tokens, 1 micro-batch,

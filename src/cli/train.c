@@ -3,6 +3,7 @@
 // Thin: the key vocabulary, aliases, validation and the loop live in the
 // library (include/ot/train.h).
 #include "cli.h"
+#include "ot/dist.h"
 #include <glob.h>
 #include <math.h>
 
@@ -122,9 +123,15 @@ static void vocab_from_data(ot_train_config *c, const ot_settings *user) {
 }
 
 static int fail(const char *cmd) {
-  fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
+  if (ot_dist_world_size() > 1)
+    fprintf(stderr, "ot %s: rank %d: %s\n", cmd, ot_dist_world_rank(), ot_last_error());
+  else
+    fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
   return 1;
 }
+
+// Under mpirun the configuration is the same on every rank: rank 0 reports its errors.
+static bool speaks(void) { return ot_dist_world_rank() == 0; }
 
 // Settings of the command: the config file first, then the flags.
 static int collect(ot_settings *user, const ot_settings *flags, const char *config, const char *cmd) {
@@ -146,6 +153,7 @@ int ot_cmd_train(int argc, char **argv) {
   const char *config = NULL;
   bool help = false;
   int rc = flags && user && ck ? 0 : 1;
+  if (!rc && ot_dist_init(&argc, &argv) != OT_OK) rc = fail("train");
   if (!rc) rc = parse_flags(argc, argv, "train", flags, &config, NULL, NULL, 0, &help);
   if (!rc && help) { train_usage(stdout); goto out; }
   if (!rc) rc = collect(user, flags, config, "train");
@@ -155,22 +163,38 @@ int ot_cmd_train(int argc, char **argv) {
     // the checkpoint's settings are the base of a resumed run
     ot_train_config probe;
     ot_train_config_default(&probe);
-    if (ot_train_config_apply(&probe, user, NULL) != OT_OK) { rc = 2; fprintf(stderr, "ot train: %s\n", ot_last_error()); }
+    if (ot_train_config_apply(&probe, user, NULL) != OT_OK) {
+      rc = 2;
+      if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
+    }
     else if (probe.resume[0] && (ot_ckpt_read_config(probe.resume, ck) != OT_OK ||
                                  ot_train_config_apply(&c, ck, NULL) != OT_OK)) rc = fail("train");
   }
-  if (!rc && ot_train_config_apply(&c, user, stderr) != OT_OK) { rc = 2; fprintf(stderr, "ot train: %s\n", ot_last_error()); }
-  if (!rc) rc = ensure_data(&c);
+  if (!rc && ot_train_config_apply(&c, user, speaks() ? stderr : NULL) != OT_OK) {
+    rc = 2;
+    if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
+  }
+  // one rank prepares missing data; the others wait for it (and learn whether it worked)
+  if (!rc && speaks()) rc = ensure_data(&c);
+  if (ot_dist_world_size() > 1) {
+    int bad = rc != 0, any = bad;
+    ot_dist_allreduce_max_int(&any);
+    if (any && !bad) rc = 2;
+  }
   if (!rc && !c.resume[0]) vocab_from_data(&c, user);
   if (!rc) {
     ot_train_config r = c;
-    if (ot_train_config_resolve(&r) != OT_OK) { rc = 2; fprintf(stderr, "ot train: %s\n", ot_last_error()); }
+    if (ot_train_config_resolve(&r) != OT_OK) {
+      rc = 2;
+      if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
+    }
   }
   if (!rc && ot_train_run(&c, stdout, NULL, NULL) != OT_OK) rc = fail("train");
 out:
   free(flags);
   free(user);
   free(ck);
+  ot_dist_finalize();
   return rc;
 }
 

@@ -50,6 +50,7 @@ ot_status ot_trainer_save(ot_trainer *t, const char *dir) {
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(dir, fn);
   if (!t->mom[0]) return ot_error(OT_EINVAL, "%s: an evaluation-only trainer has no optimizer state", fn);
+  if (t->par) return ot__par_save(t, dir);
   OT_TRY(ot__mkdirs(dir));
   char path[OT_PATH_MAX + 64];
   OT_PROF_BEGIN("checkpoint", 0.0, 0.0);
@@ -160,11 +161,13 @@ ot_status ot_trainer_checkpoint(ot_trainer *t, char *path_out, size_t cap) {
   snprintf(name, sizeof name, "step_%06lld", (long long)t->step);
   OT_TRY(ot__join(dir, sizeof dir, out, name));
   OT_TRY(ot_trainer_save(t, dir));
-  OT_TRY(ot__join(latest, sizeof latest, out, "latest"));
-  char text[40];
-  snprintf(text, sizeof text, "%s\n", name);
-  OT_TRY(ot__write_atomic(latest, text, strlen(text)));
-  prune(out, t->cfg.keep, name);
+  if (ot__par_rank(t->par) == 0) {   // parallel: rank 0 wrote the directory and names it
+    OT_TRY(ot__join(latest, sizeof latest, out, "latest"));
+    char text[40];
+    snprintf(text, sizeof text, "%s\n", name);
+    OT_TRY(ot__write_atomic(latest, text, strlen(text)));
+    prune(out, t->cfg.keep, name);
+  }
   if (path_out && cap) snprintf(path_out, cap, "%s", dir);
   return OT_OK;
 }
@@ -326,6 +329,7 @@ ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only) {
   OT_TRY(ot_ckpt_resolve(dir, d, sizeof d));
   if (!weights_only && !t->mom[0])
     return ot_error(OT_EINVAL, "%s: an evaluation-only trainer can load weights only", fn);
+  if (t->par) return ot__par_load(t, d, weights_only);
   ot_st_file *state = NULL;
   if (!weights_only) OT_TRY(open_state(d, &state));
   ot_status s = state ? check_model(t, state) : OT_OK;

@@ -66,8 +66,8 @@ static const key_def k_keys[] = {
   // batch
   {"batch-size", K_INT, O(batch_size), 1, 1 << 20, 0, "micro_batch_size micro_batch per_device_train_batch_size",
    "rows per micro-batch"},
-  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches",
-   "micro-batches per optimizer step"},
+  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches micro_batches num_micro_batches",
+   "micro-batches per optimizer step (per data-parallel replica)"},
   {"global-batch", K_INT, O(global_batch), 0, 1 << 30, F_NOSAVE, "global_batch_size",
    "rows per optimizer step (sets --grad-accum = global-batch / batch-size)"},
   {"seq-len", K_INT, O(seq_len), 1, 1 << 22, 0, "seq_length block_size seq_len", "tokens per row"},
@@ -112,6 +112,25 @@ static const key_def k_keys[] = {
   {"resume", K_STR, O(resume), 0, 0, F_NOSAVE, "load resume_from_checkpoint",
    "continue from a checkpoint directory (or a run directory: its latest)"},
   {"quiet", K_BOOL, O(quiet), 0, 0, F_NOSAVE, "", "no progress lines"},
+  // parallel layout (mpirun -np dp*tp*pp); a checkpoint loads into any layout
+  {"data-parallel", K_INT, O(data_parallel), 1, 1 << 16, F_NOSAVE, "data_parallel_size dp",
+   "data-parallel replicas (each runs grad-accum micro-batches of batch-size rows)"},
+  {"tensor-parallel", K_INT, O(tensor_parallel), 1, 1 << 10, F_NOSAVE,
+   "tensor_model_parallel_size tp tensor_parallel_size", "tensor-parallel ranks (Megatron)"},
+  {"pipeline-stages", K_INT, O(pipeline_stages), 1, 1 << 10, F_NOSAVE,
+   "pipeline_model_parallel_size pp pipeline_parallel_size", "pipeline stages (blocks split over them)"},
+  {"vocab-parallel", K_BOOL, O(vocab_parallel), 0, 0, F_NOSAVE, "",
+   "split the embedding / head rows over the tensor-parallel ranks (vocab-parallel cross-entropy)"},
+  {"optimizer-shard", K_INT, O(optimizer_shard), 0, 1, F_NOSAVE, "zero_stage zero",
+   "ZeRO stage: 0 | 1 (AdamW state split over the data-parallel ranks)"},
+  {"grad-buckets", K_INT, O(grad_buckets), 1, 1 << 16, F_NOSAVE, "num_buckets",
+   "data-parallel gradient all-reduces per step"},
+  {"overlap", K_BOOL, O(overlap), 0, 0, F_NOSAVE, "overlap_grad_reduce",
+   "reduce each gradient bucket during the backward, as soon as it is final"},
+  {"gpipe", K_BOOL, O(gpipe), 0, 0, F_NOSAVE, "",
+   "pipeline schedule GPipe (all forwards, then all backwards) instead of 1F1B"},
+  {"comm-timeout", K_F32, O(comm_timeout), 0, 1e6, F_NOSAVE, "distributed_timeout",
+   "seconds a blocking communication may wait before the job is ended (0: never)"},
 };
 #define NKEYS ((int)(sizeof k_keys / sizeof k_keys[0]))
 
@@ -238,6 +257,10 @@ void ot_train_config_default(ot_train_config *c) {
   c->print_every = 1;
   snprintf(c->out, sizeof c->out, "out/train");
   c->measure_peak = true;
+  c->data_parallel = c->tensor_parallel = c->pipeline_stages = 1;
+  c->grad_buckets = 4;
+  c->overlap = true;
+  c->comm_timeout = 300.0f;
 }
 
 // ----------------------------------------------------------------- values ---
@@ -443,17 +466,47 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
   if (c->seq_len > c->model.max_seq)
     BAD("--seq-len %d exceeds the model's --max-seq %d (lower --seq-len or raise --max-seq)", c->seq_len,
         c->model.max_seq);
+  if (c->data_parallel < 1 || c->tensor_parallel < 1 || c->pipeline_stages < 1)
+    BAD("--data-parallel %d, --tensor-parallel %d, --pipeline-stages %d must each be >= 1",
+        c->data_parallel, c->tensor_parallel, c->pipeline_stages);
   if (c->global_batch > 0) {
-    if (c->global_batch % c->batch_size)
-      BAD("--global-batch %d is not a multiple of --batch-size %d (global = batch-size x grad-accum)",
-          c->global_batch, c->batch_size);
-    int ga = c->global_batch / c->batch_size;
+    const int per = c->batch_size * c->data_parallel;
+    if (c->global_batch % per)
+      BAD("--global-batch %d is not a multiple of --batch-size %d x --data-parallel %d (global = "
+          "batch-size x grad-accum x data-parallel)", c->global_batch, c->batch_size,
+          c->data_parallel);
+    int ga = c->global_batch / per;
     if (c->grad_accum != 1 && c->grad_accum != ga)
-      BAD("--global-batch %d with --batch-size %d means --grad-accum %d, but --grad-accum is %d (give one "
-          "of them)", c->global_batch, c->batch_size, ga, c->grad_accum);
+      BAD("--global-batch %d with --batch-size %d x --data-parallel %d means --grad-accum %d, but "
+          "--grad-accum is %d (give one of them)", c->global_batch, c->batch_size, c->data_parallel,
+          ga, c->grad_accum);
     c->grad_accum = ga;
   }
-  if ((double)c->batch_size * c->grad_accum * (c->seq_len + 1.0) > 2e9)
+  if (c->grad_accum < c->pipeline_stages)
+    BAD("--grad-accum (micro-batches) %d is below --pipeline-stages %d: the pipeline needs at least "
+        "one micro-batch per stage (raise --grad-accum or --global-batch)", c->grad_accum,
+        c->pipeline_stages);
+  if (c->model.n_layers < c->pipeline_stages)
+    BAD("--layers %d is below --pipeline-stages %d: every stage needs a block (lower "
+        "--pipeline-stages)", c->model.n_layers, c->pipeline_stages);
+  if (c->optimizer_shard < 0 || c->optimizer_shard > 1)
+    BAD("--optimizer-shard %d: ZeRO stages 0 and 1 are available", c->optimizer_shard);
+  if (c->grad_buckets < 1) BAD("--grad-buckets %d must be >= 1", c->grad_buckets);
+  if (!(c->comm_timeout >= 0)) BAD("--comm-timeout %g must be >= 0 (0: never)", c->comm_timeout);
+  {
+    const int tp = c->tensor_parallel;
+    const ot_model_config *mc = &c->model;
+    if (mc->n_heads % tp)
+      BAD("--heads %d is not divisible by --tensor-parallel %d (choose a tensor-parallel size "
+          "that divides the heads)", mc->n_heads, tp);
+    if (mc->n_kv_heads % tp)
+      BAD("--kv-heads %d is not divisible by --tensor-parallel %d (choose a tensor-parallel size "
+          "that divides the kv-heads)", mc->n_kv_heads, tp);
+    if (mc->d_ff % tp)
+      BAD("--d-ff %d is not divisible by --tensor-parallel %d (choose a tensor-parallel size that "
+          "divides it)", mc->d_ff, tp);
+  }
+  if ((double)c->batch_size * c->grad_accum * c->data_parallel * (c->seq_len + 1.0) > 2e9)
     BAD("the global batch of %d x %d rows of %d tokens is too large", c->grad_accum, c->batch_size,
         c->seq_len);
   if (c->threads < 0) BAD("--threads %d must be >= 0 (0: OMP_NUM_THREADS)", c->threads);

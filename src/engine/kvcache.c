@@ -80,6 +80,9 @@ ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *
   OT_CHECK_PTR(out, fn);
   *out = NULL;
   OT_CHECK_PTR(m, fn);
+  if (!ot__is_whole(m))
+    return ot_error(OT_EINVAL, "%s: the model is one part of a parallel layout; generation needs "
+                    "the whole model", fn);
   OT_CHECK_PTR(cfg, fn);
   ot_kv_config k = *cfg;
   const int ms = m->cfg.max_seq;

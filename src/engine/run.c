@@ -2,6 +2,7 @@
 // evaluation + checkpoints + profile + loss-curve SVG.
 #include "engine_impl.h"
 #include "io/json.h"
+#include "ot/dist.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -88,8 +89,10 @@ static void print_header(ot_trainer *t, run_ctx *r) {
   ot_train_config_print(o, c);
   ot_run_config run = *ot_model_run_of(ot_trainer_model(t));
   ot_model_plan_print(o, &c->model, &run);
-  fprintf(o, "global batch: %d x %d rows x %d tokens = %lld tokens per step; %s, %d threads, kernels %s\n",
-          c->grad_accum, c->batch_size, c->seq_len, (long long)c->grad_accum * c->batch_size * c->seq_len,
+  fprintf(o, "global batch: %d x %d x %d rows x %d tokens = %lld tokens per step (data-parallel x "
+          "micro-batches x batch-size); %s, %d threads, kernels %s\n", c->data_parallel,
+          c->grad_accum, c->batch_size, c->seq_len,
+          (long long)c->data_parallel * c->grad_accum * c->batch_size * c->seq_len,
           ot_dtype_name(c->dtype), ot_threads_get(), ot_isa_name(ot_isa_active()));
   if (r->peak > 0)
     fprintf(o, "measured f32 FMA peak: %.1f GFLOP/s (MFU = %.1f MFLOP/token x tokens/s / peak)\n", r->peak,
@@ -112,6 +115,17 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
   ot_trainer *t = NULL;
   OT_TRY(ot_trainer_create(&t, &c));
   ot_status s = OT_OK;
+  // parallel: world rank 0 prints, logs and plots; the others stay silent
+  const bool root = ot__par_rank(t->par) == 0;
+  FILE *devnull = NULL;
+  if (!root) {
+    devnull = fopen("/dev/null", "w");
+    if (!devnull) s = ot_error(OT_EIO, "cannot open /dev/null");
+    out = devnull;
+    snprintf(c.log, sizeof c.log, "/dev/null");
+    c.profile[0] = 0;
+    c.measure_peak = false;
+  }
   if (c.resume[0]) {
     s = ot_trainer_load(t, c.resume, false);
     const ot_train_config *rc = ot_trainer_config(t);
@@ -139,8 +153,9 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
               "thread: the machine is busy; MFU uses %.1f\n", nt, peak_all, peak_one, nt, r.peak);
   }
   if (s == OT_OK && !c.quiet) print_header(t, &r);
+  if (s == OT_OK && t->par) s = ot__par_report(t, out);
   const int64_t start = ot_trainer_steps_done(t);
-  if (s == OT_OK && start > 0) s = truncate_log(c.log, start);
+  if (s == OT_OK && start > 0 && root) s = truncate_log(c.log, start);
   if (s == OT_OK) {
     r.log = fopen(c.log, start > 0 ? "a" : "w");
     if (!r.log) s = ot_error(OT_EIO, "cannot open the log %s", c.log);
@@ -163,11 +178,13 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
     ot_step_info st;
     s = ot_trainer_step(t, &st);
     if (s != OT_OK) break;
-    double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * tps / (r.peak * 1e9) : NAN;
+    // parallel: the peak of one process times the processes (one core each when they fit)
+    const int world = ot_dist_world_size();
+    double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * tps / (r.peak * world * 1e9) : NAN;
     ema = step == start ? st.seconds : 0.9 * ema + 0.1 * st.seconds;
     if (st.skipped) {
       skipped++;
-      fprintf(stderr, "ot: warning: step %lld: non-finite %s (loss %g, grad norm %g): update skipped, weights "
+      if (root) fprintf(stderr, "ot: warning: step %lld: non-finite %s (loss %g, grad norm %g): update skipped, weights "
               "and optimizer state unchanged\n", (long long)st.step, isfinite(st.loss) ? "gradient" : "loss",
               st.loss, st.grad_norm);
       if (++streak >= 20) {
@@ -181,9 +198,12 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
     if (!c.quiet && (st.step % c.print_every == 0 || st.step == c.steps || st.step == start + 1)) {
       char eta[32];
       fmt_dur(eta, sizeof eta, ema * (double)(c.steps - st.step));
+      char comm[32] = "";
+      if (t->par) snprintf(comm, sizeof comm, " | comm %4.1f%%", 100 * ot__par_comm_seconds(t->par) / st.seconds);
       fprintf(out, "step %6lld/%lld | loss %7.4f | lr %.3e | norm %7.3f | %7.0f tok/s | MFU %5.1f%% | "
-              "mem %6.1f MiB | %5.2f s | eta %s%s\n", (long long)st.step, (long long)c.steps, st.loss,
-              st.lr, st.grad_norm, tps, 100 * mfu, mem_mib(), st.seconds, eta, st.skipped ? " | SKIPPED" : "");
+              "mem %6.1f MiB%s | %5.2f s | eta %s%s\n", (long long)st.step, (long long)c.steps, st.loss,
+              st.lr, st.grad_norm, tps, 100 * mfu, mem_mib(), comm, st.seconds, eta,
+              st.skipped ? " | SKIPPED" : "");
       fflush(out);
     }
     fprintf(r.log, "{\"step\": %lld, ", (long long)st.step);
@@ -230,10 +250,10 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
       s = ps;
     }
   }
-  if (s == OT_OK) {
+  if (s == OT_OK && root) {
     char title[160];
     snprintf(title, sizeof title, "%s: %lld steps, batch %lld tokens", c.model.name, (long long)done,
-             (long long)c.grad_accum * c.batch_size * c.seq_len);
+             (long long)c.grad_accum * c.batch_size * c.data_parallel * c.seq_len);
     s = ot_train_plot(c.log, c.plot, title);
   }
   if (s == OT_OK) {
@@ -249,5 +269,6 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
   if (final_loss) *final_loss = loss;
   if (final_val) *final_val = val;
   ot_trainer_free(t);
+  if (devnull) fclose(devnull);
   return s;
 }

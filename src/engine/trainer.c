@@ -9,6 +9,7 @@
 
 void ot_trainer_free(ot_trainer *t) {
   if (!t) return;
+  ot__par_free(t->par);   // first: its reduction thread reads the model's gradients
   ot_model_free(t->m);
   ot_mem_free(t->mom[0]);
   ot_mem_free(t->mom[1]);
@@ -71,7 +72,7 @@ static ot_status open_loaders(ot_trainer *t) {
       return ot_error(OT_EINVAL, "no training shards match '%s' (make them with `ot prepare --corpus "
                       "data/shakespeare.txt --out %s`, or set --data / --train-data)", pat,
                       c->data[0] ? c->data : "DIR");
-    lc.B = c->batch_size * c->grad_accum;   // one loader batch = the global batch
+    lc.B = c->batch_size * c->grad_accum * c->data_parallel;   // one loader batch = the global batch
     lc.shuffle = c->shuffle;
     OT_TRY(ot_loader_open(&t->train, &lc));
   }
@@ -101,12 +102,15 @@ ot_status ot_trainer_create(ot_trainer **out, const ot_train_config *cin) {
   ot_status s = ot_train_config_resolve(c);
   if (s == OT_OK && c->threads > 0) ot_threads_set(c->threads);
   ot_run_config run = {c->batch_size, c->seq_len, c->dtype, c->recompute, -1};
-  if (s == OT_OK) s = ot_model_create(&t->m, &c->model, &run);
+  if (s == OT_OK && ot__par_wanted(c)) s = ot__par_create(t, &run, &t->par);
+  else if (s == OT_OK) s = ot_model_create(&t->m, &c->model, &run);
   if (s == OT_OK) s = ot_model_init(t->m, c->seed);
-  const size_t n = s == OT_OK ? ot_model_n_floats(t->m) : 0;
+  size_t s0 = 0, s1 = s == OT_OK ? ot_model_n_floats(t->m) : 0;
+  if (s == OT_OK && t->par) ot__par_shard(t->par, &s0, &s1);   // ZeRO: this rank's share
+  const size_t n = s1 - s0;
   if (s == OT_OK && !c->eval_only) {
     for (int k = 0; k < 2 && s == OT_OK; k++) {
-      t->mom[k] = ot_mem_alloc(n * sizeof(float), OT_MEM_OPTIM);
+      t->mom[k] = ot_mem_alloc((n ? n : 1) * sizeof(float), OT_MEM_OPTIM);
       if (!t->mom[k]) s = OT_ENOMEM;
       else memset(t->mom[k], 0, n * sizeof(float));
     }
@@ -140,7 +144,7 @@ bool ot_trainer_has_val(const ot_trainer *t) { return t && t->val; }
 double ot_trainer_flops_per_token(const ot_trainer *t) { return t ? t->flops_tok : 0; }
 
 // Splits rows [B, T+1] into x = row[0:T], y = row[1:T+1]; returns the targets != -1.
-static int64_t split_rows(ot_trainer *t, const int32_t *rows, int B) {
+int64_t ot__split_rows(ot_trainer *t, const int32_t *rows, int B) {
   const int T = t->cfg.seq_len;
   int64_t count = 0;
   for (int b = 0; b < B; b++) {
@@ -174,7 +178,7 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   double loss = 0.0;
   bool finite = true;
   for (int k = 0; k < A && finite; k++) {
-    split_rows(t, rows + (size_t)k * B * rowlen, B);
+    ot__split_rows(t, rows + (size_t)k * B * rowlen, B);
     double l = 0.0;
     OT_TRY(ot_model_forward(t->m, t->x, t->y, B, T, fcount, true, &l));
     loss += l;
@@ -225,7 +229,21 @@ ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *i
   if (t->cfg.eval_only || !t->mom[0])
     return ot_error(OT_EINVAL, "%s: this trainer was created for evaluation only", fn);
   OT_PROF_BEGIN("train_step", t->flops_tok * t->cfg.batch_size * t->cfg.grad_accum * t->cfg.seq_len, 0.0);
-  ot_status s = step_on(t, rows, info);
+  ot_status s;
+  if (t->par) {
+    double t0 = ot_now();
+    ot_step_info st;
+    s = ot__par_step(t, rows, &st);
+    if (s == OT_OK) {
+      t->step++;
+      rng_next(&t->rng);
+      st.step = t->step;
+      st.seconds = ot_now() - t0;
+      if (info) *info = st;
+    }
+  } else {
+    s = step_on(t, rows, info);
+  }
   OT_PROF_STOP();
   if (s != OT_OK) ot_model_zero_grad(t->m);
   return s;
@@ -255,12 +273,13 @@ ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, doub
   OT_CHECK_PTR(rows, fn);
   OT_CHECK_PTR(loss, fn);
   OT_CHECK_POS(nrows, fn);
+  if (t->par) return ot__par_eval_on(t, rows, nrows, loss, tokens);
   const int B = t->cfg.batch_size, T = t->cfg.seq_len;
   double sum = 0.0;
   int64_t total = 0;
   for (int r = 0; r < nrows; r += B) {
     int b = nrows - r < B ? nrows - r : B;
-    int64_t n = split_rows(t, rows + (size_t)r * (T + 1), b);
+    int64_t n = ot__split_rows(t, rows + (size_t)r * (T + 1), b);
     if (n == 0) continue;
     double l = 0.0;
     OT_TRY(ot_model_forward(t->m, t->x, t->y, b, T, (float)n, false, &l));

@@ -55,6 +55,19 @@ static void transpose_heads(size_t es, void *dst, const void *src, int B, int T,
   }
 }
 
+// Sum of buf [n] (dt) over the tensor group (no-op without tensor parallelism).
+static ot_status tp_sum(const ot_model *m, void *buf, size_t n) {
+  if (m->part.tp == 1) return OT_OK;
+  return m->part.comm.allreduce(m->part.comm.ctx, buf, n, m->run.dt, OT_RED_SUM);
+}
+// A row-parallel layer's bias is added by tp rank 0 only (then summed once).
+static const float *rp_bias(const ot_model *m, int i) {
+  return m->part.tp_rank == 0 ? ot__pw(m, i) : NULL;
+}
+static void grads_ready(const ot_model *m, size_t from) {
+  if (m->part.comm.grads_ready) m->part.comm.grads_ready(m->part.comm.ctx, from);
+}
+
 static ot_status norm_fwd(const ot_model *m, void *y, float *mean, float *rstd, void *res_out,
                           const void *x, const void *r, int gi, int bi, int N) {
   if (m->cfg.norm == OT_NORM_LAYERNORM)
@@ -111,8 +124,9 @@ static ot_status block_fwd(ot_model *m, int l, int B, int T, bool out) {
                        m->cfg.rope_style));
   }
   OT_TRY(attn_core_fwd(m, A, B, T));
-  OT_TRY(ot_linear_fwd(dt, m->abuf, NULL, A->atty, ot__pdt(m, P->o_w), ot__pw(m, P->o_b), N, C, HD,
-                       OT_ACT_NONE));
+  OT_TRY(ot_linear_fwd(dt, m->abuf, NULL, A->atty, ot__pdt(m, P->o_w), rp_bias(m, P->o_b), N, C,
+                       HD, OT_ACT_NONE));
+  OT_TRY(tp_sum(m, m->abuf, (size_t)N * C));
   OT_TRY(norm_fwd(m, A->y2, A->mean2, A->rstd2, A->res2, A->res, m->abuf, P->ln2_w, P->ln2_b, N));
   if (m->cfg.mlp == OT_MLP_GELU) {
     OT_TRY(ot_linear_fwd(dt, A->h, A->pre, A->y2, ot__pdt(m, P->fc_w), ot__pw(m, P->fc_b), N, m->F,
@@ -123,8 +137,9 @@ static ot_status block_fwd(ot_model *m, int l, int B, int T, bool out) {
     OT_TRY(mlp_act_fwd(m, A, N));
   }
   if (!out) return OT_OK;
-  OT_TRY(ot_linear_fwd(dt, m->abuf, NULL, A->h, ot__pdt(m, P->proj_w), ot__pw(m, P->proj_b), N, C,
-                       m->F, OT_ACT_NONE));
+  OT_TRY(ot_linear_fwd(dt, m->abuf, NULL, A->h, ot__pdt(m, P->proj_w), rp_bias(m, P->proj_b), N,
+                       C, m->F, OT_ACT_NONE));
+  OT_TRY(tp_sum(m, m->abuf, (size_t)N * C));
   void *next = l + 1 < m->L ? m->la[l + 1].res : m->resf;
   add_rows(dt, next, A->res2, m->abuf, (size_t)N * C);
   return OT_OK;
@@ -151,6 +166,7 @@ static ot_status block_bwd(ot_model *m, int l, int B, int T) {
     OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dfc, NULL, A->y2,
                          ot__pdt(m, P->fc_w), N, m->Fa, C, OT_ACT_NONE));
   }
+  OT_TRY(tp_sum(m, m->dy, (size_t)N * C));
   OT_TRY(norm_bwd(m, m->dres, P->ln2_w, P->ln2_b, m->dy, m->dres, A->res2, A->mean2, A->rstd2, N));
   // attention
   if (rc == OT_RECOMPUTE_SELECTIVE) OT_TRY(attn_core_fwd(m, A, B, T));
@@ -170,6 +186,7 @@ static ot_status block_bwd(ot_model *m, int l, int B, int T) {
   }
   OT_TRY(ot_qkv_bwd(dt, m->dy, ot__pg(m, P->qkv_w), ot__pg(m, P->qkv_b), m->dq, m->dk, m->dv, A->y1,
                     ot__pdt(m, P->qkv_w), B, T, C, m->Hq, m->Hkv, m->D));
+  OT_TRY(tp_sum(m, m->dy, (size_t)N * C));
   OT_TRY(norm_bwd(m, m->dres, P->ln1_w, P->ln1_b, m->dy, m->dres, A->res, A->mean1, A->rstd1, N));
   return OT_OK;
 }
@@ -181,12 +198,21 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
                          float count, bool want_grad, double *loss) {
   const ot_dtype dt = m->run.dt;
   const int N = B * T;
-  memcpy(m->tokens, tokens, (size_t)N * sizeof(int32_t));
-  OT_TRY(ot_embed_fwd(dt, m->la[0].res, m->tokens, ot__pdt(m, m->wte), ot__pdt(m, m->wpe), B, T,
-                      m->C, m->V));
+  if (m->first) {
+    memcpy(m->tokens, tokens, (size_t)N * sizeof(int32_t));
+    if (m->part.vocab_parallel && m->part.tp > 1)
+      OT_TRY(ot__vp_embed_fwd(m, m->la[0].res, m->tokens, B, T));
+    else
+      OT_TRY(ot_embed_fwd(dt, m->la[0].res, m->tokens, ot__pdt(m, m->wte), ot__pdt(m, m->wpe), B,
+                          T, m->C, m->V));
+  }
   for (int l = 0; l < m->L; l++) OT_TRY(block_fwd(m, l, B, T, true));
+  if (!m->last) {
+    m->have_grad_state = want_grad;
+    return OT_OK;
+  }
   OT_TRY(norm_fwd(m, m->yf, m->meanf, m->rstdf, NULL, m->resf, NULL, m->lnf_w, m->lnf_b, N));
-  OT_TRY(ot_linear_fwd(dt, m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), NULL, N, m->Vp, m->C,
+  OT_TRY(ot_linear_fwd(dt, m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), NULL, N, m->Vl, m->C,
                        OT_ACT_NONE));
   if (!targets) return OT_OK;
   if (!(count > 0.0f)) {
@@ -194,8 +220,11 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
     for (int i = 0; i < N; i++) n += targets[i] != m->run.ignore_index;
     count = n > 0 ? (float)n : 1.0f;   // nothing to learn from: loss 0, zero gradient
   }
-  OT_TRY(ot_xent_fused(dt, m->logits, m->Vp, targets, N, m->V, m->run.ignore_index, count,
-                       m->row_loss, NULL, want_grad));
+  if (m->part.vocab_parallel && m->part.tp > 1)
+    OT_TRY(ot__vp_xent(m, m->logits, targets, N, count, m->row_loss, want_grad, m->xred));
+  else
+    OT_TRY(ot_xent_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index, count,
+                         m->row_loss, NULL, want_grad));
   double sum = 0.0;
   for (int i = 0; i < N; i++) sum += m->row_loss[i];
   if (loss) *loss = sum / (double)count;
@@ -203,19 +232,29 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
   return OT_OK;
 }
 
-ot_status ot_model_forward(ot_model *m, const int32_t *tokens, const int32_t *targets, int B,
-                           int T, float count, bool want_grad, double *loss) {
-  static const char fn[] = "ot_model_forward";
+static ot_status check_slot(const ot_model *m, int slot, const char *fn) {
   OT_CHECK_PTR(m, fn);
-  OT_CHECK_PTR(tokens, fn);
+  if (slot < 0 || slot >= m->part.slots)
+    return ot_error(OT_EINVAL, "%s: slot %d outside [0, %d) (create the model with more slots)", fn,
+                    slot, m->part.slots);
+  return OT_OK;
+}
+
+ot_status ot_model_forward_slot(ot_model *m, int slot, const int32_t *tokens,
+                                const int32_t *targets, int B, int T, float count, bool want_grad,
+                                double *loss) {
+  static const char fn[] = "ot_model_forward";
+  OT_TRY(check_slot(m, slot, fn));
+  if (m->first) OT_CHECK_PTR(tokens, fn);
   if (B <= 0 || B > m->run.B || T <= 0 || T > m->run.T)
     return ot_error(OT_EINVAL, "%s: B=%d, T=%d outside the planned [1, %d] x [1, %d] (create the "
                     "model with a larger run)", fn, B, T, m->run.B, m->run.T);
-  if (want_grad && !targets)
+  if (want_grad && !targets && m->last)
     return ot_error(OT_EINVAL, "%s: want_grad needs targets", fn);
   if (!isfinite(count))
     return ot_error(OT_EINVAL, "%s: count=%g must be finite (> 0, or <= 0 for this call's own "
                     "non-ignored targets)", fn, count);
+  ot__select_slot(m, slot);
   m->have_grad_state = false;
   m->B = B;
   m->T = T;
@@ -225,20 +264,44 @@ ot_status ot_model_forward(ot_model *m, const int32_t *tokens, const int32_t *ta
   return s;
 }
 
+ot_status ot_model_forward(ot_model *m, const int32_t *tokens, const int32_t *targets, int B,
+                           int T, float count, bool want_grad, double *loss) {
+  return ot_model_forward_slot(m, 0, tokens, targets, B, T, count, want_grad, loss);
+}
+
+// Offset of block l's first parameter (every gradient from there on belongs to
+// blocks >= l and the head).
+static size_t block_start(const ot_model *m, int l) { return m->params[m->lp[l].ln1_w].offset; }
+
 static ot_status backward(ot_model *m) {
   const ot_dtype dt = m->run.dt;
   const int B = m->B, T = m->T, N = B * T;
-  OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, lm_index(m)), NULL, m->logits, NULL, m->yf,
-                       ot__pdt(m, lm_index(m)), N, m->Vp, m->C, OT_ACT_NONE));
-  OT_TRY(norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
-  for (int l = m->L - 1; l >= 0; l--) OT_TRY(block_bwd(m, l, B, T));
-  return ot_embed_bwd(dt, ot__pg(m, m->wte), ot__pg(m, m->wpe), m->dres, m->tokens, B, T, m->C,
-                      m->V);
+  if (m->last) {
+    OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, lm_index(m)), NULL, m->logits, NULL, m->yf,
+                         ot__pdt(m, lm_index(m)), N, m->Vl, m->C, OT_ACT_NONE));
+    if (m->part.vocab_parallel) OT_TRY(tp_sum(m, m->dy, (size_t)N * m->C));
+    OT_TRY(norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
+    grads_ready(m, m->params[m->lnf_w].offset);
+  }
+  for (int l = m->L - 1; l >= 0; l--) {
+    OT_TRY(block_bwd(m, l, B, T));
+    if (l > 0 || m->first) grads_ready(m, block_start(m, l));
+  }
+  if (m->first) {
+    if (m->part.vocab_parallel && m->part.tp > 1)
+      ot__vp_embed_bwd(m, m->dres, m->tokens, B, T);
+    else
+      OT_TRY(ot_embed_bwd(dt, ot__pg(m, m->wte), ot__pg(m, m->wpe), m->dres, m->tokens, B, T, m->C,
+                          m->V));
+  }
+  grads_ready(m, 0);
+  return OT_OK;
 }
 
-ot_status ot_model_backward(ot_model *m) {
+ot_status ot_model_backward_slot(ot_model *m, int slot) {
   static const char fn[] = "ot_model_backward";
-  OT_CHECK_PTR(m, fn);
+  OT_TRY(check_slot(m, slot, fn));
+  ot__select_slot(m, slot);
   if (!m->have_grad_state)
     return ot_error(OT_EINVAL, "%s: no forward with targets and want_grad since the last backward",
                     fn);
@@ -249,8 +312,18 @@ ot_status ot_model_backward(ot_model *m) {
   return s;
 }
 
+ot_status ot_model_backward(ot_model *m) { return ot_model_backward_slot(m, 0); }
+
 const void *ot_model_logits(const ot_model *m, int *ld) {
   if (!m) return NULL;
-  if (ld) *ld = m->Vp;
+  if (ld) *ld = m->Vl;
   return m->logits;
 }
+
+void *ot_model_stage_input(ot_model *m, int slot) {
+  return m && slot >= 0 && slot < m->part.slots ? m->slots[slot].la[0].res : NULL;
+}
+void *ot_model_stage_output(ot_model *m, int slot) {
+  return m && slot >= 0 && slot < m->part.slots ? m->slots[slot].resf : NULL;
+}
+void *ot_model_stage_grad(ot_model *m) { return m ? m->dres : NULL; }

@@ -44,6 +44,9 @@ ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, 
   static const char fn[] = "ot_model_import";
   OT_CHECK_PTR(m, fn);
   OT_CHECK_PTR(f, fn);
+  if (!ot__is_whole(m))
+    return ot_error(OT_EINVAL, "%s: the model is one part of a parallel layout; import into the "
+                    "whole model and copy slices with ot_model_part_put", fn);
   const char *file = ot_st_name(f);
   const char *pfx = prefix ? prefix : "";
   // every expected tensor: present, shaped and typed right
@@ -104,6 +107,9 @@ ot_status ot_model_export(const ot_model *m, const char *path) {
   static const char fn[] = "ot_model_export";
   OT_CHECK_PTR(m, fn);
   OT_CHECK_PTR(path, fn);
+  if (!ot__is_whole(m))
+    return ot_error(OT_EINVAL, "%s: the model is one part of a parallel layout; gather the whole "
+                    "tensors (ot_model_part_get) into a whole model and export that", fn);
   size_t total = 0;
   for (int i = 0; i < m->n_hf; i++)
     total += (size_t)m->hf[i].shape[0] * (size_t)(m->hf[i].ndim == 2 ? m->hf[i].shape[1] : 1);

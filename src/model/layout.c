@@ -96,13 +96,17 @@ static ot_status build_gpt2(builder *b) {
   const ot_model_config *c = &m->cfg;
   const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
   char n[80];
-  m->wte = add_param(b, OT_PT_EMBED, -1, m->Vp, m->C, "wte.weight");
-  add_hf(b, m->wte, 0, m->V, false, "wte.weight");
-  if (c->pos == OT_POS_LEARNED) m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "wpe.weight");
+  if (m->first || (c->tied && m->last)) {
+    m->wte = add_param(b, OT_PT_EMBED, -1, m->Vl, m->C, "wte.weight");
+    add_hf(b, m->wte, 0, m->V, false, "wte.weight");
+  }
+  if (m->first && c->pos == OT_POS_LEARNED)
+    m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "wpe.weight");
   for (int l = 0; l < m->L; l++) {
     ot__layer_params *P = &m->lp[l];
+    const int gl = m->part.layer0 + l;
 #define G2(field, kind, d0, d1, tr, suffix) \
-    (snprintf(n, sizeof n, "h.%d.%s", l, suffix), P->field = add_plain(b, kind, l, d0, d1, tr, n))
+    (snprintf(n, sizeof n, "h.%d.%s", gl, suffix), P->field = add_plain(b, kind, gl, d0, d1, tr, n))
     G2(ln1_w, OT_PT_NORM_W, m->C, 0, false, "ln_1.weight");
     if (nb) G2(ln1_b, OT_PT_NORM_B, m->C, 0, false, "ln_1.bias");
     G2(qkv_w, OT_PT_MATRIX, m->QKV, m->C, true, "attn.c_attn.weight");
@@ -117,10 +121,11 @@ static ot_status build_gpt2(builder *b) {
     if (c->bias) G2(proj_b, OT_PT_BIAS, m->C, 0, false, "mlp.c_proj.bias");
 #undef G2
   }
+  if (!m->last) return OT_OK;
   m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "ln_f.weight");
   if (nb) m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "ln_f.bias");
   if (!c->tied) {
-    m->lm_head = add_param(b, OT_PT_LM_HEAD, -1, m->Vp, m->C, "lm_head.weight");
+    m->lm_head = add_param(b, OT_PT_LM_HEAD, -1, m->Vl, m->C, "lm_head.weight");
     add_hf(b, m->lm_head, 0, m->V, false, "lm_head.weight");
   }
   return OT_OK;
@@ -132,12 +137,15 @@ static ot_status build_llama(builder *b) {
   const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
   const int64_t qd = (int64_t)m->Hq * m->D, kd = (int64_t)m->Hkv * m->D;
   char n[80];
-  m->wte = add_param(b, OT_PT_EMBED, -1, m->Vp, m->C, "model.embed_tokens.weight");
-  add_hf(b, m->wte, 0, m->V, false, "model.embed_tokens.weight");
-  if (c->pos == OT_POS_LEARNED)
+  if (m->first || (c->tied && m->last)) {
+    m->wte = add_param(b, OT_PT_EMBED, -1, m->Vl, m->C, "model.embed_tokens.weight");
+    add_hf(b, m->wte, 0, m->V, false, "model.embed_tokens.weight");
+  }
+  if (m->first && c->pos == OT_POS_LEARNED)
     m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "model.embed_positions.weight");
-  for (int l = 0; l < m->L; l++) {
-    ot__layer_params *P = &m->lp[l];
+  for (int lo = 0; lo < m->L; lo++) {
+    ot__layer_params *P = &m->lp[lo];
+    const int l = m->part.layer0 + lo;   // global index in names
     const char *pre = "model.layers";
 #define LL(field, kind, d0, d1, suffix) \
     (snprintf(n, sizeof n, "%s.%d.%s", pre, l, suffix), P->field = add_plain(b, kind, l, d0, d1, false, n))
@@ -176,10 +184,11 @@ static ot_status build_llama(builder *b) {
 #undef LL
 #undef PART
   }
+  if (!m->last) return OT_OK;
   m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.norm.weight");
   if (nb) m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "model.norm.bias");
   if (!c->tied) {
-    m->lm_head = add_param(b, OT_PT_LM_HEAD, -1, m->Vp, m->C, "lm_head.weight");
+    m->lm_head = add_param(b, OT_PT_LM_HEAD, -1, m->Vl, m->C, "lm_head.weight");
     add_hf(b, m->lm_head, 0, m->V, false, "lm_head.weight");
   }
   return OT_OK;
@@ -194,8 +203,9 @@ ot_status ot__layout_build(ot_model *m) {
   ot_status s = m->cfg.names == OT_NAMES_GPT2 ? build_gpt2(&b) : build_llama(&b);
   if (s != OT_OK) return s;
   // every add checked here once: a failed add leaves a -1 somewhere
-  if (m->wte < 0 || m->lnf_w < 0 || (!m->cfg.tied && m->lm_head < 0) ||
-      (m->cfg.pos == OT_POS_LEARNED && m->wpe < 0))
+  if ((m->first && m->wte < 0) || (m->last && m->lnf_w < 0) ||
+      (m->last && !m->cfg.tied && m->lm_head < 0) || (m->last && m->cfg.tied && m->wte < 0) ||
+      (m->first && m->cfg.pos == OT_POS_LEARNED && m->wpe < 0))
     return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
   for (int l = 0; l < m->L; l++)
     if (m->lp[l].qkv_w < 0 || m->lp[l].o_w < 0 || m->lp[l].fc_w < 0 || m->lp[l].proj_w < 0 ||
@@ -310,26 +320,25 @@ static void fill_normal(float *x, size_t n, float std, uint64_t seed) {
   }
 }
 
+void ot__init_tensor(const ot_model *m, ot_param_kind kind, int gidx, float *x, size_t numel,
+                     uint64_t seed) {
+  const float std = m->cfg.init_std, rstd = std / sqrtf(2.0f * (float)m->cfg.n_layers);
+  uint64_t s = seed ^ (0xA0761D6478BD642Full * (uint64_t)(gidx + 1));
+  switch (kind) {
+    case OT_PT_EMBED: case OT_PT_LM_HEAD:
+      fill_normal(x, (size_t)m->V * m->C, std, s);   // padding rows stay 0
+      break;
+    case OT_PT_POS: case OT_PT_MATRIX: fill_normal(x, numel, std, s); break;
+    case OT_PT_MATRIX_RES: fill_normal(x, numel, rstd, s); break;
+    case OT_PT_NORM_W: for (size_t j = 0; j < numel; j++) x[j] = 1.0f; break;
+    case OT_PT_NORM_B: case OT_PT_BIAS: break;
+  }
+}
+
 ot_status ot_model_init(ot_model *m, uint64_t seed) {
   OT_CHECK_PTR(m, "ot_model_init");
-  const float std = m->cfg.init_std, rstd = std / sqrtf(2.0f * (float)m->L);
-  memset(m->w, 0, m->n_floats * sizeof(float));
-  // each tensor draws from its own stream (seed, index): independent of the
-  // others' shapes, and parallel over tensors with identical results
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < m->n_params; i++) {
-    const ot_param *p = &m->params[i];
-    float *x = m->w + p->offset;
-    uint64_t s = seed ^ (0xA0761D6478BD642Full * (uint64_t)(i + 1));
-    switch (p->kind) {
-      case OT_PT_EMBED: case OT_PT_LM_HEAD:
-        fill_normal(x, (size_t)m->V * m->C, std, s);   // padding rows stay 0
-        break;
-      case OT_PT_POS: case OT_PT_MATRIX: fill_normal(x, p->numel, std, s); break;
-      case OT_PT_MATRIX_RES: fill_normal(x, p->numel, rstd, s); break;
-      case OT_PT_NORM_W: for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f; break;
-      case OT_PT_NORM_B: case OT_PT_BIAS: break;
-    }
-  }
+  // each tensor draws from its own stream (seed, index in the whole model):
+  // independent of the others' shapes and of the partition
+  OT_TRY(ot__init_params(m, seed));
   return ot_model_sync_bf16(m);
 }

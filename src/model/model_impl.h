@@ -29,11 +29,41 @@ typedef struct {
   void *h;                 // [N, F] activation output (down projection input)
 } ot__layer_acts;
 
+// Where parameter i of a part lives in the whole tensor of the same name:
+// nseg row ranges (cols = false) or one column range (cols = true), whole[g0,
+// g0 + n) <-> local[l0, l0 + n); whole = true: the tensor is held entirely.
+typedef struct {
+  int gidx;                  // index of the tensor in the whole model's table (init seeds)
+  bool whole, cols;
+  int nseg;
+  int64_t g0[3], l0[3], n[3];
+  int64_t shape[2];          // the whole tensor's shape
+} ot__slice;
+
+// The saved model-level buffers of one micro-batch slot.
+typedef struct {
+  ot__layer_acts *la;        // [L] this slot's block activations
+  int32_t *tokens;
+  void *resf;                // [N, C] stage output (not last) / final norm input (last)
+  float *meanf, *rstdf;
+  void *yf, *logits;         // last stage only
+  float *row_loss;
+  int B, T;
+  bool have_grad_state;
+} ot__slot;
+
 struct ot_model {
   ot_model_config cfg;
   ot_run_config run;
   ot_mem_plan plan;
-  int C, L, Hq, Hkv, D, F, Fa, V, Vp, QKV;   // QKV = (Hq + 2 Hkv) D
+  ot_model_part part;
+  bool first, last;          // this part holds the embedding / the head
+  int C, L, Hq, Hkv, D, F, Fa, V, Vp, QKV;   // local: L = blocks held, Hq, Hkv, F, Fa, QKV of
+                                             // this tp rank; V, Vp: the whole vocabulary
+  int Vl, v0;                // embedding / head rows held (Vp, or Vp/tp rounded up) from row v0
+  ot__slice *slices;         // [n_params]
+  ot__slot *slots;           // [part.slots]
+  ot__layer_acts *la_all;    // [slots * L]
   // parameter layout
   ot_param *params;
   int n_params;
@@ -61,15 +91,40 @@ struct ot_model {
   void *ohead;                // [B, Hq, T, D] attention output, head-major
   void *dres, *dy, *datty, *dohead, *dq, *dk, *dv, *dh, *dfc;
   float *rope;                // [max_seq, D] or NULL
-  // state of the last forward
+  float *xred;                // [3 N] vocab-parallel cross-entropy reductions (last stage)
+  // state of the last forward (mirrors the current slot)
   int B, T;
   bool have_grad_state;
+  int cur;                    // slot the pointers above refer to
 };
+
+// Points la / tokens / resf / ... at slot s's buffers (and saves the current slot's state).
+void ot__select_slot(ot_model *m, int s);
 
 // Parameter table construction (layout.c): fills params, hf, lp and n_floats
 // into m (malloc'd tables, freed by ot__layout_free).
 ot_status ot__layout_build(ot_model *m);
 void ot__layout_free(ot_model *m);
+
+// Model dimensions of config c, run r and partition p (all validated) into m.
+void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
+                  const ot_model_part *p);
+// Slices of every parameter (part.c), after the layout is built.
+ot_status ot__slices_build(ot_model *m);
+// Initializes the master weights: every tensor as the one-process model's (part.c).
+ot_status ot__init_params(ot_model *m, uint64_t seed);
+// The initial values of a whole tensor of `kind` with whole-model index gidx [numel] (layout.c).
+void ot__init_tensor(const ot_model *m, ot_param_kind kind, int gidx, float *x, size_t numel,
+                     uint64_t seed);
+// Vocabulary-parallel embedding and cross-entropy (vocab_par.c).
+ot_status ot__vp_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B, int T);
+void ot__vp_embed_bwd(ot_model *m, const void *dout, const int32_t *tokens, int B, int T);
+ot_status ot__vp_xent(ot_model *m, void *logits, const int32_t *targets, int N, float count,
+                      float *row_loss, bool want_grad, float *red);
+// True when m holds the whole model (no tensor or pipeline split).
+static inline bool ot__is_whole(const ot_model *m) {
+  return m->part.tp == 1 && m->first && m->last;
+}
 
 // Pointers to a parameter in the master (f32), weights-as-used (dt) or grads buffer.
 static inline float *ot__pw(const ot_model *m, int i) { return i < 0 ? NULL : m->w + m->params[i].offset; }

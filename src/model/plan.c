@@ -61,34 +61,46 @@ static void take_block(walker *w, const ot_model *m, ot__layer_acts *A, bool sav
   }
 }
 
-// Lists every activation and workspace buffer of m's run (pointers set when alloc).
+// Lists every activation and workspace buffer of m's run (pointers set when
+// alloc): per slot, the blocks' saved buffers and the model-level ones (the
+// embedding's tokens on the first stage, the stage output / final norm input,
+// and the head's buffers on the last); then the shared workspace.
 static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
   const size_t N = (size_t)m->run.B * m->run.T, es = ot_dtype_size(m->run.dt);
   const size_t C = (size_t)m->C, HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
   const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
   ot__layer_acts tmp;
-  // saved: per layer
-  for (int l = 0; l < m->L; l++) {
-    ot__layer_acts *A = w->alloc ? &m->la[l] : &tmp;
-    memset(A, 0, sizeof *A);
-    size_t before = w->act_bytes;
-    A->res = take(w, true, N * C * es);
-    take_block(w, m, A, true);
-    p->act_saved_layer = w->act_bytes - before;
+  ot__slot tslot;
+  p->act_logits = 0;
+  for (int sl = 0; sl < m->part.slots; sl++) {
+    ot__slot *S = w->alloc ? &m->slots[sl] : &tslot;
+    memset(S, 0, sizeof *S);
+    S->la = w->alloc ? &m->la_all[(size_t)sl * m->L] : NULL;
+    // saved: per layer
+    for (int l = 0; l < m->L; l++) {
+      ot__layer_acts *A = w->alloc ? &S->la[l] : &tmp;
+      memset(A, 0, sizeof *A);
+      size_t before = w->act_bytes;
+      A->res = take(w, true, N * C * es);
+      take_block(w, m, A, true);
+      p->act_saved_layer = w->act_bytes - before;
+    }
+    // saved: model level
+    if (m->first) S->tokens = take(w, true, N * sizeof(int32_t));
+    S->resf = take(w, true, N * C * es);
+    if (m->last) {
+      S->meanf = ln ? take(w, true, N * 4) : NULL;
+      S->rstdf = take(w, true, N * 4);
+      S->yf = take(w, true, N * C * es);
+      size_t before = w->act_bytes;
+      S->logits = take(w, true, N * (size_t)m->Vl * es);
+      p->act_logits += w->act_bytes - before;
+      S->row_loss = take(w, true, N * 4);
+    }
   }
-  // saved: model level
-  m->tokens = take(w, true, N * sizeof(int32_t));
-  m->resf = take(w, true, N * C * es);
-  m->meanf = ln ? take(w, true, N * 4) : NULL;
-  m->rstdf = take(w, true, N * 4);
-  m->yf = take(w, true, N * C * es);
-  size_t before = w->act_bytes;
-  m->logits = take(w, true, N * (size_t)m->Vp * es);
-  p->act_logits = w->act_bytes - before;
-  m->row_loss = take(w, true, N * 4);
   p->act_saved = w->act_bytes;
   // workspace: one block's non-saved buffers, shared by every layer
-  before = w->ws_bytes;
+  size_t before = w->ws_bytes;
   memset(&m->shared, 0, sizeof m->shared);
   take_block(w, m, &m->shared, false);
   m->abuf = take(w, false, N * C * es);
@@ -107,16 +119,37 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
   m->dfc = m->cfg.mlp == OT_MLP_SWIGLU ? take(w, false, N * (size_t)m->Fa * es) : NULL;
   p->workspace_bwd = w->ws_bytes - before;
   m->rope = m->cfg.pos == OT_POS_ROPE ? take(w, false, (size_t)m->cfg.max_seq * m->D * 4) : NULL;
+  m->xred = m->last && m->part.vocab_parallel ? take(w, false, 3 * N * 4) : NULL;
   p->workspace = w->ws_bytes;
   // the non-saved block fields of every layer point at the shared set
   if (w->alloc)
-    for (int l = 0; l < m->L; l++) {
-      ot__layer_acts *A = &m->la[l], *S = &m->shared;
+    for (size_t l = 0; l < (size_t)m->L * m->part.slots; l++) {
+      ot__layer_acts *A = &m->la_all[l], *S = &m->shared;
 #define SH(f) if (!A->f) A->f = S->f
       SH(mean1); SH(rstd1); SH(y1); SH(q); SH(k); SH(v); SH(atty); SH(lse);
       SH(res2); SH(mean2); SH(rstd2); SH(y2); SH(pre); SH(h);
 #undef SH
     }
+}
+
+void ot__select_slot(ot_model *m, int s) {
+  ot__slot *o = &m->slots[m->cur];
+  o->B = m->B;
+  o->T = m->T;
+  o->have_grad_state = m->have_grad_state;
+  ot__slot *S = &m->slots[s];
+  m->cur = s;
+  m->la = S->la;
+  m->tokens = S->tokens;
+  m->resf = S->resf;
+  m->meanf = S->meanf;
+  m->rstdf = S->rstdf;
+  m->yf = S->yf;
+  m->logits = S->logits;
+  m->row_loss = S->row_loss;
+  m->B = S->B;
+  m->T = S->T;
+  m->have_grad_state = S->have_grad_state;
 }
 
 // ------------------------------------------------------------ validation ----
@@ -142,14 +175,22 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
   return OT_OK;
 }
 
-// Fills the dimensions of m from a config and run (both validated).
-static void set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r) {
+// Fills the dimensions of m from a config, run and partition (all validated).
+void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
+                  const ot_model_part *p) {
   m->cfg = *c;
   m->run = *r;
-  m->C = c->d_model; m->L = c->n_layers; m->Hq = c->n_heads; m->Hkv = c->n_kv_heads;
-  m->D = ot_model_head_dim(c); m->F = c->d_ff;
-  m->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * c->d_ff : c->d_ff;
+  m->part = *p;
+  const int tp = p->tp;
+  m->first = p->layer0 == 0;
+  m->last = p->layer1 == c->n_layers;
+  m->C = c->d_model; m->L = p->layer1 - p->layer0;
+  m->Hq = c->n_heads / tp; m->Hkv = c->n_kv_heads / tp;
+  m->D = ot_model_head_dim(c); m->F = c->d_ff / tp;
+  m->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * m->F : m->F;
   m->V = c->vocab; m->Vp = ot_model_vocab_padded(c);
+  m->Vl = p->vocab_parallel ? (m->Vp + tp - 1) / tp : m->Vp;
+  m->v0 = p->vocab_parallel ? p->tp_rank * m->Vl : 0;
   m->QKV = (m->Hq + 2 * m->Hkv) * m->D;
 }
 
@@ -167,7 +208,8 @@ ot_status ot_model_plan(const ot_model_config *c, const ot_run_config *r, ot_mem
   OT_TRY(run_validate(c, r));
   ot_model m;
   memset(&m, 0, sizeof m);
-  set_dims(&m, c, r);
+  ot_model_part whole = ot_model_part_whole(c);
+  ot__set_dims(&m, c, r, &whole);
   ot_status s = ot__layout_build(&m);
   if (s == OT_OK) {
     memset(p, 0, sizeof *p);
@@ -230,24 +272,36 @@ void ot_model_free(ot_model *m) {
   ot_arena_destroy(&m->a_act);
   ot_arena_destroy(&m->a_ws);
   ot__layout_free(m);
-  free(m->la);
+  free(m->la_all);
+  free(m->slots);
+  free(m->slices);
   free(m);
 }
 
 ot_status ot_model_create(ot_model **out, const ot_model_config *c, const ot_run_config *r) {
+  OT_CHECK_PTR(c, "ot_model_create");
+  ot_model_part whole = ot_model_part_whole(c);
+  return ot_model_create_part(out, c, r, &whole);
+}
+
+ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const ot_run_config *r,
+                               const ot_model_part *part) {
   static const char fn[] = "ot_model_create";
   OT_CHECK_PTR(out, fn);
   *out = NULL;
   OT_CHECK_PTR(c, fn);
   OT_TRY(ot_model_config_validate(c));
   OT_TRY(run_validate(c, r));
+  OT_TRY(ot_model_part_validate(c, part));
   ot_model *m = calloc(1, sizeof *m);
   if (!m) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
-  set_dims(m, c, r);
+  ot__set_dims(m, c, r, part);
   ot_status s = ot__layout_build(m);
+  if (s == OT_OK) s = ot__slices_build(m);
   if (s == OT_OK) {
-    m->la = calloc((size_t)m->L, sizeof *m->la);
-    if (!m->la) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
+    m->la_all = calloc((size_t)m->L * part->slots, sizeof *m->la_all);
+    m->slots = calloc((size_t)part->slots, sizeof *m->slots);
+    if (!m->la_all || !m->slots) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   }
   ot_mem_plan *p = &m->plan;
   if (s == OT_OK) {
@@ -282,6 +336,7 @@ ot_status ot_model_create(ot_model **out, const ot_model_config *c, const ot_run
     memset(m->a_act.base, 0, m->a_act.cap);
     memset(m->a_ws.base, 0, m->a_ws.cap);
     if (m->rope) s = ot_rope_table(m->rope, c->max_seq, m->D, c->rope_base);
+    ot__select_slot(m, 0);
   }
   if (s != OT_OK) {
     ot_model_free(m);

@@ -1,0 +1,56 @@
+// Private interface of the parallel layer (src/dist/): the rank grid and its
+// communicators, collectives guarded by a watchdog, and the parallel trainer
+// state the engine's trainer holds.
+#ifndef OT_DIST_IMPL_H
+#define OT_DIST_IMPL_H
+#include <mpi.h>
+#include "internal.h"
+#include "ot/dist.h"
+#include "ot/model.h"
+
+// The rank grid: tp fastest, then dp, then pp:
+//   world rank = tp_rank + tp * (dp_rank + dp * pp_rank).
+// One communicator per group: tp (same dp, pp), dp (same tp, pp), pp (same
+// tp, dp), embed (first and last stage of the same tp, dp; tied models with
+// pp > 1 only, else MPI_COMM_NULL).
+typedef struct {
+  int world, rank;
+  int dp, tp, pp;
+  int dp_rank, tp_rank, pp_rank;
+  MPI_Comm tp_comm, dp_comm, pp_comm, embed_comm, world_comm;
+  double timeout;       // seconds a blocking operation may wait before the job is ended
+} ot__grid;
+
+// Builds the grid for dp x tp x pp over the world (collective). OT_EINVAL when
+// the world size is not dp * tp * pp, naming both and the fix.
+ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, bool tied_pp, double timeout);
+void ot__grid_free(ot__grid *g);
+
+// Watchdog: blocking operations run between wd_begin and wd_end; one that
+// lasts longer than the grid's timeout prints "rank R: <what> did not complete
+// within S s ..." and ends the job (a dead or hung peer never hangs it).
+void ot__wd_begin(const ot__grid *g, const char *what, int peer);
+void ot__wd_end(void);
+// Seconds the calling thread has spent inside guarded (blocking) operations.
+double ot__comm_seconds(void);
+
+// In-place all-reduce of buf [n] over comm (f32 or bf16 summed in f32; op sum
+// or max), guarded by the watchdog; `what` names it in messages.
+ot_status ot__allreduce(const ot__grid *g, MPI_Comm comm, void *buf, size_t n, ot_dtype dt,
+                        ot_red_op op, const char *what);
+ot_status ot__allreduce_f64(const ot__grid *g, MPI_Comm comm, double *buf, int n, const char *what);
+// Point-to-point along the pipeline (from / to: stage indices = pp_comm ranks): blocking receive, and a
+// send that completes before ot__send_wait returns (one outstanding per tag).
+ot_status ot__recv(const ot__grid *g, void *buf, size_t bytes, int from, int tag, const char *what);
+ot_status ot__isend(const ot__grid *g, const void *buf, size_t bytes, int to, int tag,
+                    MPI_Request *req);
+ot_status ot__wait(const ot__grid *g, MPI_Request *req, const char *what);
+// Gathers shards [counts[r]] of every dp rank into buf (in place: rank r's shard at displs[r]).
+ot_status ot__allgather_f32(const ot__grid *g, MPI_Comm comm, float *buf, const int *counts,
+                            const int *displs, const char *what);
+ot_status ot__mpi_error(int rc, const char *what);
+// The grid of a parallel trainer (ptrain.c).
+struct ot__par;
+ot__grid *ot__par_grid(struct ot__par *p);
+
+#endif

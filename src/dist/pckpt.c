@@ -1,0 +1,153 @@
+// Checkpoints of a parallel run in the one-process format: every whole tensor
+// (weights and both AdamW moments) is assembled on world rank 0 from the
+// slices the ranks hold, and rank 0 writes the one-process checkpoint with the
+// engine's writer; loading reads the one-process checkpoint on every rank and
+// keeps each rank's slices. So a checkpoint from any layout loads into any
+// other layout (or one process) and continues with the same losses.
+#include "dist_impl.h"
+#include "engine/engine_impl.h"
+#include <stdlib.h>
+
+// A one-process trainer over a whole model (B = T = 1: no training
+// buffers to speak of) that shares t's config, counters and data loader.
+static ot_status shell_create(const ot_trainer *t, ot_trainer *sh) {
+  *sh = *t;
+  sh->par = NULL;
+  sh->m = NULL;
+  sh->mom[0] = sh->mom[1] = NULL;
+  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1};
+  OT_TRY(ot_model_create(&sh->m, &t->cfg.model, &run));
+  const size_t n = ot_model_n_floats(sh->m);
+  for (int k = 0; k < 2; k++) {
+    sh->mom[k] = ot_mem_alloc(n * sizeof(float), OT_MEM_OTHER);
+    if (!sh->mom[k]) return ot_error(OT_ENOMEM, "checkpoint: out of memory for %zu floats", n);
+    memset(sh->mom[k], 0, n * sizeof(float));
+  }
+  return OT_OK;
+}
+
+static void shell_free(ot_trainer *sh) {
+  ot_model_free(sh->m);
+  ot_mem_free(sh->mom[0]);
+  ot_mem_free(sh->mom[1]);
+}
+
+// The local parameter whose slice of whole tensor gi this rank contributes, or -1.
+static int contributor(const ot_trainer *t, int gi, const char *name) {
+  const ot_model *m = t->m;
+  int i = ot_model_param_find(m, name);
+  (void)gi;
+  if (i < 0) return -1;
+  const ot_param *q = ot_model_param_at(m, i);
+  if (t->cfg.model.tied && !ot_model_is_first(m) && q->kind == OT_PT_EMBED) return -1;  // tied copy
+  if (!ot_model_param_is_split(m, i) && ot_model_part_of(m)->tp_rank != 0) return -1;
+  return i;
+}
+
+// Full-length local moment buffers (zeros outside this rank's ZeRO shard).
+static ot_status local_moments(ot_trainer *t, float *full[2]) {
+  size_t s0, s1, n = ot_model_n_floats(t->m);
+  ot__par_shard(t->par, &s0, &s1);
+  for (int k = 0; k < 2; k++) {
+    full[k] = calloc(n ? n : 1, sizeof(float));
+    if (!full[k]) return ot_error(OT_ENOMEM, "checkpoint: out of memory for %zu floats", n);
+    if (t->mom[k]) memcpy(full[k] + s0, t->mom[k], (s1 - s0) * sizeof(float));
+  }
+  return OT_OK;
+}
+
+ot_status ot__par_save(ot_trainer *t, const char *dir) {
+  ot__grid *g = ot__par_grid(t->par);
+  const bool root = g->rank == 0;
+  ot_trainer sh;
+  memset(&sh, 0, sizeof sh);
+  float *mf[2] = {NULL, NULL}, *buf = NULL;
+  ot_status s = OT_OK;
+  // every rank builds the whole layout's table (names, sizes) the same way
+  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1};
+  ot_model *whole = NULL;
+  if (root) {
+    s = shell_create(t, &sh);
+    whole = sh.m;
+  } else {
+    s = ot_model_create(&whole, &t->cfg.model, &run);
+  }
+  if (s == OT_OK) s = local_moments(t, mf);
+  size_t big = 0;
+  for (int gi = 0; s == OT_OK && gi < ot_model_param_count(whole); gi++)
+    if (ot_model_param_at(whole, gi)->numel > big) big = ot_model_param_at(whole, gi)->numel;
+  if (s == OT_OK && !(buf = malloc(big * sizeof(float))))
+    s = ot_error(OT_ENOMEM, "checkpoint: out of memory");
+  // agree on success before the collective loop (a failed rank must not leave the others waiting)
+  int ok = s == OT_OK, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, g->world_comm);
+  for (int gi = 0; all && gi < ot_model_param_count(whole); gi++) {
+    const ot_param *wp = ot_model_param_at(whole, gi);
+    const int i = contributor(t, gi, wp->name);
+    for (int what = 0; what < 3; what++) {
+      memset(buf, 0, wp->numel * sizeof(float));
+      const float *src = what == 0 ? ot_model_params(t->m) : mf[what - 1];
+      // weights: data-parallel rank 0 holds them; moments: each dp rank its shard (zeros elsewhere)
+      if (i >= 0 && (what > 0 || g->dp_rank == 0)) ot_model_part_get(t->m, i, src, buf);
+      float *dst = !root ? NULL : what == 0 ? ot_model_params(sh.m) + wp->offset
+                                            : sh.mom[what - 1] + wp->offset;
+      ot__wd_begin(g, "checkpoint gather", -1);
+      int rc = MPI_Reduce(root ? MPI_IN_PLACE : buf, root ? buf : NULL, (int)wp->numel, MPI_FLOAT,
+                          MPI_SUM, 0, g->world_comm);
+      ot__wd_end();
+      if (rc != MPI_SUCCESS) { s = ot__mpi_error(rc, "checkpoint gather (MPI_Reduce)"); all = 0; break; }
+      if (root) memcpy(dst, buf, wp->numel * sizeof(float));
+    }
+  }
+  if (s == OT_OK && !all) s = ot_error(OT_EIO, "checkpoint %s: another rank failed to prepare its part", dir);
+  if (s == OT_OK && root) s = ot_trainer_save(&sh, dir);
+  // everyone learns whether rank 0 wrote it
+  ok = s == OT_OK;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, g->world_comm);
+  if (s == OT_OK && !ok) s = ot_error(OT_EIO, "checkpoint %s: rank 0 could not write it", dir);
+  free(buf);
+  free(mf[0]);
+  free(mf[1]);
+  if (root) shell_free(&sh);
+  else ot_model_free(whole);
+  return s;
+}
+
+ot_status ot__par_load(ot_trainer *t, const char *dir, bool weights_only) {
+  ot_trainer sh;
+  memset(&sh, 0, sizeof sh);
+  ot_status s = shell_create(t, &sh);
+  if (s == OT_OK) s = ot_trainer_load(&sh, dir, weights_only);
+  float *mf[2] = {NULL, NULL};
+  const size_t n = ot_model_n_floats(t->m);
+  for (int k = 0; k < 2 && s == OT_OK; k++)
+    if (!(mf[k] = calloc(n ? n : 1, sizeof(float)))) s = ot_error(OT_ENOMEM, "checkpoint: out of memory");
+  for (int i = 0; s == OT_OK && i < ot_model_param_count(t->m); i++) {
+    const ot_param *q = ot_model_param_at(t->m, i);
+    int gi = ot_model_param_find(sh.m, q->name);
+    if (gi < 0) { s = ot_error(OT_EINTERNAL, "checkpoint: '%s' is not in the whole model", q->name); break; }
+    const size_t off = ot_model_param_at(sh.m, gi)->offset;
+    s = ot_model_part_put(t->m, i, ot_model_params(t->m), ot_model_params(sh.m) + off);
+    for (int k = 0; k < 2 && s == OT_OK; k++) s = ot_model_part_put(t->m, i, mf[k], sh.mom[k] + off);
+  }
+  if (s == OT_OK && !weights_only && t->mom[0]) {
+    size_t s0, s1;
+    ot__par_shard(t->par, &s0, &s1);
+    for (int k = 0; k < 2; k++) memcpy(t->mom[k], mf[k] + s0, (s1 - s0) * sizeof(float));
+  }
+  if (s == OT_OK) {
+    t->step = sh.step;
+    t->updates = sh.updates;
+    t->rng = sh.rng;
+    s = ot_model_sync_bf16(t->m);
+  }
+  free(mf[0]);
+  free(mf[1]);
+  shell_free(&sh);
+  // a rank that failed ends the job's step together with the others
+  ot__grid *g = ot__par_grid(t->par);
+  int ok = s == OT_OK, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, g->world_comm);
+  if (s == OT_OK && !all) s = ot_error(OT_EIO, "checkpoint %s: another rank could not load it", dir);
+  return s;
+}

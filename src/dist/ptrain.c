@@ -1,0 +1,483 @@
+// The parallel trainer step: one optimizer step of a data x tensor x pipeline
+// parallel layout that equals the one-process step on the same global batch.
+//
+// Data: every rank reads the same global batch of data_parallel x grad_accum
+// x batch_size rows; data-parallel rank d takes rows [d A B, (d + 1) A B),
+// micro-batch k of them rows [k B, (k + 1) B). Each micro-batch's loss is
+// divided by the global count of scored targets, so the gradients summed over
+// the data-parallel ranks are the one-process gradients.
+// Pipeline: 1F1B (warm-up forwards, then one forward + one backward, then the
+// remaining backwards) or GPipe; activations and their gradients move by MPI
+// point-to-point; stage s holds min(stages - s, micro-batches) micro-batches
+// of activations under 1F1B, all of them under GPipe.
+// Gradients: reduced over the data-parallel group in grad_buckets contiguous
+// ranges of the parameter buffer; with overlap each bucket is handed to a
+// reduction thread as soon as the backward of the last micro-batch has made it
+// final (the model reports it), else all are reduced after the backward. A
+// tied embedding's gradient is then summed between the first and last stage.
+// Optimizer: global gradient norm (each element counted once over the world),
+// clipping, AdamW; with ZeRO-1 each data-parallel rank updates its 1/dp shard
+// of the buffer (its share of the moments only) and the shards are gathered.
+#include "dist_impl.h"
+#include "engine/engine_impl.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+enum { TAG_FWD = 11, TAG_BWD = 12 };
+
+struct ot__par {
+  ot__grid g;
+  ot_trainer *t;
+  int M, slots;
+  bool gpipe, overlap;
+  int zero;
+  size_t n;                  // local parameter floats
+  size_t s0, s1;             // this rank's ZeRO shard [s0, s1) (whole buffer without ZeRO)
+  int *counts, *displs;      // shards of every dp rank (allgather)
+  bool *own;                 // [n_params] counted in the global gradient norm
+  // gradient buckets
+  int nb;
+  size_t *bstart;            // [nb + 1] boundaries (floats)
+  bool *launched;            // [nb]
+  bool last_mb;              // the running backward is the step's last micro-batch
+  // reduction thread
+  pthread_t th;
+  bool th_up, th_stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int *queue, qhead, qtail, pending;
+  ot_status th_err;
+  char th_msg[512];
+  // pipeline
+  void *gsend;               // gradient send buffer [B*T*C] of the run dtype
+  size_t act_bytes;
+  MPI_Request *freq, breq;   // [slots] forward sends, the backward send
+  double comm_s;             // communication seconds of the last step (blocked main thread)
+};
+
+// --------------------------------------------------------------- buckets ----
+static void *reducer(void *arg) {
+  ot__par *p = arg;
+  float *g = ot_model_grads(p->t->m);
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (p->qhead == p->qtail && !p->th_stop) pthread_cond_wait(&p->cv, &p->mu);
+    if (p->qhead == p->qtail && p->th_stop) break;
+    int k = p->queue[p->qhead++ % (p->nb + 1)];
+    pthread_mutex_unlock(&p->mu);
+    char what[96];
+    snprintf(what, sizeof what, "data-parallel gradient all-reduce (bucket %d of %d)", k + 1, p->nb);
+    ot_status s = ot__allreduce(&p->g, p->g.dp_comm, g + p->bstart[k], p->bstart[k + 1] - p->bstart[k],
+                                OT_F32, OT_RED_SUM, what);
+    pthread_mutex_lock(&p->mu);
+    if (s != OT_OK && p->th_err == OT_OK) {
+      p->th_err = s;
+      snprintf(p->th_msg, sizeof p->th_msg, "%s", ot_last_error());
+    }
+    p->pending--;
+    pthread_cond_broadcast(&p->cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+static ot_status launch(ot__par *p, int k) {
+  p->launched[k] = true;
+  if (!p->overlap) return OT_OK;   // reduced after the backward
+  pthread_mutex_lock(&p->mu);
+  p->queue[p->qtail++ % (p->nb + 1)] = k;
+  p->pending++;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  return OT_OK;
+}
+
+// Model callback: every gradient at offsets >= from is final for this micro-batch.
+static void grads_ready(void *ctx, size_t from) {
+  ot__par *p = ctx;
+  if (!p->last_mb || p->g.dp == 1) return;
+  for (int k = p->nb - 1; k >= 0; k--)
+    if (!p->launched[k] && p->bstart[k] >= from) launch(p, k);
+}
+
+// Completes every bucket's reduction (launching the rest).
+static ot_status finish_buckets(ot__par *p) {
+  if (p->g.dp == 1) return OT_OK;
+  float *g = ot_model_grads(p->t->m);
+  for (int k = p->nb - 1; k >= 0; k--) {
+    if (!p->launched[k]) launch(p, k);
+    if (!p->overlap)
+      OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, g + p->bstart[k], p->bstart[k + 1] - p->bstart[k],
+                           OT_F32, OT_RED_SUM, "data-parallel gradient all-reduce"));
+  }
+  if (p->overlap) {
+    ot__wd_begin(&p->g, "waiting for the data-parallel gradient all-reduce", -1);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending > 0) pthread_cond_wait(&p->cv, &p->mu);
+    ot_status s = p->th_err;
+    pthread_mutex_unlock(&p->mu);
+    ot__wd_end();
+    if (s != OT_OK) return ot_error(s, "%s", p->th_msg);
+  }
+  for (int k = 0; k < p->nb; k++) p->launched[k] = false;
+  return OT_OK;
+}
+
+// ------------------------------------------------------------- tp hooks -----
+static ot_status tp_allreduce(void *ctx, void *buf, size_t n, ot_dtype dt, ot_red_op op) {
+  ot__par *p = ctx;
+  return ot__allreduce(&p->g, p->g.tp_comm, buf, n, dt, op, "tensor-parallel all-reduce");
+}
+
+// ---------------------------------------------------------------- create ----
+void ot__par_free(ot__par *p) {
+  if (!p) return;
+  if (p->th_up) {
+    pthread_mutex_lock(&p->mu);
+    p->th_stop = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->th, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+  }
+  ot__grid_free(&p->g);
+  free(p->counts);
+  free(p->displs);
+  free(p->own);
+  free(p->bstart);
+  free(p->launched);
+  free(p->queue);
+  free(p->freq);
+  ot_mem_free(p->gsend);
+  free(p);
+}
+
+int ot__par_dp(const ot__par *p) { return p ? p->g.dp : 1; }
+int ot__par_rank(const ot__par *p) { return p ? p->g.rank : 0; }
+double ot__par_comm_seconds(const ot__par *p) { return p ? p->comm_s : 0.0; }
+
+// Blocks [layer0, layer1) of stage s: L / pp each, the first L % pp stages one more.
+static void stage_layers(int L, int pp, int s, int *l0, int *l1) {
+  int base = L / pp, extra = L % pp;
+  *l0 = s * base + (s < extra ? s : extra);
+  *l1 = *l0 + base + (s < extra);
+}
+
+ot_status ot__par_create(ot_trainer *t, const ot_run_config *run, ot__par **out) {
+  const ot_train_config *c = &t->cfg;
+  ot__par *p = calloc(1, sizeof *p);
+  if (!p) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  *out = p;
+  p->t = t;
+  p->M = c->grad_accum;
+  p->gpipe = c->gpipe;
+  p->overlap = c->overlap;
+  p->zero = c->optimizer_shard;
+  OT_TRY(ot__grid_create(&p->g, c->data_parallel, c->tensor_parallel, c->pipeline_stages,
+                         c->model.tied, c->comm_timeout));
+  const int pp = p->g.pp, st = p->g.pp_rank;
+  p->slots = p->gpipe ? p->M : (pp - st < p->M ? pp - st : p->M);
+  ot_model_part part = ot_model_part_whole(&c->model);
+  part.tp = p->g.tp;
+  part.tp_rank = p->g.tp_rank;
+  stage_layers(c->model.n_layers, pp, st, &part.layer0, &part.layer1);
+  part.vocab_parallel = c->vocab_parallel && p->g.tp > 1;
+  part.slots = p->slots;
+  part.comm.ctx = p;
+  part.comm.allreduce = tp_allreduce;
+  part.comm.grads_ready = grads_ready;
+  OT_TRY(ot_model_create_part(&t->m, &c->model, run, &part));
+  ot_model *m = t->m;
+  p->n = ot_model_n_floats(m);
+  // ZeRO shards: dp equal parts of the buffer, 16-float aligned
+  const int dp = p->g.dp;
+  p->counts = calloc((size_t)dp, sizeof(int));
+  p->displs = calloc((size_t)dp, sizeof(int));
+  const int np = ot_model_param_count(m);
+  p->own = calloc((size_t)np + 1, sizeof(bool));
+  if (!p->counts || !p->displs || !p->own) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  if (p->n > (size_t)1 << 31) return ot_error(OT_EINVAL, "parallel trainer: a stage of %zu floats is too large", p->n);
+  size_t per = ((p->n + (size_t)dp - 1) / (size_t)dp + 15) & ~(size_t)15;
+  for (int r = 0; r < dp; r++) {
+    size_t a = (size_t)r * per < p->n ? (size_t)r * per : p->n, b = a + per < p->n ? a + per : p->n;
+    p->displs[r] = (int)a;
+    p->counts[r] = (int)(b - a);
+  }
+  p->s0 = p->zero ? (size_t)p->displs[p->g.dp_rank] : 0;
+  p->s1 = p->zero ? p->s0 + (size_t)p->counts[p->g.dp_rank] : p->n;
+  // norm ownership: tensor-replicated parameters once per tensor group, the tied copy on the
+  // last stage not at all (the first stage's counts)
+  for (int i = 0; i < np; i++) {
+    const ot_param *q = ot_model_param_at(m, i);
+    bool tied_copy = c->model.tied && pp > 1 && !ot_model_is_first(m) && q->kind == OT_PT_EMBED;
+    p->own[i] = (ot_model_param_is_split(m, i) || p->g.tp_rank == 0) && !tied_copy;
+  }
+  // buckets: equal contiguous ranges, 16-float aligned
+  p->nb = c->grad_buckets;
+  if ((size_t)p->nb > p->n / 16) p->nb = (int)(p->n / 16) > 0 ? (int)(p->n / 16) : 1;
+  p->bstart = calloc((size_t)p->nb + 1, sizeof(size_t));
+  p->launched = calloc((size_t)p->nb, sizeof(bool));
+  p->queue = calloc((size_t)p->nb + 1, sizeof(int));
+  p->freq = calloc((size_t)p->slots, sizeof(MPI_Request));
+  if (!p->bstart || !p->launched || !p->queue || !p->freq)
+    return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  size_t bsz = ((p->n + (size_t)p->nb - 1) / (size_t)p->nb + 15) & ~(size_t)15;
+  for (int k = 0; k <= p->nb; k++) p->bstart[k] = (size_t)k * bsz < p->n ? (size_t)k * bsz : p->n;
+  p->bstart[p->nb] = p->n;
+  for (int k = 0; k < p->slots; k++) p->freq[k] = MPI_REQUEST_NULL;
+  p->breq = MPI_REQUEST_NULL;
+  p->act_bytes = (size_t)run->B * run->T * c->model.d_model * ot_dtype_size(run->dt);
+  if (pp > 1 && !ot_model_is_first(m)) {
+    p->gsend = ot_mem_alloc(p->act_bytes, OT_MEM_WORKSPACE);
+    if (!p->gsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  }
+  if (p->overlap && dp > 1) {
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->th, NULL, reducer, p) != 0)
+      return ot_error(OT_EINTERNAL, "parallel trainer: cannot start the reduction thread");
+    p->th_up = true;
+  }
+  return OT_OK;
+}
+
+// Shard of the moments / optimizer range.
+void ot__par_shard(const ot__par *p, size_t *s0, size_t *s1) {
+  *s0 = p->s0;
+  *s1 = p->s1;
+}
+
+// ------------------------------------------------------------------ step ----
+typedef struct {
+  ot__par *p;
+  const int32_t *rows;       // this dp rank's A * B rows
+  float count;
+  double loss;
+  bool finite;
+} stepctx;
+
+static ot_status fwd(stepctx *x, int mb) {
+  ot__par *p = x->p;
+  ot_trainer *t = p->t;
+  ot_model *m = t->m;
+  const int B = t->cfg.batch_size, T = t->cfg.seq_len, slot = mb % p->slots, st = p->g.pp_rank;
+  const size_t rowlen = (size_t)T + 1;
+  OT_TRY(ot__wait(&p->g, &p->freq[slot], "pipeline send of activations"));
+  if (!ot_model_is_first(m))
+    OT_TRY(ot__recv(&p->g, ot_model_stage_input(m, slot), p->act_bytes, st - 1, TAG_FWD,
+                    "pipeline receive of activations"));
+  ot__split_rows(t, x->rows + (size_t)mb * B * rowlen, B);
+  double l = 0.0;
+  OT_TRY(ot_model_forward_slot(m, slot, t->x, t->y, B, T, x->count, true, &l));
+  if (ot_model_is_last(m)) {
+    x->loss += l;
+    if (!isfinite(l)) x->finite = false;
+  } else {
+    OT_TRY(ot__isend(&p->g, ot_model_stage_output(m, slot), p->act_bytes, st + 1, TAG_FWD,
+                     &p->freq[slot]));
+  }
+  return OT_OK;
+}
+
+static ot_status bwd(stepctx *x, int mb) {
+  ot__par *p = x->p;
+  ot_model *m = p->t->m;
+  const int slot = mb % p->slots, st = p->g.pp_rank;
+  if (!ot_model_is_last(m))
+    OT_TRY(ot__recv(&p->g, ot_model_stage_grad(m), p->act_bytes, st + 1, TAG_BWD,
+                    "pipeline receive of gradients"));
+  p->last_mb = mb == p->M - 1;
+  OT_TRY(ot_model_backward_slot(m, slot));
+  p->last_mb = false;
+  if (!ot_model_is_first(m)) {
+    OT_TRY(ot__wait(&p->g, &p->breq, "pipeline send of gradients"));
+    memcpy(p->gsend, ot_model_stage_grad(m), p->act_bytes);
+    OT_TRY(ot__isend(&p->g, p->gsend, p->act_bytes, st - 1, TAG_BWD, &p->breq));
+  }
+  return OT_OK;
+}
+
+static ot_status schedule(stepctx *x) {
+  ot__par *p = x->p;
+  const int M = p->M, S = p->g.pp, st = p->g.pp_rank;
+  if (p->gpipe) {
+    for (int i = 0; i < M; i++) OT_TRY(fwd(x, i));
+    for (int i = 0; i < M; i++) OT_TRY(bwd(x, i));
+  } else {
+    int warm = S - st - 1 < M ? S - st - 1 : M;
+    for (int i = 0; i < warm; i++) OT_TRY(fwd(x, i));
+    for (int i = 0; i < M - warm; i++) {
+      OT_TRY(fwd(x, warm + i));
+      OT_TRY(bwd(x, i));
+    }
+    for (int i = M - warm; i < M; i++) OT_TRY(bwd(x, i));
+  }
+  for (int k = 0; k < p->slots; k++) OT_TRY(ot__wait(&p->g, &p->freq[k], "pipeline send of activations"));
+  return ot__wait(&p->g, &p->breq, "pipeline send of gradients");
+}
+
+// Sum of squares of the gradients this rank counts (see own).
+static double owned_sumsq(const ot__par *p) {
+  const ot_model *m = p->t->m;
+  const float *g = ot_model_grads((ot_model *)m);
+  double s = 0.0;
+  if (p->g.dp_rank != 0) return 0.0;
+  for (int i = 0; i < ot_model_param_count(m); i++)
+    if (p->own[i]) {
+      const ot_param *q = ot_model_param_at(m, i);
+      s += ot_sumsq(g + q->offset, q->numel);
+    }
+  return s;
+}
+
+ot_status ot__par_step(ot_trainer *t, const int32_t *rows, ot_step_info *st) {
+  ot__par *p = t->par;
+  const ot_train_config *c = &t->cfg;
+  const int B = c->batch_size, T = c->seq_len, A = c->grad_accum, dp = p->g.dp;
+  const size_t rowlen = (size_t)T + 1;
+  const double comm0 = ot__comm_seconds();
+  int64_t count = 0;
+  for (size_t i = 0; i < (size_t)dp * A * B; i++)
+    for (int j = 1; j <= T; j++) count += rows[i * rowlen + (size_t)j] != -1;
+  stepctx x = {p, rows + (size_t)p->g.dp_rank * A * B * rowlen, count > 0 ? (float)count : 1.0f,
+               0.0, true};
+  OT_TRY(schedule(&x));
+  OT_TRY(finish_buckets(p));
+  ot_model *m = t->m;
+  float *g = ot_model_grads(m), *w = ot_model_params(m);
+  uint16_t *pb = ot_model_params_bf16(m);
+  if (p->g.embed_comm != MPI_COMM_NULL) {   // tied embedding: first + last stage copies
+    for (int i = 0; i < ot_model_param_count(m); i++) {
+      const ot_param *q = ot_model_param_at(m, i);
+      if (q->kind == OT_PT_EMBED)
+        OT_TRY(ot__allreduce(&p->g, p->g.embed_comm, g + q->offset, q->numel, OT_F32, OT_RED_SUM,
+                             "tied-embedding gradient all-reduce"));
+    }
+  }
+  // loss (last stage, tp rank 0, summed over dp) and the norm, world-wide in one reduction
+  double red[3] = {0.0, owned_sumsq(p), 0.0};
+  if (ot_model_is_last(m) && p->g.tp_rank == 0) {
+    red[0] = x.loss;
+    red[2] = x.finite ? 0.0 : 1.0;
+  }
+  OT_TRY(ot__allreduce_f64(&p->g, p->g.world_comm, red, 3, "loss and gradient-norm all-reduce"));
+  const bool finite = red[2] == 0.0 && isfinite(red[0]);
+  const double norm = finite ? sqrt(red[1]) : NAN;
+  const float coef = ot_clip_coef(norm, c->grad_clip);
+  ot_lr_schedule sch = ot_train_schedule(c);
+  memset(st, 0, sizeof *st);
+  st->lr = ot_lr_at(&sch, t->step);
+  st->loss = finite ? red[0] : NAN;
+  st->grad_norm = norm;
+  st->tokens = (int64_t)dp * A * B * T;
+  if (!finite || !isfinite(norm) || isnan(coef)) {
+    st->skipped = true;
+    st->clip = NAN;
+  } else {
+    OT_PROF_BEGIN("optimizer", 0.0, 0.0);
+    ot_adamw_cfg ac = {st->lr, c->beta1, c->beta2, c->eps, 0.0f, t->updates + 1};
+    ot_status s = OT_OK;
+    for (int i = 0; i < t->ngroups && s == OT_OK; i++) {
+      const ot__group *G = &t->groups[i];
+      size_t a = G->off > p->s0 ? G->off : p->s0, b = G->off + G->n < p->s1 ? G->off + G->n : p->s1;
+      if (a >= b) continue;
+      ac.weight_decay = G->decay ? c->weight_decay : 0.0f;
+      s = ot_adamw(w + a, g + a, t->mom[0] + (a - p->s0), t->mom[1] + (a - p->s0),
+                   pb && !p->zero ? pb + a : NULL, b - a, &ac, coef);
+    }
+    OT_PROF_STOP();
+    OT_TRY(s);
+    if (p->zero) {
+      OT_TRY(ot__allgather_f32(&p->g, p->g.dp_comm, w, p->counts, p->displs,
+                               "ZeRO parameter all-gather"));
+      OT_TRY(ot_model_sync_bf16(m));
+    }
+    t->updates++;
+    st->clip = coef;
+  }
+  ot_model_zero_grad(m);
+  p->comm_s = ot__comm_seconds() - comm0;
+  return OT_OK;
+}
+
+// Mean loss over rows [nrows, T + 1]: batch_size chunks dealt round-robin to
+// the data-parallel ranks, each through the pipeline (forward only).
+ot_status ot__par_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
+                          int64_t *tokens) {
+  ot__par *p = t->par;
+  ot_model *m = t->m;
+  const int B = t->cfg.batch_size, T = t->cfg.seq_len, st = p->g.pp_rank;
+  double red[2] = {0.0, 0.0};
+  for (int r = 0, j = 0; r < nrows; r += B, j++) {
+    if (j % p->g.dp != p->g.dp_rank) continue;
+    int b = nrows - r < B ? nrows - r : B;
+    int64_t n = ot__split_rows(t, rows + (size_t)r * (T + 1), b);
+    if (n == 0) continue;
+    const size_t bytes = (size_t)b * T * t->cfg.model.d_model * ot_dtype_size(t->cfg.dtype);
+    if (!ot_model_is_first(m))
+      OT_TRY(ot__recv(&p->g, ot_model_stage_input(m, 0), bytes, st - 1, TAG_FWD,
+                      "pipeline receive of activations (eval)"));
+    double l = 0.0;
+    OT_TRY(ot_model_forward_slot(m, 0, t->x, t->y, b, T, (float)n, false, &l));
+    if (!ot_model_is_last(m)) {
+      MPI_Request rq;
+      OT_TRY(ot__isend(&p->g, ot_model_stage_output(m, 0), bytes, st + 1, TAG_FWD, &rq));
+      OT_TRY(ot__wait(&p->g, &rq, "pipeline send of activations (eval)"));
+    } else if (p->g.tp_rank == 0) {
+      red[0] += l * (double)n;
+      red[1] += (double)n;
+    }
+  }
+  OT_TRY(ot__allreduce_f64(&p->g, p->g.world_comm, red, 2, "evaluation loss all-reduce"));
+  *loss = red[1] > 0 ? red[0] / red[1] : NAN;
+  if (tokens) *tokens = (int64_t)red[1];
+  return OT_OK;
+}
+
+bool ot__par_wanted(const ot_train_config *c) {
+  return c->data_parallel * c->tensor_parallel * c->pipeline_stages > 1 || ot_dist_world_size() > 1;
+}
+
+ot__grid *ot__par_grid(ot__par *p) { return &p->g; }
+
+ot_status ot__par_report(ot_trainer *t, FILE *out) {
+  ot__par *p = t->par;
+  const ot__grid *g = &p->g;
+  const ot_model_part *part = ot_model_part_of(t->m);
+  enum { NV = 10 };
+  double mine[NV] = {(double)p->g.pp_rank, (double)p->g.dp_rank, (double)p->g.tp_rank,
+                     (double)part->layer0, (double)part->layer1,
+                     (double)ot_mem_current(OT_MEM_PARAMS), (double)ot_mem_current(OT_MEM_GRADS),
+                     (double)ot_mem_current(OT_MEM_OPTIM), (double)ot_mem_current(OT_MEM_ACTIVATIONS),
+                     (double)ot_mem_current(OT_MEM_WORKSPACE)};
+  double *all = g->rank == 0 ? malloc(sizeof mine * (size_t)g->world) : NULL;
+  if (g->rank == 0 && !all) return ot_error(OT_ENOMEM, "parallel report: out of memory");
+  ot__wd_begin(g, "memory report gather", -1);
+  int rc = MPI_Gather(mine, NV, MPI_DOUBLE, all, NV, MPI_DOUBLE, 0, g->world_comm);
+  ot__wd_end();
+  if (rc != MPI_SUCCESS) {
+    free(all);
+    return ot__mpi_error(rc, "memory report gather");
+  }
+  if (g->rank == 0) {
+    const ot_train_config *c = &t->cfg;
+    fprintf(out, "parallel: data %d x tensor %d x pipeline %d = %d processes; %s schedule, %d "
+            "micro-batches, ZeRO-%d, %d gradient buckets%s, vocab-parallel %s, comm-timeout %g s\n",
+            g->dp, g->tp, g->pp, g->world, p->gpipe ? "GPipe" : "1F1B", p->M, p->zero, p->nb,
+            p->overlap ? " (overlapped)" : "", part->vocab_parallel ? "on" : "off",
+            (double)c->comm_timeout);
+    fprintf(out, "  rank stage  dp  tp  blocks      params MiB   grads MiB   optim MiB     act MiB      ws MiB\n");
+    for (int r = 0; r < g->world; r++) {
+      const double *v = all + (size_t)r * NV;
+      char blk[24];
+      snprintf(blk, sizeof blk, "[%d,%d)", (int)v[3], (int)v[4]);
+      fprintf(out, "  %4d %5d %3d %3d  %-9s %11.3f %11.3f %11.3f %11.3f %11.3f\n", r, (int)v[0],
+              (int)v[1], (int)v[2], blk, v[5] / 1048576, v[6] / 1048576, v[7] / 1048576,
+              v[8] / 1048576, v[9] / 1048576);
+    }
+  }
+  free(all);
+  return OT_OK;
+}

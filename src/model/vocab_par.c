@@ -1,0 +1,121 @@
+// Vocabulary-parallel embedding and cross-entropy (Megatron): each tensor-
+// parallel rank holds rows [v0, v0 + Vl) of the embedding / head. The
+// embedding looks up its own rows (zeros elsewhere) and the tensor group sums;
+// the cross-entropy all-reduces the row max, then the row sum of exp and the
+// target logit, so the [N, V] logits are never gathered.
+#include "model_impl.h"
+#include <math.h>
+
+static inline float ld(ot_dtype dt, const void *p, size_t i) {
+  return dt == OT_F32 ? ((const float *)p)[i] : ot_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+static inline void st(ot_dtype dt, void *p, size_t i, float x) {
+  if (dt == OT_F32) ((float *)p)[i] = x;
+  else ((uint16_t *)p)[i] = ot_f32_to_bf16(x);
+}
+
+static ot_status check_tokens(const ot_model *m, const int32_t *tok, long N, const char *fn) {
+  for (long i = 0; i < N; i++)
+    if (tok[i] < 0 || tok[i] >= m->V)
+      return ot_error(OT_EINVAL, "%s: token %d at position %ld is outside the vocabulary [0, %d)",
+                      fn, tok[i], i, m->V);
+  return OT_OK;
+}
+
+// out [B*T, C] = (this rank's row of tokens[i], or 0) + wpe[t] on tp rank 0; then summed
+// over the tensor group. wte: [Vl, C] (dt), wpe: [max_seq, C] (dt) or NULL.
+ot_status ot__vp_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B, int T) {
+  const ot_dtype dt = m->run.dt;
+  const long N = (long)B * T;
+  const int C = m->C;
+  OT_TRY(check_tokens(m, tokens, N, "vocab-parallel embedding"));
+  const void *wte = ot__pdt(m, m->wte);
+  const void *wpe = m->part.tp_rank == 0 ? ot__pdt(m, m->wpe) : NULL;
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < N; i++) {
+    const long r = (long)tokens[i] - m->v0;
+    const bool mine = r >= 0 && r < m->Vl;
+    const size_t t = (size_t)(i % T);
+    for (int c = 0; c < C; c++) {
+      float x = mine ? ld(dt, wte, (size_t)r * C + c) : 0.0f;
+      if (wpe) x += ld(dt, wpe, t * C + c);
+      st(dt, out, (size_t)i * C + c, x);
+    }
+  }
+  return m->part.comm.allreduce(m->part.comm.ctx, out, (size_t)N * C, dt, OT_RED_SUM);
+}
+
+// dwte [Vl, C] += dout rows of this rank's tokens, dwpe [T, C] += sum over b
+// (every rank: wpe is replicated). Deterministic: columns split over threads,
+// rows accumulated in token order.
+void ot__vp_embed_bwd(ot_model *m, const void *dout, const int32_t *tokens, int B, int T) {
+  const ot_dtype dt = m->run.dt;
+  const long N = (long)B * T;
+  const int C = m->C;
+  float *dwte = ot__pg(m, m->wte), *dwpe = ot__pg(m, m->wpe);
+  const int nb = (C + 63) / 64;
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < nb; cb++) {
+    const int c0 = cb * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
+    for (long i = 0; i < N; i++) {
+      const long r = (long)tokens[i] - m->v0;
+      const bool mine = r >= 0 && r < m->Vl;
+      for (int c = c0; c < c1; c++) {
+        const float g = ld(dt, dout, (size_t)i * C + c);
+        if (mine) dwte[(size_t)r * C + c] += g;
+        if (dwpe) dwpe[(size_t)(i % T) * C + c] += g;
+      }
+    }
+  }
+}
+
+// logits [N, Vl] (dt; columns of rows [v0, v0 + Vl), real below V) -> row_loss
+// [N] and, with want_grad, dlogits = (softmax - onehot) / count in place.
+// red [3N] f32 workspace. Targets equal to ignore give loss 0 and zero gradient.
+ot_status ot__vp_xent(ot_model *m, void *logits, const int32_t *targets, int N, float count,
+                      float *row_loss, bool want_grad, float *red) {
+  const ot_dtype dt = m->run.dt;
+  const int Vl = m->Vl, ign = m->run.ignore_index;
+  int nv = m->V - m->v0;
+  if (nv > Vl) nv = Vl;
+  if (nv < 0) nv = 0;
+  float *mx = red, *sm = red + N, *tg = red + 2 * N;
+  for (int i = 0; i < N; i++)
+    if (targets[i] != ign && (targets[i] < 0 || targets[i] >= m->V))
+      return ot_error(OT_EINVAL, "vocab-parallel cross-entropy: target %d at row %d is outside "
+                      "[0, %d) and not ignore_index=%d", targets[i], i, m->V, ign);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; i++) {
+    const size_t o = (size_t)i * Vl;
+    float x = -INFINITY;
+    for (int j = 0; j < nv; j++) x = fmaxf(x, ld(dt, logits, o + j));
+    mx[i] = x;
+  }
+  OT_TRY(m->part.comm.allreduce(m->part.comm.ctx, mx, (size_t)N, OT_F32, OT_RED_MAX));
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; i++) {
+    const size_t o = (size_t)i * Vl;
+    float s = 0.0f;
+    for (int j = 0; j < nv; j++) s += expf(ld(dt, logits, o + j) - mx[i]);
+    sm[i] = s;
+    const long r = (long)targets[i] - m->v0;
+    tg[i] = targets[i] != ign && r >= 0 && r < nv ? ld(dt, logits, o + (size_t)r) : 0.0f;
+  }
+  OT_TRY(m->part.comm.allreduce(m->part.comm.ctx, sm, 2 * (size_t)N, OT_F32, OT_RED_SUM));
+  const float inv = 1.0f / count;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; i++) {
+    const size_t o = (size_t)i * Vl;
+    const bool skip = targets[i] == ign;
+    row_loss[i] = skip ? 0.0f : logf(sm[i]) + mx[i] - tg[i];
+    if (!want_grad) continue;
+    const long r = (long)targets[i] - m->v0;
+    const float rs = 1.0f / sm[i];
+    for (int j = 0; j < Vl; j++) {
+      float g = 0.0f;
+      if (!skip && j < nv) g = (expf(ld(dt, logits, o + j) - mx[i]) * rs - (j == r)) * inv;
+      st(dt, logits, o + j, g);
+    }
+  }
+  return OT_OK;
+}
