@@ -73,6 +73,7 @@ ot_status ot__par_save(ot_trainer *t, const char *dir) {
     s = ot_model_create(&whole, &t->cfg.model, &run);
   }
   if (s == OT_OK) s = local_moments(t, mf);
+  const bool sharded = t->cfg.optimizer_shard > 0 && g->dp > 1;
   size_t big = 0;
   for (int gi = 0; s == OT_OK && gi < ot_model_param_count(whole); gi++)
     if (ot_model_param_at(whole, gi)->numel > big) big = ot_model_param_at(whole, gi)->numel;
@@ -87,8 +88,10 @@ ot_status ot__par_save(ot_trainer *t, const char *dir) {
     for (int what = 0; what < 3; what++) {
       memset(buf, 0, wp->numel * sizeof(float));
       const float *src = what == 0 ? ot_model_params(t->m) : mf[what - 1];
-      // weights: data-parallel rank 0 holds them; moments: each dp rank its shard (zeros elsewhere)
-      if (i >= 0 && (what > 0 || g->dp_rank == 0)) ot_model_part_get(t->m, i, src, buf);
+      // weights, and the moments without ZeRO, are replicated over the data-parallel ranks:
+      // rank 0 gives them; under ZeRO each dp rank gives its shard (zeros elsewhere)
+      if (i >= 0 && (g->dp_rank == 0 || (what > 0 && sharded)))
+        ot_model_part_get(t->m, i, src, buf);
       float *dst = !root ? NULL : what == 0 ? ot_model_params(sh.m) + wp->offset
                                             : sh.mom[what - 1] + wp->offset;
       ot__wd_begin(g, "checkpoint gather", -1);

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Faults in a parallel run (CTest mpi_fault): `tests/mpi/fault.sh OT_BINARY`.
+# 1. kill -9 of one rank mid-training: the job ends non-zero within the
+#    communication timeout with a message naming the rank;
+# 2. a rank that stops answering (SIGSTOP): the others' watchdog ends the job
+#    within the timeout with a message naming the rank and the operation;
+# 3. resuming the killed run from its last checkpoint gives exactly the
+#    uninterrupted run's losses (same layout and threads: bitwise).
+set -u
+OT=$(readlink -f "$1")
+TIMEOUT=6
+tmp=$(mktemp -d /tmp/ot_fault_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 2)
+"$OT" prepare --corpus data/shakespeare.txt --out "$tmp/data" --vocab-size 300 --quiet >/dev/null ||
+  fail "ot prepare"
+common=(--model tiny --data "$tmp/data" --vocab-size 300 --seq-len 16 --batch-size 4 --grad-accum 2
+        --data-parallel 2 --steps 300 --save-every 25 --eval-every 0 --comm-timeout $TIMEOUT --quiet)
+
+# the uninterrupted run
+"${MPI[@]}" "$OT" train "${common[@]}" --out "$tmp/full" >/dev/null 2>&1 || fail "uninterrupted run"
+
+# start a run, wait for its second checkpoint, then break one rank with signal $1
+broken_run() {
+  local out=$1 sig=$2
+  "${MPI[@]}" "$OT" train "${common[@]}" --out "$out" >"$out.log" 2>&1 &
+  local job=$!
+  for _ in $(seq 600); do
+    [ -f "$out/latest" ] && grep -q step_000050 "$out/latest" 2>/dev/null && break
+    kill -0 $job 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q step_000050 "$out/latest" 2>/dev/null || { kill -9 $job; fail "$out: no checkpoint at step 50"; }
+  local victim
+  victim=$(pgrep -P $job -f "ot train" | tail -1)
+  [ -n "$victim" ] || fail "no rank process under mpirun $job"
+  local t0=$(date +%s%N)
+  kill -"$sig" "$victim"
+  wait $job
+  local rc=$?
+  local took=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ "$sig" = STOP ] && kill -9 "$victim" 2>/dev/null
+  echo "signal $sig to rank process $victim: exit $rc after $took ms"
+  [ $rc -ne 0 ] || fail "the job exited 0 after SIG$sig"
+  [ $took -lt $(( (TIMEOUT + 20) * 1000 )) ] || fail "the job took $took ms to end (timeout $TIMEOUT s)"
+}
+
+broken_run "$tmp/kill" 9
+grep -q -E "exited on signal 9|rank .* did not complete" "$tmp/kill.log" ||
+  { cat "$tmp/kill.log"; fail "no message naming the killed rank"; }
+echo "message: $(grep -m1 -E "exited on signal 9|did not complete" "$tmp/kill.log")"
+
+broken_run "$tmp/stop" STOP
+grep -q "did not complete within $TIMEOUT s" "$tmp/stop.log" ||
+  { cat "$tmp/stop.log"; fail "no watchdog message for the stopped rank"; }
+echo "message: $(grep -m1 "did not complete" "$tmp/stop.log")"
+
+# resume the killed run; its steps after the checkpoint equal the uninterrupted run's
+"${MPI[@]}" "$OT" train "${common[@]}" --out "$tmp/kill" --resume "$tmp/kill" >/dev/null 2>&1 ||
+  fail "resumed run"
+resumed=$(sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$tmp/kill/log.jsonl")
+full=$(sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$tmp/full/log.jsonl")
+[ -n "$full" ] || fail "no losses in the uninterrupted log"
+[ "$resumed" = "$full" ] || { diff <(echo "$full") <(echo "$resumed") | head; fail "resumed losses differ"; }
+echo "resumed run: the losses of all 300 steps equal the uninterrupted run ($(cat "$tmp/kill/latest"))"
+echo "1 passed, 0 failed"

@@ -1,0 +1,350 @@
+// Parallel training equals one process. Run under mpirun with 2, 4 or 8
+// ranks (CTest does: tests/CMakeLists section "MPI tests"), every layout of
+// that world size is trained for 5 steps on the same global batches as a
+// one-process reference computed before MPI starts, in variants (ZeRO-1,
+// recompute, vocab-parallel, more micro-batches than stages, GPipe, no
+// overlap, bf16, a Llama-style model); losses must match to 1e-5 (f32) and
+// the final weights (gathered through a checkpoint) to 1e-5 normalized error.
+// Also: resume in another layout, invalid layouts and their messages, the
+// ZeRO-1 optimizer memory and 1F1B vs GPipe activation memory.
+//   mpirun -np N mpi_parallel [CKPT_OUT]   (N = 8 writes a step-3 checkpoint to CKPT_OUT)
+//   mpi_parallel --resume CKPT            (one process: resume it, compare steps 4-5)
+#include <mpi.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "harness.h"
+#include "ot/ot.h"
+#include "ot/dist.h"
+
+#define STEPS 5
+#define ROWS 8        // global batch rows
+#define T 16
+
+typedef struct {
+  ot_train_config c;            // the one-process config of the family
+  double loss[STEPS];
+  ot_model *m;                  // reference final weights (whole model)
+  ot_trainer *t;
+} ref_run;
+
+static int32_t g_rows[STEPS][ROWS * (T + 1)];
+
+static void make_rows(int V) {
+  th_rng r = {77};
+  for (int s = 0; s < STEPS; s++)
+    for (int i = 0; i < ROWS; i++) {
+      int32_t *row = g_rows[s] + i * (T + 1);
+      for (int j = 0; j <= T; j++) row[j] = (int32_t)(th_next(&r) % (uint64_t)V);
+      if (i % 3 == 1) row[T] = -1;   // an ignored target: the loss counts the others
+    }
+}
+
+// Family 'a': GPT-2 style, tied, biases, vocabulary 61 unpadded (tp does not divide it).
+// Family 'b': Llama style, untied, RMSNorm, SwiGLU, RoPE, GQA (4 heads, 2 kv-heads).
+static ot_train_config family(char f) {
+  ot_train_config c;
+  ot_train_config_default(&c);
+  ot_model_config_preset(&c.model, "tiny");
+  c.model.vocab = 61;
+  c.model.vocab_pad = 1;
+  c.model.n_layers = 2;
+  if (f == 'b') {
+    c.model.names = OT_NAMES_LLAMA;
+    c.model.norm = OT_NORM_RMSNORM;
+    c.model.mlp = OT_MLP_SWIGLU;
+    c.model.pos = OT_POS_ROPE;
+    c.model.n_kv_heads = 2;
+    c.model.d_ff = 64;
+    c.model.tied = false;
+    c.model.bias = false;
+  }
+  c.data[0] = 0;
+  c.out[0] = 0;
+  c.batch_size = ROWS;
+  c.seq_len = T;
+  c.steps = STEPS;
+  c.lr = 1e-2f;
+  c.warmup = 1;
+  c.quiet = true;
+  c.measure_peak = false;
+  c.threads = 1;
+  return c;
+}
+
+static void reference(ref_run *r, char f) {
+  r->c = family(f);
+  th_check(ot_trainer_create(&r->t, &r->c) == OT_OK, "reference trainer: %s", ot_last_error());
+  for (int s = 0; s < STEPS; s++) {
+    ot_step_info st;
+    th_check(ot_trainer_step_on(r->t, g_rows[s], &st) == OT_OK, "reference step: %s", ot_last_error());
+    r->loss[s] = st.loss;
+  }
+  r->m = ot_trainer_model(r->t);
+}
+
+static int g_rank, g_world;
+static char g_tmp[256];
+
+// Normalized error of a checkpoint's weights against the reference model over
+// all tensors together (per tensor it is meaningless for the key bias: its
+// true gradient is 0, so AdamW turns float noise into +-lr steps), and the
+// largest absolute difference (*maxabs).
+static double weights_err(const char *dir, ot_model *ref, double *maxabs) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  ot_st_file *f = NULL;
+  *maxabs = INFINITY;
+  if (ot_st_open(&f, path) != OT_OK) return INFINITY;
+  double num = 0, den = 0, mx = 0;
+  for (int i = 0; i < ot_model_hf_count(ref); i++) {
+    const ot_hf_tensor *h = ot_model_hf_at(ref, i);
+    const ot_st_tensor *x = ot_st_find(f, h->name);
+    size_t n = (size_t)h->shape[0] * (size_t)(h->ndim == 2 ? h->shape[1] : 1);
+    if (!x || x->dtype != OT_F32 || x->nbytes != n * 4) { num = INFINITY; break; }
+    float *want = th_falloc(n);
+    ot_model_hf_get(ref, i, ot_model_params(ref), want);
+    const float *got = x->data;
+    for (size_t j = 0; j < n; j++) {
+      double d = (double)got[j] - want[j];
+      num += d * d;
+      den += (double)want[j] * want[j];
+      if (!(fabs(d) <= mx)) mx = fabs(d);
+    }
+    free(want);
+  }
+  ot_st_close(f);
+  *maxabs = mx;
+  return sqrt(num) / fmax(sqrt(den), 1e-30);
+}
+
+typedef struct {
+  const char *name;
+  char fam;
+  int dp, tp, pp, M;
+  int zero;
+  ot_recompute rc;
+  bool vp, gpipe, no_overlap, bf16;
+} variant;
+
+static ot_train_config config_of(const variant *v) {
+  ot_train_config c = family(v->fam);
+  c.data_parallel = v->dp;
+  c.tensor_parallel = v->tp;
+  c.pipeline_stages = v->pp;
+  c.grad_accum = v->M;
+  c.batch_size = ROWS / (v->dp * v->M);
+  c.optimizer_shard = v->zero;
+  c.recompute = v->rc;
+  c.vocab_parallel = v->vp;
+  c.gpipe = v->gpipe;
+  c.overlap = !v->no_overlap;
+  c.grad_buckets = v->no_overlap ? 1 : 3;
+  c.dtype = v->bf16 ? OT_BF16 : OT_F32;
+  c.comm_timeout = 120;
+  return c;
+}
+
+// Trains variant v for steps [from, to) (resuming from `resume` when set) and
+// checks the losses; saves to `save` (when set) at the end.
+static void run_variant(const variant *v, const ref_run *ref, int from, int to, const char *resume,
+                        const char *save) {
+  ot_train_config c = config_of(v);
+  ot_trainer *t = NULL;
+  if (!th_check(ot_trainer_create(&t, &c) == OT_OK, "%s: create: %s", v->name, ot_last_error())) return;
+  if (resume) th_check(ot_trainer_load(t, resume, false) == OT_OK, "%s: load: %s", v->name, ot_last_error());
+  double worst = 0;
+  for (int s = from; s < to; s++) {
+    ot_step_info st;
+    if (!th_check(ot_trainer_step_on(t, g_rows[s], &st) == OT_OK, "%s: step %d: %s", v->name, s + 1,
+                  ot_last_error()))
+      break;
+    double e = fabs(st.loss - ref->loss[s]) / fabs(ref->loss[s]);
+    if (e > worst) worst = e;
+  }
+  const double tol = v->bf16 ? 2e-2 : 1e-5;
+  th_check(worst <= tol, "%s: steps %d-%d losses equal the one-process run (worst relative "
+           "difference %.2e, limit %.0e)", v->name, from + 1, to, worst, tol);
+  if (save) th_check(ot_trainer_save(t, save) == OT_OK, "%s: save: %s", v->name, ot_last_error());
+  ot_trainer_free(t);
+}
+
+// Full variant: 5 steps, then the gathered weights against the reference.
+static void check_variant(const variant *v, const ref_run *ref) {
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/%s", g_tmp, v->name);
+  run_variant(v, ref, 0, STEPS, NULL, v->bf16 ? NULL : dir);
+  if (v->bf16) return;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    double mx, e = weights_err(dir, ref->m, &mx);
+    th_check(e <= 1e-5 && mx <= 1e-4, "%s: final weights equal the one-process run (normalized "
+             "error %.2e, largest difference %.2e)", v->name, e, mx);
+  }
+}
+
+static void check_invalid(void) {
+  ot_trainer *t = NULL;
+  ot_train_config c = family('a');
+  c.data_parallel = 2; c.tensor_parallel = 2; c.batch_size = 4;   // 4 ranks wanted
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "4 processes, but 2 were started", "dp2 x tp2 on 2 ranks");
+  c = family('a'); c.tensor_parallel = 2;
+  c.model.d_model = 30; c.model.n_heads = 3; c.model.n_kv_heads = 3;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--heads 3 is not divisible by --tensor-parallel 2", "heads % tp");
+  c = family('b'); c.tensor_parallel = 2; c.model.n_kv_heads = 1;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--kv-heads 1 is not divisible by --tensor-parallel 2", "kv-heads % tp");
+  c = family('a'); c.tensor_parallel = 2; c.model.d_ff = 129;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--d-ff 129 is not divisible by --tensor-parallel 2", "d_ff % tp");
+  c = family('a'); c.pipeline_stages = 2; c.grad_accum = 2; c.batch_size = 4; c.model.n_layers = 1;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--layers 1 is below --pipeline-stages 2", "layers < stages");
+  c = family('a'); c.pipeline_stages = 2; c.grad_accum = 1;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "micro-batches) 1 is below --pipeline-stages 2", "micro-batches < stages");
+  c = family('a'); c.data_parallel = 2; c.batch_size = 4; c.global_batch = 12;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--global-batch 12 is not a multiple of --batch-size 4 x --data-parallel 2", "batch % dp");
+  c = family('a'); c.data_parallel = 2; c.batch_size = 4; c.optimizer_shard = 3;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--optimizer-shard 3", "ZeRO stage");
+}
+
+// Optimizer memory / dp under ZeRO-1; activations of stage 0: 1F1B < GPipe.
+static void check_memory(void) {
+  variant z0 = {"mem-z0", 'a', 2, 1, 1, 1, 0, OT_RECOMPUTE_NONE, false, false, false, false};
+  variant z1 = z0;
+  z1.zero = 1;
+  size_t o[2];
+  for (int k = 0; k < 2; k++) {
+    ot_train_config c = config_of(k ? &z1 : &z0);
+    size_t before = ot_mem_current(OT_MEM_OPTIM);
+    ot_trainer *t = NULL;
+    th_check(ot_trainer_create(&t, &c) == OT_OK, "memory: create: %s", ot_last_error());
+    o[k] = ot_mem_current(OT_MEM_OPTIM) - before;
+    ot_trainer_free(t);
+  }
+  double ratio = (double)o[1] / (double)o[0];
+  th_check(fabs(ratio - 0.5) <= 0.005, "ZeRO-1 on dp2: optimizer state %zu bytes = %.4f x ZeRO-0's %zu "
+           "(formula 1/dp = 0.5, within 1%%)", o[1], ratio, o[0]);
+  variant f1 = {"mem-1f1b", 'a', 1, 1, 2, 4, 0, OT_RECOMPUTE_NONE, false, false, false, false};
+  variant gp = f1;
+  gp.gpipe = true;
+  size_t a[2];
+  for (int k = 0; k < 2; k++) {
+    ot_train_config c = config_of(k ? &gp : &f1);
+    size_t before = ot_mem_current(OT_MEM_ACTIVATIONS);
+    ot_trainer *t = NULL;
+    th_check(ot_trainer_create(&t, &c) == OT_OK, "memory: create: %s", ot_last_error());
+    a[k] = ot_mem_current(OT_MEM_ACTIVATIONS) - before;
+    ot_trainer_free(t);
+  }
+  if (g_rank == 0)   // stage 0 holds 2 micro-batches under 1F1B, 4 under GPipe
+    th_check(2 * a[0] == a[1], "pp2 x 4 micro-batches, stage 0 activations: 1F1B %zu bytes, GPipe "
+             "%zu bytes (half)", a[0], a[1]);
+}
+
+static int resume_single(const char *dir) {
+  make_rows(61);
+  ref_run ref;
+  reference(&ref, 'a');
+  ot_train_config c = family('a');
+  ot_trainer *t = NULL;
+  th_check(ot_trainer_create(&t, &c) == OT_OK, "one-process trainer: %s", ot_last_error());
+  th_check(ot_trainer_load(t, dir, false) == OT_OK, "load %s: %s", dir, ot_last_error());
+  th_check(ot_trainer_steps_done(t) == 3, "the checkpoint is at step 3 (%lld)", (long long)ot_trainer_steps_done(t));
+  double worst = 0;
+  for (int s = 3; s < STEPS; s++) {
+    ot_step_info st;
+    th_check(ot_trainer_step_on(t, g_rows[s], &st) == OT_OK, "step: %s", ot_last_error());
+    double e = fabs(st.loss - ref.loss[s]) / ref.loss[s];
+    if (e > worst) worst = e;
+  }
+  th_check(worst <= 1e-5, "one process resumed from the dp2 x tp2 x pp2 checkpoint: steps 4-5 equal "
+           "the uninterrupted run (worst relative difference %.2e)", worst);
+  ot_trainer_free(t);
+  ot_trainer_free(ref.t);
+  return th_finish();
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--resume")) return resume_single(argv[2]);
+  // the one-process references, before MPI starts (afterwards every trainer is parallel)
+  make_rows(61);
+  ref_run ra, rb;
+  reference(&ra, 'a');
+  reference(&rb, 'b');
+  if (ot_dist_init(&argc, &argv) != OT_OK || !ot_dist_active()) {
+    printf("run me under mpirun (%s)\n", ot_last_error());
+    return 1;
+  }
+  g_rank = ot_dist_world_rank();
+  g_world = ot_dist_world_size();
+  if (g_rank == 0) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/ot_mpi_test_XXXXXX");
+    if (!mkdtemp(g_tmp)) g_tmp[0] = 0;
+  }
+  MPI_Bcast(g_tmp, sizeof g_tmp, MPI_CHAR, 0, MPI_COMM_WORLD);
+  // layouts of this world size: (dp, tp, pp)
+  int lay[3][3], nl = 0;
+  if (g_world == 2) { int l[3][3] = {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}}; memcpy(lay, l, sizeof l); nl = 3; }
+  if (g_world == 4) { int l[3][3] = {{2, 2, 1}, {2, 1, 2}, {1, 2, 2}}; memcpy(lay, l, sizeof l); nl = 3; }
+  if (g_world == 8) { int l[1][3] = {{2, 2, 2}}; memcpy(lay, l, sizeof l); nl = 1; }
+  for (int i = 0; i < nl; i++) {
+    const int dp = lay[i][0], tp = lay[i][1], pp = lay[i][2], M = pp;
+    char nm[12][64];
+    variant vs[12];
+    int n = 0;
+#define V(fam_, M_, zero_, rc_, vp_, gp_, no_, bf_, tag)                                      \
+    do {                                                                                       \
+      snprintf(nm[n], sizeof nm[n], "dp%d_tp%d_pp%d_%s", dp, tp, pp, tag);                     \
+      vs[n] = (variant){nm[n], fam_, dp, tp, pp, M_, zero_, rc_, vp_, gp_, no_, bf_};          \
+      n++;                                                                                     \
+    } while (0)
+    V('a', M, 0, OT_RECOMPUTE_NONE, false, false, false, false, "base");
+    V('b', M, 0, OT_RECOMPUTE_NONE, false, false, false, false, "llama");
+    if (dp > 1) V('a', M, 1, OT_RECOMPUTE_NONE, false, false, false, false, "zero1");
+    if (dp > 1) V('b', M, 1, OT_RECOMPUTE_NONE, false, false, true, false, "zero1_nooverlap");
+    V('a', M, 0, OT_RECOMPUTE_FULL, false, false, false, false, "recompute_full");
+    V('b', M, 0, OT_RECOMPUTE_SELECTIVE, false, false, false, false, "recompute_sel");
+    if (tp > 1) V('a', M, 0, OT_RECOMPUTE_NONE, true, false, false, false, "vocab_parallel");
+    if (tp > 1) V('b', M, 0, OT_RECOMPUTE_NONE, true, false, false, false, "vocab_parallel_llama");
+    if (ROWS % (dp * 2 * M) == 0) V('a', 2 * M, 0, OT_RECOMPUTE_NONE, false, false, false, false, "more_micro");
+    if (pp > 1) V('b', 2 * M <= ROWS / dp ? 2 * M : M, 0, OT_RECOMPUTE_NONE, false, true, false, false, "gpipe");
+    V('a', M, dp > 1, OT_RECOMPUTE_SELECTIVE, tp > 1, false, false, true, "bf16");
+#undef V
+    for (int k = 0; k < n; k++) check_variant(&vs[k], vs[k].fam == 'a' ? &ra : &rb);
+  }
+  // resume in another layout: steps 1-3 in one, 4-5 in the other
+  {
+    variant a = {"resume_from", 'a', 2, 1, 1, 1, 1, OT_RECOMPUTE_NONE, false, false, false, false};
+    variant b = {"resume_into", 'a', 1, 1, 2, 2, 0, OT_RECOMPUTE_NONE, false, false, false, false};
+    if (g_world == 4) {   // ZeRO-0 moments (replicated over dp) into another layout
+      a = (variant){"resume_from", 'b', 2, 2, 1, 1, 0, OT_RECOMPUTE_NONE, false, false, false, false};
+      b = (variant){"resume_into", 'b', 1, 2, 2, 2, 0, OT_RECOMPUTE_NONE, true, false, false, false};
+    }
+    if (g_world == 8) {
+      a = (variant){"resume_from", 'a', 2, 2, 2, 2, 1, OT_RECOMPUTE_NONE, true, false, false, false};
+      b = (variant){"resume_into", 'a', 4, 1, 2, 2, 0, OT_RECOMPUTE_FULL, false, false, false, false};
+    }
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/resume", g_tmp);
+    const char *keep = argc > 1 ? argv[1] : NULL;
+    const ref_run *r = a.fam == 'a' ? &ra : &rb;
+    run_variant(&a, r, 0, 3, NULL, dir);
+    if (keep && g_world == 8) run_variant(&a, r, 0, 3, NULL, keep);   // for the one-process resume test
+    MPI_Barrier(MPI_COMM_WORLD);
+    run_variant(&b, r, 3, STEPS, dir, NULL);
+  }
+  if (g_world == 2) {
+    check_invalid();
+    check_memory();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0 && g_tmp[0]) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", g_tmp);
+  }
+  ot_trainer_free(ra.t);
+  ot_trainer_free(rb.t);
+  int rc = th_finish();
+  int any = rc;
+  MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  ot_dist_finalize();
+  return any;
+}
