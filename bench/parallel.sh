@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Parallel training benchmark (not run by CI): one rank x one thread against
+# dp2, tp2 and pp2 (8 micro-batches), one OpenMP thread per rank, the same
+# global batch (16 rows x 256 tokens of the "small" model) for every layout.
+#   bench/parallel.sh [BUILD_DIR] [extra bench_parallel flags]
+set -eu
+B=${1:-build}; shift || true
+M=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1)
+run() { local np=$1; shift; "${M[@]}" -np "$np" "$B/bench_parallel" "$@" "${EXTRA[@]}"; }
+EXTRA=("$@")
+base=$(run 1 --micro 8 | tee /dev/stderr | sed -n 's/.*tokens\/s *\([0-9.]*\).*/\1/p')
+for lay in "--dp 2" "--tp 2" "--pp 2" "--dp 2 --no-overlap" "--dp 2 --zero 1"; do
+  out=$(run 2 $lay --micro 8)
+  tps=$(echo "$out" | sed -n 's/.*tokens\/s *\([0-9.]*\).*/\1/p')
+  echo "$out  => $(awk -v a="$tps" -v b="$base" 'BEGIN { printf "%.2fx one rank", a / b }')"
+done
