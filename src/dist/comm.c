@@ -209,8 +209,8 @@ ot_status ot__allreduce(const ot__grid *g, MPI_Comm comm, void *buf, size_t n, o
   ot__wd_begin(g, what, -1);
   if (dt == OT_F32) {
     s = allreduce_raw(comm, buf, n, MPI_FLOAT, 4, mop, what);
-  } else if (dt == OT_BF16) {   // summed in f32, rounded once
-    float *tmp = malloc(n * sizeof(float));
+  } else if (dt == OT_BF16) {   // summed in f32 (this thread's grow-only scratch), rounded once
+    float *tmp = ot_scratch(n * sizeof(float));
     if (!tmp) {
       ot__wd_end();
       return ot_error(OT_ENOMEM, "%s: out of memory for %zu floats", what, n);
@@ -218,7 +218,6 @@ ot_status ot__allreduce(const ot__grid *g, MPI_Comm comm, void *buf, size_t n, o
     ot_cvt_bf16_to_f32(buf, tmp, n);
     s = allreduce_raw(comm, tmp, n, MPI_FLOAT, 4, mop, what);
     if (s == OT_OK) ot_cvt_f32_to_bf16(tmp, buf, n);
-    free(tmp);
   } else {
     s = ot_error(OT_EINVAL, "%s: dtype %s cannot be reduced", what, ot_dtype_name(dt));
   }
