@@ -163,7 +163,8 @@ const ot_mem_plan *ot_model_plan_of(const ot_model *m);
 // Refreshes the bf16 copy.
 ot_status ot_model_init(ot_model *m, uint64_t seed);
 
-// Master buffer [n_floats] f32, gradients (same layout), bf16 copy (NULL when dt = f32).
+// Master buffer [n_floats] f32, gradients (same layout; NULL with external_grads), bf16 copy
+// (NULL when dt = f32).
 float *ot_model_params(ot_model *m);
 float *ot_model_grads(ot_model *m);
 uint16_t *ot_model_params_bf16(ot_model *m);
@@ -236,6 +237,8 @@ typedef struct {
   int layer0, layer1;       // this stage's blocks (global indices), layer0 < layer1
   bool vocab_parallel;      // embedding / head rows split over the tensor group
   int slots;                // micro-batches whose activations are held at once (>= 1)
+  bool external_grads;      // no gradient buffer: the caller binds every parameter's
+                            // gradient storage (ot_model_bind_grad) before a backward
   ot_model_comm comm;       // required when tp > 1
 } ot_model_part;
 
@@ -259,6 +262,9 @@ bool ot_model_is_last(const ot_model *m);    // holds the final norm and the hea
 ot_status ot_model_part_get(const ot_model *m, int i, const float *buf, float *whole);
 ot_status ot_model_part_put(const ot_model *m, int i, float *buf, const float *whole);
 int64_t ot_model_part_whole_numel(const ot_model *m, int i);
+// Points the gradient of parameter i at g [numel] (accumulated into by the
+// backward; external_grads models only). OT_EINVAL otherwise.
+ot_status ot_model_bind_grad(ot_model *m, int i, float *g);
 // True for parameters this tp rank holds a private slice of (false: replicated
 // over the tensor group: norms, row-parallel biases, the replicated embedding).
 bool ot_model_param_is_split(const ot_model *m, int i);

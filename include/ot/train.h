@@ -81,6 +81,7 @@ typedef struct {
   int pipeline_stages;         // blocks split over stages (grad_accum = micro-batches >= stages)
   bool vocab_parallel;         // embedding / head rows split over the tensor group
   int optimizer_shard;         // ZeRO stage 0 | 1 (optimizer state split over data-parallel ranks)
+                               // | 2 (also the reduced gradients; per-micro-batch reduction)
   int grad_buckets;            // data-parallel gradient all-reduces per step
   bool overlap;                // launch each bucket's all-reduce as soon as its gradients are final
   bool gpipe;                  // pipeline schedule GPipe (all forwards, then all backwards) vs 1F1B

@@ -53,4 +53,69 @@ ot_status ot__mpi_error(int rc, const char *what);
 struct ot__par;
 ot__grid *ot__par_grid(struct ot__par *p);
 
+// ------------------------------------------------------ parallel trainer ----
+#include <pthread.h>
+typedef struct ot_trainer ot_trainer;
+typedef struct ot__par ot__par;
+// The parallel trainer's state (ptrain.c; ZeRO-2 staging in zero2.c).
+struct ot__par {
+  ot__grid g;
+  ot_trainer *t;
+  int M, slots;
+  bool gpipe, overlap;
+  int zero;
+  size_t n;                  // local parameter floats
+  size_t s0, s1;             // this rank's ZeRO shard [s0, s1) (whole buffer without ZeRO)
+  int *counts, *displs;      // shards of every dp rank (allgather)
+  bool *own;                 // [n_params] counted in the global gradient norm
+  // gradient buckets
+  int nb;
+  size_t *bstart;            // [nb + 1] boundaries (floats)
+  bool *launched;            // [nb]
+  bool last_mb;              // the running backward is the step's last micro-batch
+  // reduction thread
+  pthread_t th;
+  bool th_up, th_stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int *queue, qhead, qtail, pending;
+  ot_status th_err;
+  char th_msg[512];
+  // pipeline
+  void *gsend;               // gradient send buffer [B*T*C] of the run dtype
+  size_t act_bytes;
+  MPI_Request *freq, breq;   // [slots] forward sends, the backward send
+  double comm_s;             // communication seconds of the last step (blocked main thread)
+  // ZeRO-2 (zero == 2, zero2.c): the model's gradients live in staging buffers
+  float *gs;                 // [s1 - s0] this rank's shard, reduced over dp and accumulated
+  float *gstage;             // [ng] the global parameters' gradients (embedding, positions,
+                             // final norm, head), accumulated over the step's micro-batches
+  float *bstage[2];          // [bsz] one block's gradients, blocks alternating
+  size_t ng, bsz;
+  size_t *goff;              // [n_params] a global parameter's offset in gstage
+  int L;                     // blocks of this stage
+  size_t *blk0;              // [L + 1] block l = layout floats [blk0[l], blk0[l + 1])
+  bool *blk_done;            // [L] reduced in the running micro-batch
+};
+
+// ZeRO-2 (zero2.c). setup: staging + shard buffers, gradients bound to the model.
+ot_status ot__z2_setup(ot__par *p);
+void ot__z2_free(ot__par *p);
+// Reduction job of block l (the reduction thread or inline): all-reduce over dp,
+// add this rank's shard into gs, zero the staging.
+ot_status ot__z2_block_reduce(ot__par *p, int l);
+// Model callback under ZeRO-2 (every micro-batch).
+void ot__z2_grads_ready(ot__par *p, size_t from);
+// Before each micro-batch's backward: every staging buffer free.
+ot_status ot__z2_before_backward(ot__par *p);
+// After the step's backwards: the global parameters' gradients reduced into gs.
+ot_status ot__z2_finish(ot__par *p);
+// Sum of squares of the shard's gradients this rank counts.
+double ot__z2_sumsq(const ot__par *p);
+// Waits until at most `left` reduction jobs are pending; the thread's error if any.
+ot_status ot__par_wait_jobs(ot__par *p, int left);
+ot_status ot__par_launch_job(ot__par *p, int k);
+
+
+
 #endif

@@ -26,50 +26,27 @@
 
 enum { TAG_FWD = 11, TAG_BWD = 12 };
 
-struct ot__par {
-  ot__grid g;
-  ot_trainer *t;
-  int M, slots;
-  bool gpipe, overlap;
-  int zero;
-  size_t n;                  // local parameter floats
-  size_t s0, s1;             // this rank's ZeRO shard [s0, s1) (whole buffer without ZeRO)
-  int *counts, *displs;      // shards of every dp rank (allgather)
-  bool *own;                 // [n_params] counted in the global gradient norm
-  // gradient buckets
-  int nb;
-  size_t *bstart;            // [nb + 1] boundaries (floats)
-  bool *launched;            // [nb]
-  bool last_mb;              // the running backward is the step's last micro-batch
-  // reduction thread
-  pthread_t th;
-  bool th_up, th_stop;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int *queue, qhead, qtail, pending;
-  ot_status th_err;
-  char th_msg[512];
-  // pipeline
-  void *gsend;               // gradient send buffer [B*T*C] of the run dtype
-  size_t act_bytes;
-  MPI_Request *freq, breq;   // [slots] forward sends, the backward send
-  double comm_s;             // communication seconds of the last step (blocked main thread)
-};
-
 // --------------------------------------------------------------- buckets ----
+// One reduction job: bucket k (ZeRO 0/1) or block k (ZeRO-2).
+static ot_status run_job(ot__par *p, int k) {
+  if (p->zero == 2) return ot__z2_block_reduce(p, k);
+  char what[96];
+  snprintf(what, sizeof what, "data-parallel gradient all-reduce (bucket %d of %d)", k + 1, p->nb);
+  return ot__allreduce(&p->g, p->g.dp_comm, ot_model_grads(p->t->m) + p->bstart[k],
+                       p->bstart[k + 1] - p->bstart[k], OT_F32, OT_RED_SUM, what);
+}
+
+static int queue_cap(const ot__par *p) { return (p->nb > p->L ? p->nb : p->L) + 1; }
+
 static void *reducer(void *arg) {
   ot__par *p = arg;
-  float *g = ot_model_grads(p->t->m);
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (p->qhead == p->qtail && !p->th_stop) pthread_cond_wait(&p->cv, &p->mu);
     if (p->qhead == p->qtail && p->th_stop) break;
-    int k = p->queue[p->qhead++ % (p->nb + 1)];
+    int k = p->queue[p->qhead++ % queue_cap(p)];
     pthread_mutex_unlock(&p->mu);
-    char what[96];
-    snprintf(what, sizeof what, "data-parallel gradient all-reduce (bucket %d of %d)", k + 1, p->nb);
-    ot_status s = ot__allreduce(&p->g, p->g.dp_comm, g + p->bstart[k], p->bstart[k + 1] - p->bstart[k],
-                                OT_F32, OT_RED_SUM, what);
+    ot_status s = run_job(p, k);
     pthread_mutex_lock(&p->mu);
     if (s != OT_OK && p->th_err == OT_OK) {
       p->th_err = s;
@@ -82,44 +59,50 @@ static void *reducer(void *arg) {
   return NULL;
 }
 
-static ot_status launch(ot__par *p, int k) {
-  p->launched[k] = true;
-  if (!p->overlap) return OT_OK;   // reduced after the backward
+// Runs job k on the reduction thread (overlap) or here and now.
+ot_status ot__par_launch_job(ot__par *p, int k) {
+  if (!p->th_up) return run_job(p, k);
   pthread_mutex_lock(&p->mu);
-  p->queue[p->qtail++ % (p->nb + 1)] = k;
+  p->queue[p->qtail++ % queue_cap(p)] = k;
   p->pending++;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   return OT_OK;
 }
 
+ot_status ot__par_wait_jobs(ot__par *p, int left) {
+  if (!p->th_up) return p->th_err == OT_OK ? OT_OK : ot_error(p->th_err, "%s", p->th_msg);
+  ot__wd_begin(&p->g, "waiting for the data-parallel gradient all-reduce", -1);
+  pthread_mutex_lock(&p->mu);
+  while (p->pending > left) pthread_cond_wait(&p->cv, &p->mu);
+  ot_status s = p->th_err;
+  pthread_mutex_unlock(&p->mu);
+  ot__wd_end();
+  return s == OT_OK ? OT_OK : ot_error(s, "%s", p->th_msg);
+}
+
 // Model callback: every gradient at offsets >= from is final for this micro-batch.
 static void grads_ready(void *ctx, size_t from) {
   ot__par *p = ctx;
-  if (!p->last_mb || p->g.dp == 1) return;
+  if (p->zero == 2) {
+    ot__z2_grads_ready(p, from);
+    return;
+  }
+  if (!p->last_mb || p->g.dp == 1 || !p->overlap) return;
   for (int k = p->nb - 1; k >= 0; k--)
-    if (!p->launched[k] && p->bstart[k] >= from) launch(p, k);
+    if (!p->launched[k] && p->bstart[k] >= from) {
+      p->launched[k] = true;
+      ot__par_launch_job(p, k);
+    }
 }
 
 // Completes every bucket's reduction (launching the rest).
 static ot_status finish_buckets(ot__par *p) {
+  if (p->zero == 2) return ot__z2_finish(p);
   if (p->g.dp == 1) return OT_OK;
-  float *g = ot_model_grads(p->t->m);
-  for (int k = p->nb - 1; k >= 0; k--) {
-    if (!p->launched[k]) launch(p, k);
-    if (!p->overlap)
-      OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, g + p->bstart[k], p->bstart[k + 1] - p->bstart[k],
-                           OT_F32, OT_RED_SUM, "data-parallel gradient all-reduce"));
-  }
-  if (p->overlap) {
-    ot__wd_begin(&p->g, "waiting for the data-parallel gradient all-reduce", -1);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->cv, &p->mu);
-    ot_status s = p->th_err;
-    pthread_mutex_unlock(&p->mu);
-    ot__wd_end();
-    if (s != OT_OK) return ot_error(s, "%s", p->th_msg);
-  }
+  for (int k = p->nb - 1; k >= 0; k--)
+    if (!p->launched[k]) OT_TRY(ot__par_launch_job(p, k));
+  OT_TRY(ot__par_wait_jobs(p, 0));
   for (int k = 0; k < p->nb; k++) p->launched[k] = false;
   return OT_OK;
 }
@@ -142,6 +125,7 @@ void ot__par_free(ot__par *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
   }
+  ot__z2_free(p);
   ot__grid_free(&p->g);
   free(p->counts);
   free(p->displs);
@@ -188,9 +172,11 @@ ot_status ot__par_create(ot_trainer *t, const ot_run_config *run, ot__par **out)
   part.comm.ctx = p;
   part.comm.allreduce = tp_allreduce;
   part.comm.grads_ready = grads_ready;
+  part.external_grads = p->zero == 2;
   OT_TRY(ot_model_create_part(&t->m, &c->model, run, &part));
   ot_model *m = t->m;
   p->n = ot_model_n_floats(m);
+  p->L = part.layer1 - part.layer0;
   // ZeRO shards: dp equal parts of the buffer, 16-float aligned
   const int dp = p->g.dp;
   p->counts = calloc((size_t)dp, sizeof(int));
@@ -219,7 +205,7 @@ ot_status ot__par_create(ot_trainer *t, const ot_run_config *run, ot__par **out)
   if ((size_t)p->nb > p->n / 16) p->nb = (int)(p->n / 16) > 0 ? (int)(p->n / 16) : 1;
   p->bstart = calloc((size_t)p->nb + 1, sizeof(size_t));
   p->launched = calloc((size_t)p->nb, sizeof(bool));
-  p->queue = calloc((size_t)p->nb + 1, sizeof(int));
+  p->queue = calloc((size_t)queue_cap(p), sizeof(int));
   p->freq = calloc((size_t)p->slots, sizeof(MPI_Request));
   if (!p->bstart || !p->launched || !p->queue || !p->freq)
     return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
@@ -233,6 +219,7 @@ ot_status ot__par_create(ot_trainer *t, const ot_run_config *run, ot__par **out)
     p->gsend = ot_mem_alloc(p->act_bytes, OT_MEM_WORKSPACE);
     if (!p->gsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   }
+  if (p->zero == 2) OT_TRY(ot__z2_setup(p));
   if (p->overlap && dp > 1) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
@@ -289,6 +276,7 @@ static ot_status bwd(stepctx *x, int mb) {
     OT_TRY(ot__recv(&p->g, ot_model_stage_grad(m), p->act_bytes, st + 1, TAG_BWD,
                     "pipeline receive of gradients"));
   p->last_mb = mb == p->M - 1;
+  if (p->zero == 2) OT_TRY(ot__z2_before_backward(p));
   OT_TRY(ot_model_backward_slot(m, slot));
   p->last_mb = false;
   if (!ot_model_is_first(m)) {
@@ -320,6 +308,7 @@ static ot_status schedule(stepctx *x) {
 
 // Sum of squares of the gradients this rank counts (see own).
 static double owned_sumsq(const ot__par *p) {
+  if (p->zero == 2) return ot__z2_sumsq(p);
   const ot_model *m = p->t->m;
   const float *g = ot_model_grads((ot_model *)m);
   double s = 0.0;
@@ -348,7 +337,7 @@ ot_status ot__par_step(ot_trainer *t, const int32_t *rows, ot_step_info *st) {
   ot_model *m = t->m;
   float *g = ot_model_grads(m), *w = ot_model_params(m);
   uint16_t *pb = ot_model_params_bf16(m);
-  if (p->g.embed_comm != MPI_COMM_NULL) {   // tied embedding: first + last stage copies
+  if (p->g.embed_comm != MPI_COMM_NULL && p->zero != 2) {   // tied embedding: both stages' copies
     for (int i = 0; i < ot_model_param_count(m); i++) {
       const ot_param *q = ot_model_param_at(m, i);
       if (q->kind == OT_PT_EMBED)
@@ -384,7 +373,8 @@ ot_status ot__par_step(ot_trainer *t, const int32_t *rows, ot_step_info *st) {
       size_t a = G->off > p->s0 ? G->off : p->s0, b = G->off + G->n < p->s1 ? G->off + G->n : p->s1;
       if (a >= b) continue;
       ac.weight_decay = G->decay ? c->weight_decay : 0.0f;
-      s = ot_adamw(w + a, g + a, t->mom[0] + (a - p->s0), t->mom[1] + (a - p->s0),
+      const float *ga = p->zero == 2 ? p->gs + (a - p->s0) : g + a;
+      s = ot_adamw(w + a, ga, t->mom[0] + (a - p->s0), t->mom[1] + (a - p->s0),
                    pb && !p->zero ? pb + a : NULL, b - a, &ac, coef);
     }
     OT_PROF_STOP();
@@ -397,7 +387,8 @@ ot_status ot__par_step(ot_trainer *t, const int32_t *rows, ot_step_info *st) {
     t->updates++;
     st->clip = coef;
   }
-  ot_model_zero_grad(m);
+  if (p->zero == 2) memset(p->gs, 0, (p->s1 - p->s0) * sizeof(float));
+  else ot_model_zero_grad(m);
   p->comm_s = ot__comm_seconds() - comm0;
   return OT_OK;
 }

@@ -121,8 +121,9 @@ static const key_def k_keys[] = {
    "pipeline_model_parallel_size pp pipeline_parallel_size", "pipeline stages (blocks split over them)"},
   {"vocab-parallel", K_BOOL, O(vocab_parallel), 0, 0, F_NOSAVE, "",
    "split the embedding / head rows over the tensor-parallel ranks (vocab-parallel cross-entropy)"},
-  {"optimizer-shard", K_INT, O(optimizer_shard), 0, 1, F_NOSAVE, "zero_stage zero",
-   "ZeRO stage: 0 | 1 (AdamW state split over the data-parallel ranks)"},
+  {"optimizer-shard", K_INT, O(optimizer_shard), 0, 2, F_NOSAVE, "zero_stage zero",
+   "ZeRO stage: 0 | 1 (AdamW state split over the data-parallel ranks) | 2 (and the reduced "
+   "gradients)"},
   {"grad-buckets", K_INT, O(grad_buckets), 1, 1 << 16, F_NOSAVE, "num_buckets",
    "data-parallel gradient all-reduces per step"},
   {"overlap", K_BOOL, O(overlap), 0, 0, F_NOSAVE, "overlap_grad_reduce",
@@ -489,8 +490,8 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
   if (c->model.n_layers < c->pipeline_stages)
     BAD("--layers %d is below --pipeline-stages %d: every stage needs a block (lower "
         "--pipeline-stages)", c->model.n_layers, c->pipeline_stages);
-  if (c->optimizer_shard < 0 || c->optimizer_shard > 1)
-    BAD("--optimizer-shard %d: ZeRO stages 0 and 1 are available", c->optimizer_shard);
+  if (c->optimizer_shard < 0 || c->optimizer_shard > 2)
+    BAD("--optimizer-shard %d: ZeRO stages 0, 1 and 2 are available", c->optimizer_shard);
   if (c->grad_buckets < 1) BAD("--grad-buckets %d must be >= 1", c->grad_buckets);
   if (!(c->comm_timeout >= 0)) BAD("--comm-timeout %g must be >= 0 (0: never)", c->comm_timeout);
   {

@@ -76,7 +76,8 @@ struct ot_model {
   ot_arena a_params, a_grads, a_act, a_ws;
   float *w;                   // master weights [n_floats]
   uint16_t *wb;               // bf16 copy or NULL
-  float *g;                   // gradients [n_floats]
+  float *g;                   // gradients [n_floats] (NULL with external_grads)
+  float **gp;                 // [n_params] where each parameter's gradient accumulates
   // activations (saved)
   ot__layer_acts *la;         // [L]
   int32_t *tokens;            // [N] copy of the last forward's tokens
@@ -128,7 +129,7 @@ static inline bool ot__is_whole(const ot_model *m) {
 
 // Pointers to a parameter in the master (f32), weights-as-used (dt) or grads buffer.
 static inline float *ot__pw(const ot_model *m, int i) { return i < 0 ? NULL : m->w + m->params[i].offset; }
-static inline float *ot__pg(const ot_model *m, int i) { return i < 0 ? NULL : m->g + m->params[i].offset; }
+static inline float *ot__pg(const ot_model *m, int i) { return i < 0 ? NULL : m->gp[i]; }
 static inline const void *ot__pdt(const ot_model *m, int i) {
   if (i < 0) return NULL;
   return m->wb ? (const void *)(m->wb + m->params[i].offset) : (const void *)(m->w + m->params[i].offset);

@@ -177,6 +177,17 @@ int64_t ot_model_part_whole_numel(const ot_model *m, int i) {
   return s->shape[0] * (s->shape[1] ? s->shape[1] : 1);
 }
 
+ot_status ot_model_bind_grad(ot_model *m, int i, float *g) {
+  OT_CHECK_PTR(m, "ot_model_bind_grad");
+  if (!m->part.external_grads)
+    return ot_error(OT_EINVAL, "ot_model_bind_grad: the model owns its gradients (create it with "
+                    "external_grads to bind them)");
+  if (i < 0 || i >= m->n_params)
+    return ot_error(OT_EINVAL, "ot_model_bind_grad: parameter index %d outside [0, %d)", i, m->n_params);
+  m->gp[i] = g;
+  return OT_OK;
+}
+
 bool ot_model_param_is_split(const ot_model *m, int i) {
   if (!m || i < 0 || i >= m->n_params || m->part.tp == 1) return false;
   return !m->slices[i].whole;   // a tp rank's own rows / columns (or vocabulary rows)

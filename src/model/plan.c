@@ -198,7 +198,7 @@ static void plan_params(ot_model *m, ot_mem_plan *p) {
   p->n_floats = m->n_floats;
   p->params = ot_align64(m->n_floats * sizeof(float));
   p->params_bf16 = m->run.dt == OT_BF16 ? ot_align64(m->n_floats * sizeof(uint16_t)) : 0;
-  p->grads = ot_align64(m->n_floats * sizeof(float));
+  p->grads = m->part.external_grads ? 0 : ot_align64(m->n_floats * sizeof(float));
   p->optim = 2 * ot_align64(m->n_floats * sizeof(float));
 }
 
@@ -275,6 +275,7 @@ void ot_model_free(ot_model *m) {
   free(m->la_all);
   free(m->slots);
   free(m->slices);
+  free(m->gp);
   free(m);
 }
 
@@ -301,7 +302,8 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   if (s == OT_OK) {
     m->la_all = calloc((size_t)m->L * part->slots, sizeof *m->la_all);
     m->slots = calloc((size_t)part->slots, sizeof *m->slots);
-    if (!m->la_all || !m->slots) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
+    m->gp = calloc((size_t)m->n_params + 1, sizeof *m->gp);
+    if (!m->la_all || !m->slots || !m->gp) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   }
   ot_mem_plan *p = &m->plan;
   if (s == OT_OK) {
@@ -310,17 +312,18 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
     walk(&dry, m, p);
     s = ot_arena_init(&m->a_params, "params", p->params + p->params_bf16, OT_MEM_PARAMS);
   }
-  if (s == OT_OK) s = ot_arena_init(&m->a_grads, "grads", p->grads, OT_MEM_GRADS);
+  if (s == OT_OK && p->grads) s = ot_arena_init(&m->a_grads, "grads", p->grads, OT_MEM_GRADS);
   if (s == OT_OK) s = ot_arena_init(&m->a_act, "activations", p->act_saved, OT_MEM_ACTIVATIONS);
   if (s == OT_OK) s = ot_arena_init(&m->a_ws, "workspace", p->workspace, OT_MEM_WORKSPACE);
   if (s == OT_OK) {
     m->w = ot_arena_alloc(&m->a_params, m->n_floats * sizeof(float));
     m->wb = r->dt == OT_BF16 ? ot_arena_alloc(&m->a_params, m->n_floats * sizeof(uint16_t)) : NULL;
-    m->g = ot_arena_alloc(&m->a_grads, m->n_floats * sizeof(float));
+    m->g = p->grads ? ot_arena_alloc(&m->a_grads, m->n_floats * sizeof(float)) : NULL;
+    for (int i = 0; i < m->n_params && m->g; i++) m->gp[i] = m->g + m->params[i].offset;
     walker w = {.alloc = true, .act = &m->a_act, .ws = &m->a_ws};
     ot_mem_plan again = *p;
     walk(&w, m, &again);
-    if (!m->w || (r->dt == OT_BF16 && !m->wb) || !m->g || w.failed)
+    if (!m->w || (r->dt == OT_BF16 && !m->wb) || (p->grads && !m->g) || w.failed)
       s = ot_error(OT_EINTERNAL, "%s: the memory plan does not cover the allocation (%s)", fn,
                    ot_last_error());
   }
@@ -331,7 +334,7 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   if (s == OT_OK) {
     memset(m->w, 0, m->n_floats * sizeof(float));
     if (m->wb) memset(m->wb, 0, m->n_floats * sizeof(uint16_t));
-    memset(m->g, 0, m->n_floats * sizeof(float));
+    if (m->g) memset(m->g, 0, m->n_floats * sizeof(float));
     // activations start defined (padding, unused tails): no uninitialised reads ever
     memset(m->a_act.base, 0, m->a_act.cap);
     memset(m->a_ws.base, 0, m->a_ws.cap);

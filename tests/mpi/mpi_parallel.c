@@ -221,6 +221,35 @@ static void check_memory(void) {
   double ratio = (double)o[1] / (double)o[0];
   th_check(fabs(ratio - 0.5) <= 0.005, "ZeRO-1 on dp2: optimizer state %zu bytes = %.4f x ZeRO-0's %zu "
            "(formula 1/dp = 0.5, within 1%%)", o[1], ratio, o[0]);
+  // ZeRO-2: gradients = the shard (n / dp) + staging (2 blocks + embedding, final norm, head)
+  variant z2 = z0;
+  z2.zero = 2;
+  size_t gr[2];
+  size_t nf = 0, stage = 0;
+  for (int k = 0; k < 2; k++) {
+    ot_train_config c = config_of(k ? &z2 : &z0);
+    size_t before = ot_mem_current(OT_MEM_GRADS);
+    ot_trainer *t = NULL;
+    th_check(ot_trainer_create(&t, &c) == OT_OK, "memory: create: %s", ot_last_error());
+    gr[k] = ot_mem_current(OT_MEM_GRADS) - before;
+    ot_model *m = ot_trainer_model(t);
+    nf = ot_model_n_floats(m);
+    if (k) {   // the formula from the layout: global parameters + 2 x one block
+      size_t glob = 0, blk = 0;
+      for (int i = 0; i < ot_model_param_count(m); i++) {
+        const ot_param *q = ot_model_param_at(m, i);
+        size_t a = (q->numel + 15) & ~(size_t)15;
+        if (q->layer < 0) glob += a;
+        else if (q->layer == 0) blk += a;
+      }
+      stage = glob + 2 * blk;
+    }
+    ot_trainer_free(t);
+  }
+  const double want = 4.0 * ((double)nf / 2 + (double)stage);
+  th_check(fabs((double)gr[1] / want - 1) <= 0.01, "ZeRO-2 on dp2: gradients %zu bytes vs the formula "
+           "4 x (n/dp + staging) = %.0f (n = %zu floats, staging %zu; ZeRO-0 keeps %zu bytes)",
+           gr[1], want, nf, stage, gr[0]);
   variant f1 = {"mem-1f1b", 'a', 1, 1, 2, 4, 0, OT_RECOMPUTE_NONE, false, false, false, false};
   variant gp = f1;
   gp.gpipe = true;
@@ -286,8 +315,8 @@ int main(int argc, char **argv) {
   if (g_world == 8) { int l[1][3] = {{2, 2, 2}}; memcpy(lay, l, sizeof l); nl = 1; }
   for (int i = 0; i < nl; i++) {
     const int dp = lay[i][0], tp = lay[i][1], pp = lay[i][2], M = pp;
-    char nm[12][64];
-    variant vs[12];
+    char nm[16][64];
+    variant vs[16];
     int n = 0;
 #define V(fam_, M_, zero_, rc_, vp_, gp_, no_, bf_, tag)                                      \
     do {                                                                                       \
@@ -299,6 +328,8 @@ int main(int argc, char **argv) {
     V('b', M, 0, OT_RECOMPUTE_NONE, false, false, false, false, "llama");
     if (dp > 1) V('a', M, 1, OT_RECOMPUTE_NONE, false, false, false, false, "zero1");
     if (dp > 1) V('b', M, 1, OT_RECOMPUTE_NONE, false, false, true, false, "zero1_nooverlap");
+    if (dp > 1) V('a', M, 2, OT_RECOMPUTE_NONE, tp > 1, false, false, false, "zero2");
+    if (dp > 1) V('b', 2 * M, 2, OT_RECOMPUTE_FULL, false, pp > 1, true, false, "zero2_nooverlap");
     V('a', M, 0, OT_RECOMPUTE_FULL, false, false, false, false, "recompute_full");
     V('b', M, 0, OT_RECOMPUTE_SELECTIVE, false, false, false, false, "recompute_sel");
     if (tp > 1) V('a', M, 0, OT_RECOMPUTE_NONE, true, false, false, false, "vocab_parallel");
