@@ -459,6 +459,10 @@ ot_status ot__par_report(ot_trainer *t, FILE *out) {
             g->dp, g->tp, g->pp, g->world, p->gpipe ? "GPipe" : "1F1B", p->M, p->zero, p->nb,
             p->overlap ? " (overlapped)" : "", part->vocab_parallel ? "on" : "off",
             (double)c->comm_timeout);
+    const int V = c->model.vocab, Vp = ot_model_vocab_padded(&c->model);
+    if (part->vocab_parallel)
+      fprintf(out, "  vocabulary %d, padded to %d rows; %d rows per tensor rank (%d padding rows in "
+              "all)\n", V, Vp, (Vp + g->tp - 1) / g->tp, (Vp + g->tp - 1) / g->tp * g->tp - V);
     fprintf(out, "  rank stage  dp  tp  blocks      params MiB   grads MiB   optim MiB     act MiB      ws MiB\n");
     for (int r = 0; r < g->world; r++) {
       const double *v = all + (size_t)r * NV;
