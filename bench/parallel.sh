@@ -8,7 +8,16 @@ B=${1:-build}; shift || true
 M=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1)
 run() { local np=$1; shift; "${M[@]}" -np "$np" "$B/bench_parallel" "$@" "${EXTRA[@]}"; }
 EXTRA=("$@")
-base=$(run 1 --micro 8 | tee /dev/stderr | sed -n 's/.*tokens\/s *\([0-9.]*\).*/\1/p')
+tps_of() { sed -n 's/.*tokens\/s *\([0-9.]*\).*/\1/p'; }
+base=$(run 1 --micro 8 | tee /dev/stderr | tps_of)
+# the machine's ceiling for two processes: two independent one-rank runs at the same time
+# (on a VM whose two vCPUs do not give two cores' throughput this is well below 2x)
+a=$(mktemp); b=$(mktemp)
+run 1 --micro 8 >"$a" & run 1 --micro 8 >"$b"; wait
+both=$(awk -v x="$(tps_of <"$a")" -v y="$(tps_of <"$b")" 'BEGIN { print x + y }')
+rm -f "$a" "$b"
+echo "two independent one-rank runs at once: $both tokens/s together => $(awk -v a="$both" -v b="$base" 'BEGIN { printf "%.2fx one rank (the ceiling for 2 ranks here)", a / b }')"
+
 for lay in "--dp 2" "--tp 2" "--pp 2" "--dp 2 --no-overlap" "--dp 2 --zero 1"; do
   out=$(run 2 $lay --micro 8)
   tps=$(echo "$out" | sed -n 's/.*tokens\/s *\([0-9.]*\).*/\1/p')
