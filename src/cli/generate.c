@@ -1,6 +1,7 @@
 // `ot generate`: load a Hugging Face directory or an `ot train` checkpoint,
 // encode the prompt, and stream sampled tokens to stdout (KV-cache decoding).
 #include "cli.h"
+#include "generate_batch.h"
 #include <errno.h>
 #include <math.h>
 #include <unistd.h>
@@ -28,7 +29,20 @@ static void generate_usage(FILE *f) {
           "  --ignore-eos         do not stop at <|endoftext|>\n"
           "  --dtype f32|bf16     activation / GEMM dtype (default f32)\n"
           "  --threads N          threads (default: OMP_NUM_THREADS)\n"
-          "  --quiet              print only the generated tokens (no prompt, no summary)\n");
+          "  --quiet              print only the generated tokens (no prompt, no summary)\n"
+          "Several prompts (the serving engine: paged KV cache, continuous batching):\n"
+          "  --prompt TEXT ...    given several times: one sequence each (sequence i: seed + i)\n"
+          "  --prompts-file FILE  one prompt per line (with --ids: ids per line)\n"
+          "  --batch N            sequences decoded together at most (default 8); the other prompts\n"
+          "                       join as sequences end. With one prompt: N samples of it\n"
+          "  --weights f32|bf16|int8  linear weights quantized at load time (default f32)\n"
+          "  --quantized FILE     instead of --model / --checkpoint: a file of `ot quantize` (its\n"
+          "                       weights as stored; tokenizer: --tokenizer, else the file's\n"
+          "                       directory, else data/gpt2)\n"
+          "  --group G            int8: input columns per scale, 32/64/128, 0 = per row (default 64)\n"
+          "  --kv-bf16            store the KV cache in bf16\n"
+          "  --kv-mb M            KV cache budget in MB (default: every sequence at full length);\n"
+          "                       prompts wait while their blocks do not fit\n");
 }
 
 static bool parse_float(const char *flag, const char *val, double lo, double hi, float *out) {
@@ -51,9 +65,9 @@ static bool file_exists(const char *dir, const char *name) {
 
 // Loads an `ot train` checkpoint (its stored keys give the model shape), or any
 // directory with config.json + model.safetensors. *data_dir: the training data
-// directory recorded in the checkpoint ("" if none).
-static ot_status load_checkpoint(const char *dir, const ot_run_config *r, ot_model **m, char *ckpt,
-                                 char *data_dir) {
+// directory recorded in the checkpoint ("" if none). Shared with `ot serve`.
+ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model **m, char *ckpt,
+                              char *data_dir) {
   OT_TRY(ot_ckpt_resolve(dir, ckpt, OT_PATH_MAX + 64));
   ot_settings *l = calloc(1, sizeof *l);
   ot_train_config *tc = calloc(1, sizeof *tc);
@@ -90,14 +104,14 @@ static ot_bpe *load_bpe(const char *dir) {
   snprintf(mt, sizeof mt, "%s/merges.txt", dir);
   ot_bpe *t = NULL;
   if (ot_bpe_load(&t, vj, mt) != OT_OK) {
-    fprintf(stderr, "ot generate: tokenizer: %s\n", ot_last_error());
+    fprintf(stderr, "ot: tokenizer: %s\n", ot_last_error());
     return NULL;
   }
   return t;
 }
 
 // --tokenizer, else the first of dirs[] holding vocab.json + merges.txt, else data/gpt2.
-static ot_bpe *pick_tokenizer(const char *flag, const char *const *dirs, int n, const char **used) {
+ot_bpe *cli_pick_tokenizer(const char *flag, const char *const *dirs, int n, const char **used) {
   const char *dir = flag && !strcmp(flag, "gpt2") ? "data/gpt2" : flag;
   for (int i = 0; !dir && i < n; i++)
     if (dirs[i] && dirs[i][0] && file_exists(dirs[i], "vocab.json") && file_exists(dirs[i], "merges.txt"))
@@ -145,6 +159,13 @@ int ot_cmd_generate(int argc, char **argv) {
   ot_sampler_config sc = ot_sampler_config_default();
   bool ids_mode = false, ignore_eos = false, quiet = false;
   ot_dtype dt = OT_F32;
+  // batch mode (generate_batch.c)
+  const char *prompts[64], *prompts_file = NULL, *qfile = NULL;
+  ot_qmodel *qm = NULL;
+  int n_prompts = 0, batch = 0, group = 64;
+  ot_dtype weights = OT_F32, kv_dt = OT_F32;
+  bool engine_mode = false;
+  float kv_mb = 0.0f;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { generate_usage(stdout); return 0; }
@@ -153,7 +174,25 @@ int ot_cmd_generate(int argc, char **argv) {
     else if (!strcmp(a, "--quiet")) quiet = true;
     else if (!strcmp(a, "--model") && v) { model_dir = v; i++; }
     else if (!strcmp(a, "--checkpoint") && v) { ckpt_dir = v; i++; }
-    else if (!strcmp(a, "--prompt") && v) { prompt = v; i++; }
+    else if (!strcmp(a, "--prompt") && v) {
+      if (n_prompts == 64) { fprintf(stderr, "ot generate: more than 64 --prompt (use --prompts-file)\n"); return 2; }
+      prompt = prompts[n_prompts++] = v;
+      i++;
+    }
+    else if (!strcmp(a, "--prompts-file") && v) { prompts_file = v; engine_mode = true; i++; }
+    else if (!strcmp(a, "--quantized") && v) { qfile = v; engine_mode = true; i++; }
+    else if (!strcmp(a, "--batch")) { if (!cli_parse_int(a, v, 1, 4096, &batch)) return 2; engine_mode = true; i++; }
+    else if (!strcmp(a, "--group")) { if (!cli_parse_int(a, v, 0, 4096, &group)) return 2; i++; }
+    else if (!strcmp(a, "--kv-bf16")) { kv_dt = OT_BF16; engine_mode = true; }
+    else if (!strcmp(a, "--kv-mb")) { if (!parse_float(a, v, 0.001, 1e7, &kv_mb)) return 2; engine_mode = true; i++; }
+    else if (!strcmp(a, "--weights") && v) {
+      if (!strcmp(v, "f32")) weights = OT_F32;
+      else if (!strcmp(v, "bf16")) weights = OT_BF16;
+      else if (!strcmp(v, "int8")) weights = OT_I8;
+      else { fprintf(stderr, "ot generate: --weights '%s' is not f32, bf16 or int8\n", v); return 2; }
+      engine_mode = true;
+      i++;
+    }
     else if (!strcmp(a, "--tokenizer") && v) { tok_flag = v; i++; }
     else if (!strcmp(a, "--max-tokens")) { if (!cli_parse_int(a, v, 1, 1 << 24, &max_tokens)) return 2; i++; }
     else if (!strcmp(a, "--threads")) { if (!cli_parse_int(a, v, 1, 4096, &threads)) return 2; i++; }
@@ -183,22 +222,35 @@ int ot_cmd_generate(int argc, char **argv) {
       return 2;
     }
   }
-  if (!model_dir == !ckpt_dir) {
-    fprintf(stderr, "ot generate: give one of --model DIR (Hugging Face) or --checkpoint DIR\n\n");
+  if ((model_dir != NULL) + (ckpt_dir != NULL) + (qfile != NULL) != 1) {
+    fprintf(stderr, "ot generate: give one of --model DIR (Hugging Face), --checkpoint DIR or "
+            "--quantized FILE\n\n");
     generate_usage(stderr);
     return 2;
   }
   if (threads > 0) ot_threads_set(threads);
+  if (n_prompts > 1) engine_mode = true;
+  if (engine_mode && dt != OT_F32) {
+    fprintf(stderr, "ot generate: --dtype applies to single-prompt generation; the engine's activations "
+            "are f32 (choose the weights with --weights)\n");
+    return 2;
+  }
 
   // model: B = T = 1 for its own buffers; the KV cache holds the sequence
   ot_run_config run = {1, 1, dt, OT_RECOMPUTE_NONE, -1};
   ot_model *m = NULL;
   char ckpt[OT_PATH_MAX + 64] = "", data_dir[OT_PATH_MAX] = "";
   double t0 = ot_now();
-  ot_status s = model_dir ? ot_model_load_hf(&m, model_dir, &run)
-                          : load_checkpoint(ckpt_dir, &run, &m, ckpt, data_dir);
+  ot_status s = qfile ? ot_quant_file_load(&qm, qfile)
+                : model_dir ? ot_model_load_hf(&m, model_dir, &run)
+                            : cli_load_checkpoint(ckpt_dir, &run, &m, ckpt, data_dir);
   if (s != OT_OK) { fprintf(stderr, "ot generate: %s\n", ot_last_error()); return 1; }
-  const ot_model_config *mc = ot_model_config_of(m);
+  if (qfile) {   // tokenizer files next to it
+    snprintf(ckpt, sizeof ckpt, "%s", qfile);
+    char *slash = strrchr(ckpt, '/');
+    if (slash) *slash = 0; else snprintf(ckpt, sizeof ckpt, ".");
+  }
+  const ot_model_config *mc = qm ? &qm->config : ot_model_config_of(m);
   const double load_s = ot_now() - t0;
 
   // tokenizer and prompt
@@ -210,6 +262,31 @@ int ot_cmd_generate(int argc, char **argv) {
   int n_prompt = 0;
   const char *tok_dir = "(none)";
   const size_t plen = strlen(prompt);
+  if (engine_mode) {   // several prompts / quantized weights: the serving engine
+    if (!ids_mode) {
+      const char *dirs[3] = {model_dir ? model_dir : ckpt, ckpt_dir, data_dir};
+      if (!(t = cli_pick_tokenizer(tok_flag, dirs, 3, &tok_dir))) goto out;
+      if (ot_bpe_vocab_size(t) > mc->vocab) {
+        fprintf(stderr, "ot generate: the tokenizer in %s has %d tokens but the model only %d\n",
+                tok_dir, ot_bpe_vocab_size(t), mc->vocab);
+        goto out;
+      }
+      eot = ot_bpe_eot(t);
+    }
+    if (n_prompts == 0 && !prompts_file) prompts[n_prompts++] = "";
+    if (qm && (weights != OT_F32 || group != 64))
+      fprintf(stderr, "ot generate: --weights / --group are ignored with --quantized (the file holds %s "
+              "weights)\n", ot_qw_kind_name(qm->kind));
+    cli_batch_args ba = {m, qm, t, ids_mode, prompts, n_prompts, prompts_file, batch,
+                         weights, group, kv_dt, kv_mb, max_tokens, sc, ignore_eos ? -1 : eot, quiet};
+    if (!quiet)
+      fprintf(stderr, "model %s (%s): %.1fM parameters, context %d, loaded in %.2f s; tokenizer %s\n",
+              qfile ? qfile : model_dir ? model_dir : ckpt, mc->name, ot_model_n_params(mc) / 1e6,
+              mc->max_seq, load_s, ids_mode ? "(ids)" : tok_dir);
+    qm = NULL;   // cli_generate_batch takes it over
+    rc = cli_generate_batch(&ba);
+    goto out;
+  }
   ids = malloc(sizeof(int32_t) * (plen + 2));
   if (!ids) { fprintf(stderr, "ot generate: out of memory\n"); goto out; }
   if (ids_mode) {
@@ -217,7 +294,7 @@ int ot_cmd_generate(int argc, char **argv) {
     if (n_prompt == 0) { fprintf(stderr, "ot generate: --ids needs --prompt with at least one token id\n"); goto out; }
   } else {
     const char *dirs[3] = {model_dir ? model_dir : ckpt, ckpt_dir, data_dir};
-    if (!(t = pick_tokenizer(tok_flag, dirs, 3, &tok_dir))) goto out;
+    if (!(t = cli_pick_tokenizer(tok_flag, dirs, 3, &tok_dir))) goto out;
     if (ot_bpe_vocab_size(t) > mc->vocab) {
       fprintf(stderr, "ot generate: the tokenizer in %s has %d tokens but the model only %d: not its "
               "tokenizer (give --tokenizer DIR, or --ids)\n", tok_dir, ot_bpe_vocab_size(t), mc->vocab);
@@ -284,6 +361,7 @@ int ot_cmd_generate(int argc, char **argv) {
             st.stopped ? "<|endoftext|>" : "the token limit");
   rc = 0;
 out:
+  ot_qmodel_free(qm);
   free(ids);
   ot_sampler_free(smp);
   ot_kv_free(kv);

@@ -23,6 +23,12 @@ static void usage(FILE *f) {
           "                       [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
           "                       continue a prompt with KV-cache decoding, streaming tokens\n"
           "                       (run `ot generate --help` for options)\n"
+          "  serve (--model DIR | --checkpoint DIR) [--port N] [--host ADDR]\n"
+          "                       OpenAI-compatible HTTP server: POST /v1/completions (streaming too),\n"
+          "                       GET /v1/models, GET /health (run `ot serve --help` for options)\n"
+          "  quantize --model DIR --out FILE --dtype int8|bf16 [--group 0|32|64|128]\n"
+          "                       write a model's matrices quantized to one safetensors file\n"
+          "                       (run `ot quantize --help` for options)\n"
           "  help                 this text\n"
           "\n"
           "environment: OMP_NUM_THREADS (threads), OT_ISA=portable|avx2|avx512 or\n"
@@ -42,6 +48,8 @@ bool cli_parse_int(const char *flag, const char *val, int lo, int hi, int *out) 
   return true;
 }
 
+int ot_cmd_quantize(int argc, char **argv);   // quantize.c
+
 int main(int argc, char **argv) {
   if (argc < 2) { usage(stderr); return 2; }
   const char *cmd = argv[1];
@@ -53,6 +61,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "train")) return ot_cmd_train(argc - 2, argv + 2);
   if (!strcmp(cmd, "eval")) return ot_cmd_eval(argc - 2, argv + 2);
   if (!strcmp(cmd, "generate")) return ot_cmd_generate(argc - 2, argv + 2);
+  if (!strcmp(cmd, "serve")) return ot_cmd_serve(argc - 2, argv + 2);
+  if (!strcmp(cmd, "quantize")) return ot_cmd_quantize(argc - 2, argv + 2);
   fprintf(stderr, "ot: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;

@@ -51,6 +51,11 @@ static inline vf vload_bf16(const uint16_t *p) {
 static inline vf vload_bf16_part(const uint16_t *p, int n) {
   __m256i h = _mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+// int8 -> f32 (exact): VL values, or the first n (rest 0)
+static inline vf vload_i8(const int8_t *p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+static inline vf vload_i8_part(const int8_t *p, int n) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << n) - 1), p))); }
 // f32 -> bf16 bits in the low half of each 32-bit lane: round to nearest even
 // (add 0x7fff + lsb, keep the high half); any NaN -> the quiet NaN 0x7fc0.
 static inline __m512i ot__bf16_bits_512(vf x) {
@@ -126,6 +131,11 @@ static inline vf vload_bf16(const uint16_t *p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16)); }
 static inline vf vload_bf16_part(const uint16_t *p, int n) {
   uint16_t t[8] = {0}; memcpy(t, p, (size_t)n * 2); return vload_bf16(t); }
+// int8 -> f32 (exact): VL values, or the first n (rest 0)
+static inline vf vload_i8(const int8_t *p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+static inline vf vload_i8_part(const int8_t *p, int n) {
+  int8_t t[8] = {0}; memcpy(t, p, (size_t)n); return vload_i8(t); }
 // f32 -> bf16 bits in the low half of each 32-bit lane: round to nearest even
 // (add 0x7fff + lsb, keep the high half); any NaN -> the quiet NaN 0x7fc0
 // (one compare + blend: the rounding add could carry a NaN into inf or -0).
@@ -193,6 +203,8 @@ static inline vf vselect_gt(vf a, vf b, vf x, vf y) { return a > b ? x : y; }
 static inline vf vselect_nan(vf a, vf x) { return a != a ? a : x; }
 static inline vf vload_bf16(const uint16_t *p) { return ot_bf16_to_f32(*p); }
 static inline vf vload_bf16_part(const uint16_t *p, int n) { return n > 0 ? ot_bf16_to_f32(*p) : 0.0f; }
+static inline vf vload_i8(const int8_t *p) { return (float)*p; }
+static inline vf vload_i8_part(const int8_t *p, int n) { return n > 0 ? (float)*p : 0.0f; }
 static inline void vstore_bf16(uint16_t *p, vf x) { *p = ot_f32_to_bf16(x); }
 static inline void vstore_bf16_part(uint16_t *p, vf x, int n) { if (n > 0) *p = ot_f32_to_bf16(x); }
 static inline void vstore2_bf16(uint16_t *p, vf a, vf b) { p[0] = ot_f32_to_bf16(a); p[1] = ot_f32_to_bf16(b); }

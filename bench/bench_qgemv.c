@@ -1,0 +1,199 @@
+// Quantized linear (ot_qlinear_fwd) at decode sizes against the bandwidth
+// roofline: for each GPT-2 124M weight shape and storage (f32, bf16, int8 per
+// channel and per group), the time of y = x W^T at M = 1 and M = 8, the weight
+// bytes streamed per second and their fraction of the STREAM triad measured
+// here first. Each case cycles through enough copies of the weight to exceed
+// the last-level cache several times, so the weights come from DRAM as in a
+// real decode step. Then prefill sizes against oneDNN's f32 GEMM.
+// Each case prints the median time per call and the best; GB/s and the
+// fraction of STREAM use the best of both (on a shared machine the best shows
+// what the kernel reaches when no other process takes a core or bandwidth;
+// the median how much it was disturbed).
+//   OMP_NUM_THREADS=2 ./build/bench_qgemv [--quick] [--only SUBSTRING]
+#include "internal.h"
+#include "ot/ot.h"
+#include "ot/quant.h"
+#include <stdlib.h>
+
+OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
+OT_KDECL(void, k_stream_init, (float *a, float *b, float *c, size_t n));
+
+#define POOL_BYTES ((size_t)256 << 20)   // weight copies per case: >= 8x a 32 MiB L3
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_d);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+typedef struct { double med, best; } timing;
+static timing summarize(double *t, int n) {
+  timing r;
+  r.med = median(t, n);   // sorts
+  r.best = t[0];
+  return r;
+}
+
+static void *must_alloc(size_t bytes) {
+  void *p = ot_mem_alloc(bytes, OT_MEM_WORKSPACE);
+  if (!p) { fprintf(stderr, "bench_qgemv: %s\n", ot_last_error()); exit(1); }
+  return p;
+}
+static void must(ot_status s, const char *what) {
+  if (s != OT_OK) { fprintf(stderr, "bench_qgemv: %s: %s\n", what, ot_last_error()); exit(1); }
+}
+
+static void fill(float *x, size_t n, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (float)((s >> 8) * (2.0 / 16777216.0) - 1.0) * 0.05f;
+  }
+}
+
+// STREAM triad GB/s (3 arrays of 128 MiB counted, as STREAM does), of 9 runs.
+static timing stream_gbs(void) {
+  const size_t n = (size_t)32 << 20;
+  float *a = must_alloc(n * 4), *b = must_alloc(n * 4), *c = must_alloc(n * 4);
+  OT_KPICK(k_stream_init)(a, b, c, n);
+  double t[9];
+  OT_KPICK(k_stream_triad)(a, b, c, 3.0f, n);
+  for (int r = 0; r < 9; r++) {
+    double t0 = ot_now();
+    OT_KPICK(k_stream_triad)(a, b, c, 3.0f, n);
+    t[r] = ot_now() - t0;
+  }
+  ot_mem_free(a); ot_mem_free(b); ot_mem_free(c);
+  timing tm = summarize(t, 9);
+  return (timing){12.0 * n / tm.med * 1e-9, 12.0 * n / tm.best * 1e-9};   // GB/s: median, best
+}
+
+typedef struct { const char *name; int N, K; } shape;
+typedef struct { const char *name; ot_qw_kind kind; int group; } storage;
+
+// Seconds per call (median, best) of ot_qlinear_fwd over `copies` of W,
+// cycling (each copy once per round), for about `budget` seconds.
+static timing time_case(ot_qweight *copies, int ncopies, const float *x, float *y, int M, double budget) {
+  double t[2001];
+  int n = 0;
+  double t_end = ot_now() + budget;
+  must(ot_qlinear_fwd(y, x, &copies[0], NULL, M), "warm-up");
+  while (n < 2001 && (n < 15 || ot_now() < t_end)) {
+    // the copy used longest ago (never the warm-up's, still cached, when there are several)
+    const ot_qweight *w = &copies[(n + 1) % ncopies];
+    double t0 = ot_now();
+    must(ot_qlinear_fwd(y, x, w, NULL, M), "ot_qlinear_fwd");
+    t[n++] = ot_now() - t0;
+  }
+  return summarize(t, n);
+}
+
+// ncopies views of one quantized weight, the copies laid out one after another.
+static ot_qweight *make_copies(const ot_qweight *w, int ncopies, void **pool) {
+  const size_t db = (size_t)w->rows * w->cols * (w->kind == OT_QW_F32 ? 4 : w->kind == OT_QW_BF16 ? 2 : 1);
+  const size_t sb = ot_qweight_bytes(w) - db, stride = ot_align64(db) + ot_align64(sb);
+  char *p = must_alloc(stride * (size_t)ncopies);
+  ot_qweight *c = calloc((size_t)ncopies, sizeof *c);
+  for (int i = 0; i < ncopies; i++) {
+    char *d = p + stride * (size_t)i;
+    memcpy(d, w->data, db);
+    if (sb) memcpy(d + ot_align64(db), w->scales, sb);
+    c[i] = *w;
+    c[i].owned = false;
+    c[i].data = d;
+    c[i].scales = sb ? (float *)(d + ot_align64(db)) : NULL;
+  }
+  *pool = p;
+  return c;
+}
+
+int main(int argc, char **argv) {
+  bool quick = false;
+  const char *only = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else { fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING]\n"); return 2; }
+  }
+  static const shape shapes[] = {{"qkv", 2304, 768}, {"attn.proj", 768, 768}, {"mlp.fc", 3072, 768},
+                                 {"mlp.proj", 768, 3072}, {"logits", 50304, 768}};
+  static const storage stores[] = {{"f32", OT_QW_F32, 0},        {"bf16", OT_QW_BF16, 0},
+                                   {"int8/ch", OT_QW_INT8, 0},   {"int8/g128", OT_QW_INT8, 128},
+                                   {"int8/g64", OT_QW_INT8, 64}, {"int8/g32", OT_QW_INT8, 32}};
+  const int Ms[] = {1, 8};
+  const double budget = quick ? 0.1 : 0.4;
+  printf("quantized linear, decode sizes: %d threads, kernels %s, median per call, weights cycled "
+         "through %d MiB of copies\n", ot_threads_get(), ot_isa_name(ot_isa_active()), (int)(POOL_BYTES >> 20));
+  const timing sb = stream_gbs();
+  const double bw = sb.best;
+  printf("STREAM triad: %.1f GB/s best of 9 (the roofline below), median %.1f GB/s\n\n", sb.best, sb.med);
+  printf("%-10s %-12s %-9s %2s %10s %10s %10s %9s %8s\n", "shape", "[N, K]", "weights", "M", "median us",
+         "best us", "best GB/s", "of STREAM", "MB");
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const shape sh = shapes[si];
+    float *w = must_alloc((size_t)sh.N * sh.K * 4), *x = must_alloc((size_t)8 * sh.K * 4);
+    float *y = must_alloc((size_t)8 * sh.N * 4);
+    fill(w, (size_t)sh.N * sh.K, 1 + (uint32_t)si);
+    fill(x, (size_t)8 * sh.K, 100 + (uint32_t)si);
+    for (size_t ki = 0; ki < sizeof stores / sizeof stores[0]; ki++) {
+      const storage st = stores[ki];
+      char tag[64];
+      snprintf(tag, sizeof tag, "%s %s", sh.name, st.name);
+      if (only && !strstr(tag, only)) continue;
+      ot_qweight q;
+      must(ot_qweight_quantize(&q, st.kind, st.group, w, sh.N, sh.K), "quantize");
+      const size_t bytes = ot_qweight_bytes(&q);
+      int nc = (int)((POOL_BYTES + bytes - 1) / bytes);
+      if (nc < 2) nc = 2;
+      void *pool;
+      ot_qweight *copies = make_copies(&q, nc, &pool);
+      for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+        timing t = time_case(copies, nc, x, y, Ms[mi], budget);
+        char dims[32];
+        snprintf(dims, sizeof dims, "[%d, %d]", sh.N, sh.K);
+        printf("%-10s %-12s %-9s %2d %10.1f %10.1f %10.1f %8.0f%% %8.2f\n", sh.name, dims, st.name, Ms[mi],
+               t.med * 1e6, t.best * 1e6, bytes / t.best * 1e-9, 100.0 * bytes / t.best * 1e-9 / bw, bytes / 1e6);
+        fflush(stdout);
+      }
+      free(copies);
+      ot_mem_free(pool);
+      ot_qweight_free(&q);
+    }
+    ot_mem_free(w); ot_mem_free(x); ot_mem_free(y);
+  }
+
+  // prefill: the dequantized-tile GEMM path against oneDNN's f32 GEMM on the f32 weight
+  printf("\nprefill sizes (GEMM path): time vs oneDNN f32 GEMM of the same shape\n");
+  printf("%-10s %-12s %4s %-9s %10s %10s %8s\n", "shape", "[N, K]", "M", "weights", "best ms", "GFLOP/s", "vs f32");
+  const int Mp[] = {17, 128};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const shape sh = shapes[si];
+    if (quick && sh.N > 4096) continue;
+    if (only && !strstr(sh.name, only)) continue;
+    float *w = must_alloc((size_t)sh.N * sh.K * 4), *x = must_alloc((size_t)128 * sh.K * 4);
+    float *y = must_alloc((size_t)128 * sh.N * 4);
+    fill(w, (size_t)sh.N * sh.K, 1 + (uint32_t)si);
+    fill(x, (size_t)128 * sh.K, 100 + (uint32_t)si);
+    for (size_t mi = 0; mi < 2; mi++) {
+      const int M = Mp[mi];
+      double tf = 0;
+      for (int ki = 0; ki < 3; ki++) {
+        const storage st = stores[ki == 2 ? 3 : ki];   // f32, bf16, int8/g128
+        ot_qweight q;
+        must(ot_qweight_quantize(&q, st.kind, st.group, w, sh.N, sh.K), "quantize");
+        double t = time_case(&q, 1, x, y, M, budget).best;
+        if (ki == 0) tf = t;
+        char dims[32];
+        snprintf(dims, sizeof dims, "[%d, %d]", sh.N, sh.K);
+        printf("%-10s %-12s %4d %-9s %10.3f %10.1f %7.2fx\n", sh.name, dims, M, st.name, t * 1e3,
+               2.0 * M * sh.N * sh.K / t * 1e-9, tf / t);
+        fflush(stdout);
+        ot_qweight_free(&q);
+      }
+    }
+    ot_mem_free(w); ot_mem_free(x); ot_mem_free(y);
+  }
+  return 0;
+}

@@ -1,0 +1,136 @@
+// ops-transformer HTTP serving: a request scheduler that owns a model and
+// steps several sequences round-robin one token at a time (continuous
+// batching at the request level), and a local HTTP/1.1 server with an
+// OpenAI-compatible POST /v1/completions (plain or Server-Sent Events),
+// GET /v1/models and GET /health on top of it (`ot serve`).
+//
+// Scheduler: requests queue; up to max_batch of them are active, each with
+// its own KV cache (B = 1) and sampler; every round gives each active
+// sequence one step (a prefill chunk, and once the prompt is in, one sampled
+// token fed back), so concurrent clients all progress. The sampled tokens
+// equal those of ot_generate on a cache of the same capacity with the same
+// prompt, settings and seed. Requests enter through ot_sched_submit, tokens
+// come back through the on_token callback and the end through on_done (both
+// on the scheduler thread), ot_sched_cancel ends one early: a batched decode
+// engine can take the place of the per-request caches behind these calls.
+#ifndef OT_SERVER_H
+#define OT_SERVER_H
+#include "ot/infer.h"
+#include "ot/data.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ------------------------------------------------------------- scheduler ---
+typedef enum {
+  OT_SCHED_LENGTH = 0,   // max_tokens generated
+  OT_SCHED_STOP_TOKEN,   // the stop token was sampled (it is not passed on)
+  OT_SCHED_STOPPED,      // on_token returned false
+  OT_SCHED_CANCELLED,    // ot_sched_cancel
+  OT_SCHED_SHUTDOWN,     // the scheduler was freed before the request ended
+  OT_SCHED_FAILED        // a forward or sampling error (message in the result)
+} ot_sched_end;
+
+typedef struct {
+  ot_sched_end end;
+  int prompt_tokens, new_tokens;   // new_tokens: how many on_token received
+  char message[256];               // OT_SCHED_FAILED: the error ("" otherwise)
+} ot_sched_result;
+
+typedef struct {
+  const int32_t *prompt;     // [n_prompt] token ids in [0, vocab); copied by submit
+  int n_prompt;              // >= 1
+  int max_tokens;            // >= 1, n_prompt + max_tokens - 1 <= ot_sched_capacity
+  int32_t stop_token;        // ends the sequence when sampled; -1: none
+  ot_sampler_config sampler; // temperature / top-k / top-p / seed (checked by submit)
+  // Called on the scheduler thread for each new token; false ends the request
+  // (OT_SCHED_STOPPED). May be NULL.
+  bool (*on_token)(void *ctx, int32_t token);
+  // Called exactly once on the scheduler thread when the request ends; after
+  // it returns the scheduler never touches ctx again. May be NULL.
+  void (*on_done)(void *ctx, const ot_sched_result *r);
+  void *ctx;
+} ot_sched_request;
+
+typedef struct {
+  int max_batch;   // sequences stepped together, each with its own KV cache (0: 4)
+  int max_seq;     // tokens per sequence (prompt + generated); 0: the model's max_seq
+  int max_queue;   // requests waiting beyond max_batch (0: 256); more are refused
+} ot_sched_config;
+
+typedef struct {
+  uint64_t submitted, finished, cancelled;   // finished counts every end, cancelled those by cancel
+  uint64_t cancel_requests;                  // ot_sched_cancel calls that found their request
+  uint64_t tokens;                           // tokens passed to on_token by finished requests
+  int active, queued;                        // now
+} ot_sched_stats;
+
+typedef struct ot_sched ot_sched;
+
+// Allocates max_batch KV caches of max_seq tokens up front and starts the
+// scheduler thread. The model must outlive the scheduler, and nothing else
+// may run it while the scheduler exists (the scheduler thread runs it).
+ot_status ot_sched_create(ot_sched **out, const ot_model *m, const ot_sched_config *cfg);
+// Ends every queued and active request with OT_SCHED_SHUTDOWN (their on_done
+// runs), joins the thread, frees everything. NULL ok.
+void ot_sched_free(ot_sched *s);
+int ot_sched_capacity(const ot_sched *s);   // tokens per sequence (max_seq resolved)
+// Checks the request (OT_EINVAL naming the field) and queues it; *id (may be
+// NULL) identifies it for ot_sched_cancel. A full queue is OT_ENOMEM naming
+// max_queue. on_done may run before submit returns.
+ot_status ot_sched_submit(ot_sched *s, const ot_sched_request *req, uint64_t *id);
+// Asks the scheduler to end request id (OT_SCHED_CANCELLED before its next
+// step; its KV cache slot is then reused). Returns false when the request has
+// already ended (its on_done ran or is running).
+bool ot_sched_cancel(ot_sched *s, uint64_t id);
+void ot_sched_stats_get(ot_sched *s, ot_sched_stats *st);
+
+// ---------------------------------------------------------------- server ---
+typedef struct {
+  const char *host;        // numeric address to bind; NULL: "127.0.0.1" (local only)
+  int port;                // 0: an ephemeral port (ot_server_port says which)
+  int max_clients;         // connections handled at once, a thread each (default 16);
+                           // more are answered 503
+  int max_batch;           // sequences generated at once (default 4)
+  int max_seq;             // tokens per sequence; 0: the model's context
+  size_t max_body;         // request body bytes (default 1 MiB); more: 413
+  size_t max_header;       // request line + headers bytes (default 16 KiB); more: 431
+  int timeout_ms;          // the whole request must arrive within this (default 30000),
+                           // else 408; also bounds a stalled write to a client
+  int default_max_tokens;  // when a request has no max_tokens (default 16)
+  const char *model_id;    // "model" in responses and /v1/models; NULL: the config's name
+  FILE *log;               // one line per request (method, path, status, tokens, time); NULL: none
+} ot_server_config;
+
+ot_server_config ot_server_config_default(void);
+
+typedef struct ot_server ot_server;
+
+// Checks the config (OT_EINVAL naming the field), binds and listens (OT_EIO
+// naming the address and the reason), starts the scheduler. tok (may be NULL:
+// then prompts must be token arrays, "text" is empty and every choice carries
+// "token_ids", as when a request asks "return_token_ids") must hold at most
+// the model's vocabulary; its <|endoftext|> ends generations. The model and
+// tokenizer must outlive the server.
+ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const ot_model *m,
+                           const ot_bpe *tok);
+int ot_server_port(const ot_server *s);     // the bound port
+ot_sched *ot_server_sched(ot_server *s);    // the scheduler requests go through
+// Accepts and serves connections on the calling thread until ot_server_stop;
+// then cancels in-flight requests, joins every connection thread and returns.
+// One request per connection (responses say Connection: close; a stream ends
+// when the connection closes). A client that closes the connection, or only
+// its sending side, while its completion is generated counts as gone: the
+// request is cancelled and its sequence slot freed.
+ot_status ot_server_run(ot_server *s);
+// Makes ot_server_run return soon. Async-signal-safe (a flag and a pipe
+// write), callable from any thread or a signal handler, more than once.
+void ot_server_stop(ot_server *s);
+// Frees the scheduler, the socket and the server (after ot_server_run has
+// returned, or if it never ran). NULL ok.
+void ot_server_free(ot_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,77 @@
+// Private interface of the batched serving engine (batch.c: creation, sequence
+// admission / removal, events; batch_weights.c: the weights from a quantized
+// model; batch_fwd.c: the prefill, decode and scoring passes over the paged cache).
+#ifndef OT_ENGINE_BATCH_IMPL_H
+#define OT_ENGINE_BATCH_IMPL_H
+#include "internal.h"
+#include "ot/quant.h"
+#include "ot/serve.h"
+
+// One block's weights (inside the engine's ot_qmodel): matrices [out, in] and
+// f32 vectors (NULL: absent).
+typedef struct {
+  const ot_qweight *qkv, *o, *fc, *proj;
+  const float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *qkv_b, *o_b, *fc_b, *proj_b;
+} ot__eng_layer;
+
+// A sequence slot (index = its pool slot).
+typedef struct {
+  int id;               // -1: free
+  int len;              // tokens whose K/V are in its blocks
+  int32_t next;         // last sampled token: the input of the next step
+  int generated;        // tokens emitted so far
+  int max_tokens;
+  int32_t stop;
+  ot_sampler *smp;
+} ot__eng_seq;
+
+struct ot_engine {
+  ot_engine_config cfg;        // resolved
+  ot_model_config mc;
+  int C, L, Hq, Hkv, D, F, Fa, V, QKV, HD;
+  ot_qmodel *q;                // the weights (owned)
+  ot__eng_layer *ly;           // [L]
+  const ot_qweight *wte;       // [Vp, C] token embedding (tied: also the head)
+  ot_qweight lm;               // view of the head's first V rows (not owned)
+  const float *wpe, *lnf_w, *lnf_b;  // [max_seq, C] or NULL, [C], [C] or NULL
+  float *rope;                 // [max_seq, D] or NULL (OT_MEM_PARAMS)
+  ot_kvpool *pool;
+  ot__eng_seq *seq;            // [max_seqs]
+  int *order;                  // [max_seqs] active slots in admission order
+  int n_active, next_id;
+  ot_engine_event *ev;         // [max_seqs]
+  int *row_id;                 // [LR] sequence id of each logits row of the latest call (-1: none)
+  // workspace (one arena, OT_MEM_WORKSPACE); R = max(max_seqs, max_prompt) rows
+  ot_arena a_ws;
+  int R, LR;                   // workspace rows, logit rows
+  float *x, *x2, *y, *abuf;    // [R, C] residual stream, after attention, norm output, projection
+  float *qkv;                  // [R, QKV]
+  float *att;                  // [R, HD] attention output, token-major
+  float *pre, *h;              // [R, Fa] (SwiGLU only), [R, F]
+  float *mean, *rstd;          // [R]
+  float *qh, *kh, *vh, *oh;    // prefill, head-major: [Hq | Hkv, P, D]
+  float *logits;               // [LR, V]
+  int32_t *tok, *pos, *kvl;    // [max_seqs] step inputs: token, position, keys after it
+  int32_t *tabs;               // [max_seqs, max_blocks] the step rows' block tables
+};
+
+// Points e->ly, wte, lm, wpe, lnf_*, rope at e->q's tensors (checked against
+// e->mc: names, shapes, f32 vectors); OT_EINVAL naming a missing or mis-shaped
+// tensor (batch_weights.c).
+ot_status ot__eng_weights(ot_engine *e);
+
+// Forward passes (batch_fwd.c). Prefill: P tokens of a new sequence at
+// positions [0, P); K/V go into pool slot `slot` (< 0: scoring, nothing kept);
+// leaves the final residual of every row in e->x2 + e->abuf.
+ot_status ot__eng_prefill(ot_engine *e, const int32_t *tokens, int P, int slot);
+// Final norm of rows [r0, r0 + n) of the last forward's residual into e->y
+// rows [0, n).
+ot_status ot__eng_norm_f(ot_engine *e, int r0, int n);
+// Logits of e->y rows [y0, y0 + n) into e->logits rows [0, n) (n <= LR).
+ot_status ot__eng_head(ot_engine *e, int y0, int n);
+// One decode step of n rows: e->tok, e->pos, e->kvl, e->tabs filled by the
+// caller (row i = one sequence); K/V of each new token written at its
+// position; the final norm and the logits into e->logits rows [0, n).
+ot_status ot__eng_decode(ot_engine *e, int n);
+
+#endif
