@@ -10,7 +10,8 @@
 //   for the materialized one, its att/datt [H, T, T] f32 buffers, allocated
 //   as workspace here), not counting q/k/v/o/lse and the gradients.
 // Usage: bench_attention [T ...]   (default 512 1024 2048 4096 8192)
-// Prints a table (medians); asserts nothing.
+// Prints a table (medians of 5 runs, 1 at T > 4096; the three implementations'
+// runs interleaved); asserts nothing.
 #include "ot/ot.h"
 #include "internal.h"
 #include <stdio.h>
@@ -64,9 +65,10 @@ static double median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-// Median of `reps` (<= 64) timings of forward and of forward+backward; peak working memory
-// measured on a first (untimed) run from a released scratch.
-static int measure(impl m, prob *p, int reps, result *r) {
+// Peak working memory of one (untimed) forward + backward from a released
+// scratch; allocates the materialized baseline's att / datt, which stay
+// allocated for the timed runs (freed by release()).
+static int warm(impl m, prob *p, result *r) {
   const size_t tt = sizeof(float) * H * (size_t)p->T * p->T;
   ot_scratch_release();
   size_t base = ot_mem_current(OT_MEM_WORKSPACE);
@@ -74,27 +76,29 @@ static int measure(impl m, prob *p, int reps, result *r) {
   if (m == MAT) {
     p->att = ot_mem_alloc(tt, OT_MEM_WORKSPACE);
     p->datt = ot_mem_alloc(tt, OT_MEM_WORKSPACE);
-    if (!p->att || !p->datt) { ot_mem_free(p->att); ot_mem_free(p->datt); return -1; }
+    if (!p->att || !p->datt) { ot_mem_free(p->att); ot_mem_free(p->datt); p->att = p->datt = NULL; return -1; }
   }
   ot_status st = run_fwd(m, p);
   if (st == OT_OK) st = run_bwd(m, p);
   if (st != OT_OK) { fprintf(stderr, "%s T=%d: %s\n", impl_name[m], p->T, ot_last_error()); return -1; }
   r->peak = (double)(ot_mem_peak(OT_MEM_WORKSPACE) - base);
-  double tf[64], ta[64];
-  if (reps > 64) reps = 64;
-  for (int i = 0; i < reps; i++) {
-    double t0 = ot_now();
-    run_fwd(m, p);
-    double t1 = ot_now();
-    run_bwd(m, p);
-    double t2 = ot_now();
-    tf[i] = t1 - t0;
-    ta[i] = t2 - t0;
-  }
-  r->fwd = median(tf, reps);
-  r->all = median(ta, reps);
-  if (m == MAT) { ot_mem_free(p->att); ot_mem_free(p->datt); p->att = p->datt = NULL; }
   return 0;
+}
+
+static void release(prob *p) {
+  ot_mem_free(p->att); ot_mem_free(p->datt);
+  p->att = p->datt = NULL;
+}
+
+// One timed forward and forward+backward of m (seconds).
+static void time_once(impl m, prob *p, double *fwd, double *all) {
+  double t0 = ot_now();
+  run_fwd(m, p);
+  double t1 = ot_now();
+  run_bwd(m, p);
+  double t2 = ot_now();
+  *fwd = t1 - t0;
+  *all = t2 - t0;
 }
 
 static float *falloc(size_t n, unsigned seed) {
@@ -137,21 +141,37 @@ int main(int argc, char **argv) {
     ot_attn_shape s = {1, H, H, T, T, D, true, NULL, 0.0f};
     ot_attn_sparse_layout l = {64, 3, 10};
     p.s = s; p.l = l;
-    const int reps = T <= 1024 ? 5 : T <= 4096 ? 3 : 1;
+    const int reps = T <= 4096 ? 5 : 1;
     const double fl_dense = 4.0 * T * (double)T * D * H / 2;
     const double fl_sparse = 4.0 * D * H * ot_attn_pairs(&s, &l);
+    // warm-up / peak memory of each, then the timed runs interleaved (flash,
+    // materialized, sparse, flash, ...) so that all see the same machine load
+    // (a shared machine's load drifts over the tens of seconds a T takes)
+    bool on[3] = {false, false, false};
+    result r[3];
+    double tf[3][64], ta[3][64];
+    for (int mi = 0; mi < 3; mi++) {
+      impl m = (impl)mi;
+      if (m == MAT && 2.0 * sizeof(float) * H * (double)T * T > MAT_MAX_BYTES) continue;
+      on[mi] = warm(m, &p, &r[mi]) == 0;
+    }
+    for (int i = 0; i < reps; i++)
+      for (int mi = 0; mi < 3; mi++)
+        if (on[mi]) time_once((impl)mi, &p, &tf[mi][i], &ta[mi][i]);
+    release(&p);
     for (int mi = 0; mi < 3; mi++) {
       impl m = (impl)mi;
       if (m == MAT && 2.0 * sizeof(float) * H * (double)T * T > MAT_MAX_BYTES) {
         printf("%6d  %-18s %s\n", T, impl_name[m], "(skipped: att + datt would exceed 6 GB)");
         continue;
       }
-      result r;
-      if (measure(m, &p, reps, &r) != 0) continue;
-      keep[ti][mi] = r;
-      row(T, m, &r, m == SPARSE ? fl_sparse : fl_dense);
-      fflush(stdout);
+      if (!on[mi]) continue;
+      r[mi].fwd = median(tf[mi], reps);
+      r[mi].all = median(ta[mi], reps);
+      keep[ti][mi] = r[mi];
+      row(T, m, &r[mi], m == SPARSE ? fl_sparse : fl_dense);
     }
+    fflush(stdout);
     ot_mem_free(p.q); ot_mem_free(p.k); ot_mem_free(p.v); ot_mem_free(p.dout);
     ot_mem_free(p.o); ot_mem_free(p.dq); ot_mem_free(p.dk); ot_mem_free(p.dv); ot_mem_free(p.lse);
   }

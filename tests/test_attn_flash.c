@@ -3,7 +3,9 @@
 // multiple of the 64-row tile, Tq != Tk under the bottom-right causal mask,
 // GQA (Hkv = 2 of 4) and MQA (Hkv = 1), kv_len padding (padding holds NaN: it
 // must never be read) with fully masked rows (o = 0, lse = -inf), D in
-// {32, 64, 80, 128, 256} and an odd D; bf16 storage; finite differences of
+// {32, 64, 80, 128, 256} and an odd D; diagonal tiles off the tile grid (the
+// kernels skip their invisible triangles); several backward rounds (dQ
+// partials per round); bf16 storage; finite differences of
 // the flash backward; bitwise determinism across runs and thread counts;
 // O(T*D) workspace; argument validation messages.
 #include "harness.h"
@@ -24,6 +26,9 @@ static const fcase cases[] = {
     {1, 2, 2, 17, 23, 65, false, {-1}},        // D not a multiple of the vector length
     {1, 2, 2, 150, 300, 64, true, {250}},      // causal + padding, many tiles
     {1, 2, 1, 40, 40, 32, false, {-1}},        // explicit scale (below)
+    {1, 4, 2, 200, 263, 64, true, {-1}},       // diagonal 63 keys off the tile grid (skipped triangles)
+    {1, 4, 4, 520, 520, 32, true, {-1}},       // several backward rounds with 2+ threads, partial last tile
+    {2, 2, 1, 130, 100, 64, true, {90, 100}},  // Tq > Tk causal + padding, MQA
 };
 
 static ot_attn_shape shape_of(const fcase *c, int32_t *kvl) {

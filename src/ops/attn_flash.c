@@ -95,10 +95,13 @@ ot_status ot__attn_bwd_run(const char *fn, ot_dtype dt, ot__attn_args *A, void *
   OT_CHECK_PTR(q, fn); OT_CHECK_PTR(k, fn); OT_CHECK_PTR(v, fn);
   A->q = q; A->k = k; A->v = v; A->o = o; A->dout = dout; A->lse_in = lse;
   A->dq = dq; A->dk = dk; A->dv = dv;
-  // groups per round: enough key tiles to balance the threads
+  // groups per round: as many as keep the per-thread dQ partials within about
+  // the size of dq (few rounds: each costs three synchronizations of the
+  // threads), and at least enough key tiles to balance the threads
   const int nt = threads(), NG = A->B * A->Hkv;
   const int nkt = ot__attn_tiles(A->Tk, 0, A->blk, A->glob, OT_ATTN_BK, NULL);
-  A->chunk = (4 * nt + nkt - 1) / nkt;
+  A->chunk = NG / nt > 0 ? NG / nt : 1;
+  if (A->chunk < (4 * nt + nkt - 1) / nkt) A->chunk = (4 * nt + nkt - 1) / nkt;
   if (A->chunk > NG) A->chunk = NG;
   const size_t Dp16 = ((size_t)A->D + 15) & ~(size_t)15;
   A->dqp_pt = ot_align64(sizeof(float) * (size_t)A->chunk * A->G * A->Tq * Dp16) / sizeof(float);

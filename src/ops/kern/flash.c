@@ -2,12 +2,15 @@
 // every ISA (see simd.h, flash_mk.h).
 //
 // Per query tile (<= 64 rows of one head) the queries are transposed once,
-// pre-scaled, into Qt [D, 64]; each key tile (<= 64 keys) then gives the
-// TRANSPOSED scores S^T [keys, queries] = K Qt, with K's rows broadcast
-// straight from the input (no per-tile copy for f32). In this layout the
-// online softmax runs down the columns, i.e. VL queries at a time with plain
-// vertical vector ops (running max m, sum l per query), and O = O * alpha +
-// P V reads P^T transposed for free through the micro-kernel's broadcasts.
+// pre-scaled by scale * log2(e), into Qt [D, 64]; each key tile (<= 64 keys)
+// then gives the TRANSPOSED scores S^T [keys, queries] = K Qt in base-2 units,
+// with K's rows broadcast straight from the input (no per-tile copy for f32).
+// In this layout the online softmax runs down the columns, i.e. VL queries at
+// a time with plain vertical vector ops (running max m, sum l per query), and
+// O = O * alpha + P V reads P^T transposed for free through the
+// micro-kernel's broadcasts. The tile's column maxima come out of the S^T
+// product itself (MK_SET_MAX), so the softmax is one pass over the tile: p =
+// 2^(s - m) with the bare base-2 exponential (no range reduction multiply).
 // Key ranges come from ot__attn_key_ivs (dense: all keys; sparse: global keys
 // + window) clipped by kv_len and the causal limit, so whole tiles above the
 // diagonal or outside the sparse layout are never touched; only tiles that
@@ -15,7 +18,7 @@
 #include "flash_mk.h"
 
 typedef struct {
-  float *qt, *st, *oacc, *m, *l, *al, *lim, *kb, *vb;
+  float *qt, *st, *oacc, *m, *l, *al, *lim, *cm, *kb, *vb;
 } fwd_ws;
 
 static fwd_ws fwd_ws_of(const ot__attn_args *A, int Dp) {
@@ -28,63 +31,70 @@ static fwd_ws fwd_ws_of(const ot__attn_args *A, int Dp) {
   w.l = take(&p, OT_ATTN_BQ);
   w.al = take(&p, OT_ATTN_BQ);
   w.lim = take(&p, OT_ATTN_BQ);
+  w.cm = take(&p, OT_ATTN_BQ);
   w.kb = take(&p, (size_t)OT_ATTN_BK * Dp);
   w.vb = take(&p, (size_t)OT_ATTN_BK * Dp);
   return w;
 }
 
 // Starts a query tile: nq rows at element offset qoff (row stride D), scaled
-// and transposed into w->qt; m = -inf, l = 0, O = 0.
+// by scale * log2(e) and transposed into w->qt; m = -inf, l = 0, O = 0.
 static void fwd_tile_begin(const ot__attn_args *A, fwd_ws *w, size_t qoff, int nq, int ncols,
                            int Dp) {
-  tr_rows(w->qt, OT_ATTN_BQ, ncols, A->q, qoff, nq, A->D, A->bf16, A->scale);
+  tr_rows(w->qt, OT_ATTN_BQ, ncols, A->q, qoff, nq, A->D, A->bf16, A->scale * OT_LOG2E);
   for (int i = 0; i < ncols; i++) { w->m[i] = -INFINITY; w->l[i] = 0.0f; }
   memset(w->oacc, 0, sizeof(float) * (size_t)nq * Dp);
 }
 
 // Keys [j0, j0 + nk) of kv slice `kvoff` against the current query tile.
-// masked: apply key j <= lim[i] per query column.
+// masked: apply key j <= lim[i] per query column; MASK_TRI: and lim[i] =
+// lim[0] + i (a causal diagonal tile), so the products skip the invisible
+// triangle. Scores, m and the exponentials are in base 2 (Qt carries the
+// factor log2(e)).
+enum { MASK_NONE, MASK_LIM, MASK_TRI };
 static void fwd_block(const ot__attn_args *A, fwd_ws *w, size_t kvoff, int j0, int nk, int nq,
                       int ncols, int Dp, int masked) {
   const int D = A->D, ld = OT_ATTN_BQ;
   const size_t off = kvoff + (size_t)j0 * D;
   const float *K = rows_f32(w->kb, A->k, off, nk, D, Dp, A->bf16);
   const float *V = rows_f32(w->vb, A->v, off, nk, D, Dp, A->bf16);
-  float *st = w->st;
-  mm(nk, ncols, MK_SET, st, ld, K, Dp, 1, w->qt, ld, D, NULL);  // S^T = K Qt
+  float *st = w->st, *cm = w->cm;
   const vf ninf = vset1(-INFINITY);
-  if (masked)
-    for (int j = 0; j < nk; j++) {
-      const vf jv = vset1((float)(j0 + j));
-      for (int c = 0; c < ncols; c += VL) {
+  const int tri = masked == MASK_TRI ? MK_TRI_SCORES_KQ : MK_TRI_NONE;
+  const int d = tri ? (int)w->lim[0] - j0 : 0;  // key j visible to query i iff j <= i + d
+  if (!masked) {  // S^T = K Qt and its column maxima
+    for (int c = 0; c < ncols; c += VL) vstore(cm + c, ninf);
+    const mk_ep e = {.cm = cm};
+    mm(nk, ncols, MK_SET_MAX, st, ld, K, Dp, 1, w->qt, ld, D, &e);
+  } else {  // S^T = K Qt; keys past a query's limit -> -inf; column maxima
+    mm_tri(nk, ncols, MK_SET, st, ld, K, Dp, 1, w->qt, ld, D, NULL, tri, d);
+    for (int c = 0; c < ncols; c += VL) {
+      const vf lim = vload(w->lim + c);
+      vf mx = ninf;
+      for (int j = 0; j < nk; j++) {
         float *s = st + (size_t)j * ld + c;
-        vstore(s, vselect_gt(jv, vload(w->lim + c), ninf, vload(s)));
+        const vf x = vselect_gt(vset1((float)(j0 + j)), lim, ninf, vload(s));
+        vstore(s, x);
+        mx = vmax(mx, x);
       }
+      vstore(cm + c, mx);
     }
+  }
   // online softmax down the columns, 4 vectors of queries at a time, rows in order
   for (int c0 = 0; c0 < ncols; c0 += 4 * VL) {
     const int nv = ncols - c0 >= 4 * VL ? 4 : (ncols - c0) / VL;
-    vf m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
-    for (int j = 0; j < nk; j++) {
-      const float *s = st + (size_t)j * ld + c0;
-      m0 = vmax(m0, vload(s));
-      if (nv > 1) m1 = vmax(m1, vload(s + VL));
-      if (nv > 2) m2 = vmax(m2, vload(s + 2 * VL));
-      if (nv > 3) m3 = vmax(m3, vload(s + 3 * VL));
-    }
-    vf ms[4], mx[4] = {m0, m1, m2, m3};
+    vf ms[4];
     for (int v = 0; v < nv; v++) {
-      const vf mo = vload(w->m + c0 + v * VL), mn = vmax(mo, mx[v]);
+      const int c = c0 + v * VL;
+      const vf mo = vload(w->m + c), mn = vmax(mo, vload(cm + c));
       ms[v] = vselect_gt(mn, ninf, mn, vzero());  // all masked so far: use 0
-      vstore(w->al + c0 + v * VL, vexp(vsub(mo, ms[v])));
-      vstore(w->m + c0 + v * VL, mn);
+      vstore(w->al + c, exp2_neg(vsub(mo, ms[v])));
+      vstore(w->m + c, mn);
     }
     vf s0 = vzero(), s1 = vzero(), s2 = vzero(), s3 = vzero();
 #define FWD_EXP(v, acc)                                                              \
   if (nv > v) {                                                                      \
-    const vf x = vload(s + v * VL);                                                  \
-    vf p = vexp_neg(vsub(x, ms[v]));                                                   \
-    if (masked) p = vselect_gt(x, ninf, p, vzero());  /* masked: exact zeros */      \
+    const vf p = exp2_neg(vsub(vload(s + v * VL), ms[v]));  /* masked: exact 0 */    \
     vstore(s + v * VL, p);                                                           \
     acc = vadd(acc, p);                                                              \
   }
@@ -100,7 +110,9 @@ static void fwd_block(const ot__attn_args *A, fwd_ws *w, size_t kvoff, int j0, i
     }
   }
   // O = O * alpha + P V  (P[i, j] = st[j * ld + i])
-  mm(nq, Dp, MK_RESCALE, w->oacc, Dp, st, 1, ld, V, Dp, nk, w->al);
+  const mk_ep e = {.rs = w->al};
+  mm_tri(nq, Dp, MK_RESCALE, w->oacc, Dp, st, 1, ld, V, Dp, nk, &e,
+         tri ? MK_TRI_K_KEYS : MK_TRI_NONE, d);
 }
 
 // Dense / sparse forward of query rows [i0, i1) of head (b, h).
@@ -119,19 +131,14 @@ static void fwd_qtile(const ot__attn_args *A, fwd_ws *w, int b, int h, int i0, i
     for (long j0 = iv[t].a; j0 < e; j0 += OT_ATTN_BK) {
       const int nk = (int)ot__lmin(OT_ATTN_BK, e - j0);
       const int masked = A->causal && j0 + nk - 1 > (long)i0 + A->off;
-      if (j0 + nk < e) {  // next tile's keys and values
-        const int nn = (int)ot__lmin(OT_ATTN_BK, e - j0 - nk), es = A->bf16 ? 2 : 4;
-        prefetch_rows(A->k, kvoff + (size_t)(j0 + nk) * D, nn, D, es);
-        prefetch_rows(A->v, kvoff + (size_t)(j0 + nk) * D, nn, D, es);
-      }
-      fwd_block(A, w, kvoff, (int)j0, nk, nq, ncols, Dp, masked);
+      fwd_block(A, w, kvoff, (int)j0, nk, nq, ncols, Dp, masked ? MASK_TRI : MASK_NONE);
     }
   }
   for (int i = 0; i < nq; i++) {
     const float l = w->l[i];
     store_row(A->out, (row0 + i) * D, w->oacc + (size_t)i * Dp, D, l > 0.0f ? 1.0f / l : 0.0f,
               A->bf16);
-    if (A->lse) A->lse[row0 + i] = l > 0.0f ? w->m[i] + logf(l) : -INFINITY;
+    if (A->lse) A->lse[row0 + i] = l > 0.0f ? w->m[i] * OT_LN2 + logf(l) : -INFINITY;
   }
 }
 
@@ -144,7 +151,7 @@ void OT_K(k_attn_fwd)(const ot__attn_args *A) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(A->nt) if (n > 1)
   for (long it = 0; it < n; it++) {
     fwd_ws w = fwd_ws_of(A, Dp);
-    const int t = A->nqt - 1 - (int)(it / BH), bh = (int)(it % BH);
+    const int t = A->nqt - 1 - (int)(it % A->nqt), bh = (int)(it / A->nqt);
     fwd_qtile(A, &w, bh / A->Hq, bh % A->Hq, A->qtiles[t].a, A->qtiles[t].b, Dp);
   }
 }
@@ -152,7 +159,8 @@ void OT_K(k_attn_fwd)(const ot__attn_args *A) {
 // ---- decode ----------------------------------------------------------------
 // Item (b, kv head, chunk c): the G*Tq query rows of the group (contiguous in
 // q) against keys [c * CHUNK, (c+1) * CHUNK) of the cache, in row tiles of
-// <= 64; writes the unnormalized partial (m, l, acc[D]) of every row.
+// <= 64; writes the unnormalized partial (m, l, acc[D]) of every row (m in
+// base 2, as fwd_block keeps it).
 static void dec_item(const ot__attn_args *A, fwd_ws *w, int b, int kh, int c, int Dp) {
   const int D = A->D, R = A->G * A->Tq, L = ot__attn_L(A, b), PS = D + 2;
   const size_t row0 = ((size_t)b * A->Hq + (size_t)kh * A->G) * A->Tq;
@@ -172,7 +180,7 @@ static void dec_item(const ot__attn_args *A, fwd_ws *w, int b, int kh, int c, in
     const long e = ot__lmin(ot__lmin((long)(c + 1) * OT_ATTN_CHUNK, L), lmax + 1);
     for (long j0 = (long)c * OT_ATTN_CHUNK; j0 < e; j0 += OT_ATTN_BK) {
       const int nk = (int)ot__lmin(OT_ATTN_BK, e - j0);
-      fwd_block(A, w, kvoff, (int)j0, nk, nq, ncols, Dp, j0 + nk - 1 > lmin);
+      fwd_block(A, w, kvoff, (int)j0, nk, nq, ncols, Dp, j0 + nk - 1 > lmin ? MASK_LIM : MASK_NONE);
     }
     for (int i = 0; i < nq; i++) {
       float *pr = part + (size_t)(r0 + i) * PS;
@@ -202,7 +210,7 @@ static void dec_merge(const ot__attn_args *A, float *acc, int b, int h, int t) {
   for (int c = 0; c < A->nch; c++) {
     const float *pc = p0 + c * cs;
     if (pc[1] == 0.0f) continue;
-    const float f = expf(pc[0] - M);
+    const float f = exp2f(pc[0] - M);  // m in base 2 (see fwd_block)
     Ls += pc[1] * f;
     const vf fv = vset1(f);
     int d = 0;
@@ -210,7 +218,7 @@ static void dec_merge(const ot__attn_args *A, float *acc, int b, int h, int t) {
     for (; d < D; d++) acc[d] += pc[2 + d] * f;
   }
   store_row(A->out, row * D, acc, D, 1.0f / Ls, A->bf16);
-  if (A->lse) A->lse[row] = M + logf(Ls);
+  if (A->lse) A->lse[row] = M * OT_LN2 + logf(Ls);
 }
 
 void OT_K(k_attn_decode)(const ot__attn_args *A) {

@@ -1,7 +1,8 @@
 // Flash attention backward (dense and block-sparse), one source for every ISA
 // (see simd.h, flash_mk.h). FlashAttention-2 recurrences: P is recomputed from
 // the saved logsumexp, delta_i = rowsum(dO_i * O_i), dS = P * (dP - delta).
-// Work items are key tiles of one (b, kv head) group: Kt (pre-scaled) and Vt
+// Work items are key tiles of one (b, kv head) group: Kt (pre-scaled by
+// scale * log2(e), so P = 2^(S - lse * log2(e)), see flash_mk.h) and Vt
 // are transposed once per item; for each query head of the group (in order)
 // and each query tile that sees the keys: S = Q Kt, P, dP = dO Vt, dS,
 // dV += P^T dO, dK += dS^T Q (owned by the item) and dQ += dS K - five tile
@@ -12,14 +13,16 @@
 // cost, computed from the shape only) and a fixed order, hence identical bits
 // on every run. (dK, dV do not depend on the thread count at all; dQ's
 // rounding does, through the partition.) Groups are processed in rounds of
-// A->chunk groups so that the partials stay O(T * D) per thread.
+// A->chunk groups so that the partials stay O(T * D) per thread (at most
+// about the size of dq over all threads).
 #include "flash_mk.h"
 
-// delta[r] = sum_d dout[r, d] * o[r, d] over all B*Hq*Tq rows.
+// delta[r] = sum_d dout[r, d] * o[r, d] over all B*Hq*Tq rows; called by
+// every thread of a parallel region (a work-shared loop, ends in a barrier).
 static void bwd_delta(const ot__attn_args *A) {
   const long rows = (long)A->B * A->Hq * A->Tq;
   const int D = A->D, bf = A->bf16;
-#pragma omp parallel for schedule(static) num_threads(A->nt) if (rows * D > 65536)
+#pragma omp for schedule(static)
   for (long r = 0; r < rows; r++) {
     const size_t o = (size_t)r * D;
     vf acc = vzero();
@@ -62,8 +65,8 @@ static void dkv_item(const ot__attn_args *A, int b, int kh, int j0, int j1, int 
   float *s = take(&p, (size_t)OT_ATTN_BQ * ld), *dp = take(&p, (size_t)OT_ATTN_BQ * ld);
   float *dka = take(&p, (size_t)OT_ATTN_BK * Dp), *dva = take(&p, (size_t)OT_ATTN_BK * Dp);
   float *qb = take(&p, (size_t)OT_ATTN_BQ * Dp), *db = take(&p, (size_t)OT_ATTN_BQ * Dp);
-  float *kb = take(&p, (size_t)OT_ATTN_BK * Dp), *jv = take(&p, ld);
-  tr_rows(kt, ld, ncols, A->k, kvoff + (size_t)j0 * D, nk, D, A->bf16, A->scale);
+  float *kb = take(&p, (size_t)OT_ATTN_BK * Dp), *jv = take(&p, ld), *ls2 = take(&p, OT_ATTN_BQ);
+  tr_rows(kt, ld, ncols, A->k, kvoff + (size_t)j0 * D, nk, D, A->bf16, A->scale * OT_LOG2E);
   tr_rows(vt, ld, ncols, A->v, kvoff + (size_t)j0 * D, nk, D, A->bf16, 1.0f);
   const float *K = rows_f32(kb, A->k, kvoff + (size_t)j0 * D, nk, D, Dp, A->bf16);
   for (int j = 0; j < ncols; j++) jv[j] = (float)(j0 + j);
@@ -82,24 +85,35 @@ static void dkv_item(const ot__attn_args *A, int b, int kh, int j0, int j1, int 
         const int masked = A->causal && i0 + A->off < (long)j0 + nk - 1;
         const float *Q = rows_f32(qb, A->q, row0 * D, nq, D, Dp, A->bf16);
         const float *dO = rows_f32(db, A->dout, row0 * D, nq, D, Dp, A->bf16);
-        mm(nq, ncols, MK_SET, s, ld, Q, Dp, 1, kt, ld, D, NULL);    // S = scale Q K^T
-        mm(nq, ncols, MK_SET, dp, ld, dO, Dp, 1, vt, ld, D, NULL);  // dP = dO V^T
-        for (int i = 0; i < nq; i++) {
-          const vf ls = vset1(A->lse_in[row0 + i]), de = vset1(A->delta[row0 + i]);
-          const vf lim = vset1((float)(i0 + i + A->off));
-          float *sr = s + (size_t)i * ld, *dr = dp + (size_t)i * ld;
-          for (int c = 0; c < ncols; c += VL) {
-            vf pv = vexp_neg(vsub(vload(sr + c), ls));
-            if (masked) pv = vselect_gt(vload(jv + c), lim, zero, pv);
-            vstore(sr + c, pv);
-            vstore(dr + c, vmul(pv, vsub(vload(dr + c), de)));
+        // a diagonal tile skips its invisible triangle: key j visible to row i iff j <= i + d
+        const int d = (int)(i0 + A->off - j0);
+        const int tsc = masked ? MK_TRI_SCORES_QK : MK_TRI_NONE;
+        const int tkq = masked ? MK_TRI_K_QUERIES : MK_TRI_NONE, tkk = masked ? MK_TRI_K_KEYS : MK_TRI_NONE;
+        for (int i = 0; i < nq; i++) ls2[i] = A->lse_in[row0 + i] * OT_LOG2E;
+        mm_tri(nq, ncols, MK_SET, s, ld, Q, Dp, 1, kt, ld, D, NULL, tsc, d);  // S = scale log2(e) Q K^T
+        if (!masked) {  // dP = dO V^T, and in its epilogue P = 2^(S - lse), dS
+          const mk_ep e = {.x = s, .ls = ls2, .de = A->delta + row0};
+          mm(nq, ncols, MK_SET_DS, dp, ld, dO, Dp, 1, vt, ld, D, &e);
+        } else {  // dP = dO V^T; then P and dS, 0 past each row's limit (whatever S, dP hold there)
+          mm_tri(nq, ncols, MK_SET, dp, ld, dO, Dp, 1, vt, ld, D, NULL, tsc, d);
+          for (int i = 0; i < nq; i++) {
+            const vf ls = vset1(ls2[i]), de = vset1(A->delta[row0 + i]);
+            const vf lim = vset1((float)(i0 + i + A->off));
+            float *sr = s + (size_t)i * ld, *dr = dp + (size_t)i * ld;
+            for (int c = 0; c < ncols; c += VL) {
+              const vf jc = vload(jv + c), pv = exp2_neg(vsub(vload(sr + c), ls));
+              vstore(sr + c, vselect_gt(jc, lim, zero, pv));
+              vstore(dr + c, vselect_gt(jc, lim, zero, vmul(pv, vsub(vload(dr + c), de))));
+            }
           }
-          for (int c = nk; c < ncols; c++) dr[c] = 0.0f;  // padded keys: no dQ term
         }
-        mm(nk, Dp, MK_ADD, dva, Dp, s, 1, ld, dO, Dp, nq, NULL);  // dV += P^T dO
-        mm(nk, Dp, MK_ADD, dka, Dp, dp, 1, ld, Q, Dp, nq, NULL);  // dK += dS^T Q
-        mm(nq, Dp, MK_ADD, dqp + ((size_t)g * A->Tq + i0) * Dp, Dp, dp, ld, 1, K, Dp, nk,
-           NULL);                                                  // dQ += dS K
+        if (nk < ncols)  // padded keys: no dQ term
+          for (int i = 0; i < nq; i++)
+            for (int c = nk; c < ncols; c++) dp[(size_t)i * ld + c] = 0.0f;
+        mm_tri(nk, Dp, MK_ADD, dva, Dp, s, 1, ld, dO, Dp, nq, NULL, tkq, d);   // dV += P^T dO
+        mm_tri(nk, Dp, MK_ADD, dka, Dp, dp, 1, ld, Q, Dp, nq, NULL, tkq, d);   // dK += dS^T Q
+        mm_tri(nq, Dp, MK_ADD, dqp + ((size_t)g * A->Tq + i0) * Dp, Dp, dp, ld, 1, K, Dp, nk, NULL,
+               tkk, d);                                                       // dQ += dS K
       }
     }
   }
@@ -152,17 +166,21 @@ static void assign_items(const ot__attn_args *A, int g0, int nc, int nth, int *o
   }
 }
 
-// A->dq, dk, dv from A->dout, o, lse_in, q, k, v.
+// A->dq, dk, dv from A->dout, o, lse_in, q, k, v. One parallel region for
+// the whole backward: on a shared machine each synchronization point can cost
+// a scheduler time slice, so there are three per round and A->chunk is
+// chosen to make the rounds few.
 void OT_K(k_attn_bwd)(const ot__attn_args *A) {
   const int Dp = rup(A->D, VL), NG = A->B * A->Hkv, R = A->G * A->Tq;
-  bwd_delta(A);
-  for (int g0 = 0; g0 < NG; g0 += A->chunk) {
-    const int nc = NG - g0 < A->chunk ? NG - g0 : A->chunk, n = nc * A->nkt;
-    int *owner = A->items;
-    const size_t rows = (size_t)nc * R;
-#pragma omp parallel num_threads(A->nt)
-    {
-      const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+  const long work = (long)A->B * A->Hq * A->Tq * A->Tk;
+#pragma omp parallel num_threads(A->nt) if (work > 4096)
+  {
+    const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+    bwd_delta(A);
+    for (int g0 = 0; g0 < NG; g0 += A->chunk) {
+      const int nc = NG - g0 < A->chunk ? NG - g0 : A->chunk, n = nc * A->nkt;
+      int *owner = A->items;
+      const size_t rows = (size_t)nc * R;
 #pragma omp single
       assign_items(A, g0, nc, nth < MAX_OWNERS ? nth : MAX_OWNERS, owner);
       float *dqp = A->dqpart + (size_t)tid * A->dqp_pt;
@@ -179,12 +197,20 @@ void OT_K(k_attn_bwd)(const ot__attn_args *A) {
       for (long r = 0; r < (long)rows; r++) {
         const int c = (int)(r / R), gr = (int)(r % R), grp = g0 + c;
         const size_t row = ((size_t)(grp / A->Hkv) * A->Hq + (size_t)(grp % A->Hkv) * A->G) * A->Tq + gr;
-        float *acc = A->dqpart + (size_t)r * Dp;  // thread 0's partial holds the sum
-        for (int t = 1; t < nth; t++) {
-          const float *pt = A->dqpart + (size_t)t * A->dqp_pt + (size_t)r * Dp;
-          for (int d = 0; d < Dp; d += VL) vstore(acc + d, vadd(vload(acc + d), vload(pt + d)));
+        const float *p0 = A->dqpart + (size_t)r * Dp;
+        if (nth == 1) {
+          store_row(A->dq, row * A->D, p0, A->D, A->scale, A->bf16);
+          continue;
         }
-        store_row(A->dq, row * A->D, acc, A->D, A->scale, A->bf16);
+        float *acc = thread_ws(A);  // the sum, VL columns at a time in registers
+        const vf sc = vset1(A->scale);
+        for (int d = 0; d < Dp; d += VL) {
+          vf x = vload(p0 + d);
+          for (int t = 1; t < nth; t++)
+            x = vadd(x, vload(A->dqpart + (size_t)t * A->dqp_pt + (size_t)r * Dp + d));
+          vstore(acc + d, vmul(x, sc));
+        }
+        store_row(A->dq, row * A->D, acc, A->D, 1.0f, A->bf16);
       }
     }
   }
