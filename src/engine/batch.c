@@ -36,7 +36,8 @@ static ot_status plan_ws(ot_engine *e) {
   memset(e->a_ws.base, 0, bytes);
   for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++)
     *f[i] = fn[i] ? ot_arena_alloc(&e->a_ws, fn[i] * 4) : NULL;
-  for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) *iv[i] = ot_arena_alloc(&e->a_ws, in[i] * 4);
+  for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+    *iv[i] = ot_arena_alloc(&e->a_ws, in[i] * 4);
   return OT_OK;
 }
 
@@ -64,12 +65,15 @@ static ot_status resolve(ot_engine_config *k, const ot_model_config *c) {
   return OT_OK;
 }
 
-static ot_dtype kind_dtype(ot_qw_kind k) { return k == OT_QW_BF16 ? OT_BF16 : k == OT_QW_INT8 ? OT_I8 : OT_F32; }
+static ot_dtype kind_dtype(ot_qw_kind k) {
+  return k == OT_QW_BF16 ? OT_BF16 : k == OT_QW_INT8 ? OT_I8 : OT_F32;
+}
 
 ot_status ot_engine_create_q(ot_engine **out, ot_qmodel *q, const ot_engine_config *cfg) {
   static const char fn[] = "ot_engine_create";
   ot_status s = OT_OK;
-  if (!out || !q || !cfg) s = ot_error(OT_EINVAL, "%s: argument '%s' is NULL", fn, !out ? "out" : !q ? "q" : "cfg");
+  if (!out || !q || !cfg)
+    s = ot_error(OT_EINVAL, "%s: argument '%s' is NULL", fn, !out ? "out" : !q ? "q" : "cfg");
   if (out) *out = NULL;
   ot_engine_config k;
   if (s == OT_OK) {
@@ -90,7 +94,8 @@ ot_status ot_engine_create_q(ot_engine **out, ot_qmodel *q, const ot_engine_conf
   e->cfg = k;
   e->mc = *c;
   e->C = c->d_model; e->L = c->n_layers; e->Hq = c->n_heads; e->Hkv = c->n_kv_heads;
-  e->D = ot_model_head_dim(c); e->F = c->d_ff; e->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * c->d_ff : c->d_ff;
+  e->D = ot_model_head_dim(c); e->F = c->d_ff;
+  e->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * c->d_ff : c->d_ff;
   e->V = c->vocab; e->HD = e->Hq * e->D; e->QKV = (e->Hq + 2 * e->Hkv) * e->D;
   e->R = k.max_seqs > k.max_prompt ? k.max_seqs : k.max_prompt;
   e->LR = k.max_seqs > 64 ? k.max_seqs : 64;
@@ -100,13 +105,15 @@ ot_status ot_engine_create_q(ot_engine **out, ot_qmodel *q, const ot_engine_conf
   e->order = calloc((size_t)k.max_seqs, sizeof *e->order);
   e->ev = calloc((size_t)k.max_seqs, sizeof *e->ev);
   e->row_id = malloc(sizeof(int) * (size_t)e->LR);
-  if (!e->ly || !e->seq || !e->order || !e->ev || !e->row_id) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  if (!e->ly || !e->seq || !e->order || !e->ev || !e->row_id)
+    s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   for (int i = 0; s == OT_OK && i < k.max_seqs; i++) e->seq[i].id = -1;
   for (int i = 0; s == OT_OK && i < e->LR; i++) e->row_id[i] = -1;
   if (s == OT_OK) s = ot__eng_weights(e);
   if (s == OT_OK) {
     const int mb = (k.max_len + k.block_tokens - 1) / k.block_tokens;
-    ot_kvpool_config pc = {e->L, e->Hkv, e->D, k.block_tokens, k.kv_dtype, k.kv_bytes, k.max_seqs, mb};
+    ot_kvpool_config pc = {e->L, e->Hkv, e->D, k.block_tokens, k.kv_dtype, k.kv_bytes, k.max_seqs,
+                           mb};
     const size_t bb = (size_t)e->L * 2 * e->Hkv * k.block_tokens * e->D * ot_dtype_size(k.kv_dtype);
     if (pc.budget_bytes == 0) pc.budget_bytes = (size_t)k.max_seqs * mb * bb;
     s = ot_kvpool_create(&e->pool, &pc);
@@ -132,7 +139,8 @@ ot_status ot_engine_create(ot_engine **out, const ot_model *m, const ot_engine_c
                     ot_dtype_name(cfg->weights));
   if (cfg->weights != OT_I8 && cfg->group != 0)
     return ot_error(OT_EINVAL, "%s: group=%d applies to int8 weights only (use 0)", fn, cfg->group);
-  const ot_qw_kind kind = cfg->weights == OT_BF16 ? OT_QW_BF16 : cfg->weights == OT_I8 ? OT_QW_INT8 : OT_QW_F32;
+  const ot_qw_kind kind = cfg->weights == OT_BF16 ? OT_QW_BF16
+                          : cfg->weights == OT_I8 ? OT_QW_INT8 : OT_QW_F32;
   ot_qmodel *q = NULL;
   ot_status s = ot_qmodel_from_model(&q, m, kind, cfg->group);
   if (s != OT_OK) return wrap(s, fn);
@@ -225,7 +233,8 @@ ot_status ot_engine_add(ot_engine *e, const ot_request *r, int *id, ot_engine_ev
   *id = -1;
   OT_CHECK_PTR(r->prompt, fn);
   if (r->n_prompt < 1)
-    return ot_error(OT_EINVAL, "%s: n_prompt=%d: the prompt needs at least one token", fn, r->n_prompt);
+    return ot_error(OT_EINVAL, "%s: n_prompt=%d: the prompt needs at least one token", fn,
+                    r->n_prompt);
   if (r->max_tokens < 1)
     return ot_error(OT_EINVAL, "%s: max_tokens=%d must be >= 1", fn, r->max_tokens);
   if (r->n_prompt > e->cfg.max_prompt)
@@ -320,7 +329,8 @@ ot_status ot_engine_step(ot_engine *e, const ot_engine_event **ev, int *n_ev) {
     int bad = -1;
 #pragma omp parallel for schedule(dynamic, 1) if (n > 1)
     for (int i = 0; i < n; i++)
-      if (ot_sampler_sample(e->seq[slots[i]].smp, e->logits + (size_t)i * e->V, &e->tok[i]) != OT_OK) {
+      if (ot_sampler_sample(e->seq[slots[i]].smp, e->logits + (size_t)i * e->V, &e->tok[i]) !=
+          OT_OK) {
 #pragma omp critical(ot_engine_sample)
         bad = bad < 0 || i < bad ? i : bad;
       }

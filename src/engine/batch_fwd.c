@@ -56,7 +56,8 @@ static ot_status attn_prefill(ot_engine *e, int l, int P, int slot) {
   }
   if (e->rope) {
     OT_TRY(ot_rope_fwd(OT_F32, e->qh, e->rope, e->mc.max_seq, 1, Hq, P, D, D, 0, e->mc.rope_style));
-    OT_TRY(ot_rope_fwd(OT_F32, e->kh, e->rope, e->mc.max_seq, 1, Hkv, P, D, D, 0, e->mc.rope_style));
+    OT_TRY(ot_rope_fwd(OT_F32, e->kh, e->rope, e->mc.max_seq, 1, Hkv, P, D, D, 0,
+                       e->mc.rope_style));
   }
   if (slot >= 0) {
     const int32_t *tab = ot_kvpool_table(e->pool, slot, NULL);
@@ -80,7 +81,8 @@ static ot_status attn_prefill(ot_engine *e, int l, int P, int slot) {
 // Attention of decode rows [0, n) of layer l: RoPE at each row's position, the
 // new K/V into its blocks, then paged attention e->qkv -> e->att.
 static ot_status attn_decode(ot_engine *e, int l, int n) {
-  const int D = e->D, Hq = e->Hq, Hkv = e->Hkv, mb = ot_kvpool_config_of(e->pool)->max_blocks_per_seq;
+  const int D = e->D, Hq = e->Hq, Hkv = e->Hkv;
+  const int mb = ot_kvpool_config_of(e->pool)->max_blocks_per_seq;
   void *kb = ot_kvpool_base(e->pool, l, 0), *vb = ot_kvpool_base(e->pool, l, 1);
   for (int r = 0; r < n; r++) {
     float *q = e->qkv + (size_t)r * e->QKV, *k = q + (size_t)Hq * D, *v = k + (size_t)Hkv * D;

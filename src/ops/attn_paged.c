@@ -31,8 +31,9 @@ static ot_status check(const char *fn, const float *o, int ldo, const float *q, 
     return ot_error(OT_EINVAL, "%s: ldq=%d and ldo=%d must be >= Hq*D=%lld", fn, ldq, ldo,
                     (long long)HD);
   if (p->block_stride < (size_t)p->block_tokens * p->D)
-    return ot_error(OT_EINVAL, "%s: block_stride=%zu is smaller than one block's block_tokens*D=%lld "
-                    "elements", fn, p->block_stride, (long long)p->block_tokens * p->D);
+    return ot_error(OT_EINVAL, "%s: block_stride=%zu is smaller than one block's "
+                    "block_tokens*D=%lld elements", fn, p->block_stride,
+                    (long long)p->block_tokens * p->D);
   if (p->Hkv > 1 && p->head_stride < p->block_stride)
     return ot_error(OT_EINVAL, "%s: head_stride=%zu is smaller than block_stride=%zu", fn,
                     p->head_stride, p->block_stride);

@@ -105,7 +105,7 @@ static void item(const ot__paged_args *A, float *ws, int r, int kh, int c) {
     const int nk = L - bi * bt < bt ? L - bi * bt : bt;
     const size_t boff = (size_t)tab[bi] * P->block_stride + hoff;
     const void *K = (const char *)P->k + boff * es, *V = (const char *)P->v + boff * es;
-    if (bi + 1 < b1) {   // the next block's rows: another page, which hardware prefetch does not enter
+    if (bi + 1 < b1) {   // the next block: maybe another page, where hardware prefetch stops
       const size_t noff = ((size_t)tab[bi + 1] * P->block_stride + hoff) * es;
       for (size_t x = 0; x < bbytes; x += 64) {
         __builtin_prefetch((const char *)P->k + noff + x);
