@@ -6,6 +6,7 @@
 // next to the compute cost.
 //   mpirun -np N bench_parallel [--dp D --tp T --pp P] [--micro M] [--rows R]
 //                               [--model small] [--steps S] [--zero Z] [--no-overlap]
+//                               [--memory]   (per-rank gradient / optimizer memory only)
 #include <mpi.h>
 #include <stdlib.h>
 #include "ot/ot.h"
@@ -20,7 +21,7 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
   if (ot_dist_init(&argc, &argv) != OT_OK) { fprintf(stderr, "%s\n", ot_last_error()); return 1; }
   int dp = 1, tp = 1, pp = 1, M = 8, rows = 16, steps = 6, zero = 0;
-  bool overlap = true;
+  bool overlap = true, memory = false;
   const char *model = "small";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--zero")) zero = atoi(v), i++;
     else if (!strcmp(a, "--model")) model = v, i++;
     else if (!strcmp(a, "--no-overlap")) overlap = false;
+    else if (!strcmp(a, "--memory")) memory = true;
     else { fprintf(stderr, "unknown flag %s\n", a); return 2; }
   }
   const int rank = ot_dist_world_rank();
@@ -56,7 +58,19 @@ int main(int argc, char **argv) {
     return 2;
   }
   ot_trainer *t = NULL;
+  const size_t g0 = ot_mem_current(OT_MEM_GRADS), o0 = ot_mem_current(OT_MEM_OPTIM);
   if (ot_trainer_create(&t, &c) != OT_OK) { fprintf(stderr, "rank %d: %s\n", rank, ot_last_error()); return 1; }
+  if (memory) {   // rank 0's gradients and optimizer state against the stage's floats / dp
+    const size_t nf = ot_model_n_floats(ot_trainer_model(t));
+    const double g = (double)(ot_mem_current(OT_MEM_GRADS) - g0), o = (double)(ot_mem_current(OT_MEM_OPTIM) - o0);
+    if (rank == 0)
+      printf("%-8s dp%d tp%d pp%d zero%d  stage floats n %10zu  grads %8.1f MB = %.3f x 4n/dp  "
+             "optim %8.1f MB = %.3f x 8n/dp\n", model, dp, tp, pp, zero, nf, g / 1e6, g / (4.0 * nf / dp),
+             o / 1e6, o / (8.0 * nf / dp));
+    ot_trainer_free(t);
+    ot_dist_finalize();
+    return 0;
+  }
   const int T = c.seq_len, V = c.model.vocab;
   int32_t *data = malloc(sizeof(int32_t) * (size_t)rows * (T + 1));
   uint64_t s = 1;
@@ -99,7 +113,7 @@ int main(int argc, char **argv) {
   }
   if (rank == 0) {
     char lay[64];
-    snprintf(lay, sizeof lay, "dp%d tp%d pp%d M%d%s%s", dp, tp, pp, M, zero ? " zero1" : "",
+    snprintf(lay, sizeof lay, "dp%d tp%d pp%d M%d%s%s", dp, tp, pp, M, zero == 1 ? " zero1" : zero == 2 ? " zero2" : "",
              overlap ? "" : " no-overlap");
     printf("%-28s ranks %d  tokens/s %9.1f  comm %5.1f%% (max over ranks %5.1f%%)  params/rank %zu", lay,
            ot_dist_world_size(), tps[steps / 2], 100 * med_comm, 100 * max_comm, n);

@@ -18,8 +18,13 @@ both=$(awk -v x="$(tps_of <"$a")" -v y="$(tps_of <"$b")" 'BEGIN { print x + y }'
 rm -f "$a" "$b"
 echo "two independent one-rank runs at once: $both tokens/s together => $(awk -v a="$both" -v b="$base" 'BEGIN { printf "%.2fx one rank (the ceiling for 2 ranks here)", a / b }')"
 
-for lay in "--dp 2" "--tp 2" "--pp 2" "--dp 2 --no-overlap" "--dp 2 --zero 1"; do
+for lay in "--dp 2" "--tp 2" "--pp 2" "--dp 2 --no-overlap" "--dp 2 --zero 1" "--dp 2 --zero 2"; do
   out=$(run 2 $lay --micro 8)
   tps=$(echo "$out" | sed -n 's/.*tokens\/s *\([0-9.]*\).*/\1/p')
   echo "$out  => $(awk -v a="$tps" -v b="$base" 'BEGIN { printf "%.2fx one rank", a / b }')"
 done
+
+# per-rank gradient and optimizer memory of GPT-2 124M under ZeRO 0 / 1 / 2 (no steps)
+for z in 0 1 2; do for dp in 2 4 8; do
+  "${M[@]}" -np $dp "$B/bench_parallel" --model gpt2 --dp $dp --micro 1 --rows $dp --zero $z --memory
+done; done

@@ -1,7 +1,7 @@
 // ot_linear_fwd/bwd against the references: odd shapes, bias or not, GELU in
 // both modes (fused epilogue, and pre kept for the backward), f32 and bf16,
-// every ISA; finite differences of the reference backward; primitive reuse;
-// determinism; bad arguments.
+// every ISA; finite differences of the reference backward; the weight
+// gradient by row chunks and dx alone; primitive reuse; determinism; bad arguments.
 #include "harness.h"
 #include "ops/gemm_impl.h"
 
@@ -90,6 +90,40 @@ static void test_bwd(const char *isa, ot_dtype dt, shape s, ot_act act, bool wan
   free(xd); free(wd); free(dyd); free(pd); free(dxd); free(db0);
 }
 
+// ot_linear_dw_rows over chunks of `rows` equals the reference dw row for row, and
+// ot_linear_bwd with dw = NULL gives the same dx as with it (dw untouched).
+static void test_dw_rows(const char *isa, ot_dtype dt, shape s, int rows) {
+  int M = s.M, N = s.N, K = s.K;
+  size_t nx = (size_t)M * K, nw = (size_t)N * K, ny = (size_t)M * N;
+  float *x = th_falloc(nx), *w = th_falloc(nw), *dy = th_falloc(ny), *dwr = th_falloc(nw),
+        *dwg = th_falloc(nw), *dxr = th_falloc(nx), *dx1 = th_falloc(nx), *dx2 = th_falloc(nx);
+  th_fill(&g_rng, x, nx, -1, 1);
+  th_fill(&g_rng, w, nw, -0.5f, 0.5f);
+  th_fill(&g_rng, dy, ny, -1, 1);
+  if (dt == OT_BF16) { th_round_bf16(x, nx); th_round_bf16(w, nw); th_round_bf16(dy, ny); }
+  memset(dwr, 0, nw * 4);
+  ot_ref_linear_bwd(dxr, dwr, NULL, dy, NULL, x, w, M, N, K, OT_ACT_NONE);
+  void *xd = to_dt(dt, x, nx), *wd = to_dt(dt, w, nw), *dyd = to_dt(dt, dy, ny), *d1 = to_dt(dt, dx1, nx),
+       *d2 = to_dt(dt, dx2, nx);
+  th_fill(&g_rng, dwg, nw, 5, 6);   // overwritten, not accumulated into
+  bool ok = true;
+  for (int r0 = 0; r0 < N && ok; r0 += rows)
+    ok = ot_linear_dw_rows(dt, dwg + (size_t)r0 * K, dyd, xd, M, N, K, r0, r0 + rows < N ? rows : N - r0) == OT_OK;
+  th_check(ok, "[%s] linear_dw_rows ok (%s)", isa, ot_last_error());
+  const char *n = ot_dtype_name(dt);
+  th_check_nerr(dwg, dwr, nw, 2e-6, "[%s] linear_dw_rows %s M=%d N=%d K=%d in chunks of %d rows", isa, n, M, N, K, rows);
+  float *dw = th_falloc(nw);
+  memset(dw, 0, nw * 4);
+  th_check(ot_linear_bwd(dt, d1, dw, NULL, dyd, NULL, xd, wd, M, N, K, OT_ACT_NONE) == OT_OK &&
+           ot_linear_bwd(dt, d2, NULL, NULL, dyd, NULL, xd, wd, M, N, K, OT_ACT_NONE) == OT_OK,
+           "[%s] linear_bwd with and without dw ok (%s)", isa, ot_last_error());
+  th_check(memcmp(d1, d2, nx * ot_dtype_size(dt)) == 0, "[%s] linear_bwd %s dw=NULL: the same dx", isa, n);
+  from_dt(dt, d2, dx2, nx);
+  th_check_nerr(dx2, dxr, nx, dt == OT_BF16 ? 6e-3 : 2e-6, "[%s] linear_bwd %s dw=NULL: dx vs reference", isa, n);
+  free(x); free(w); free(dy); free(dwr); free(dwg); free(dxr); free(dx1); free(dx2); free(dw);
+  free(xd); free(wd); free(dyd); free(d1); free(d2);
+}
+
 // ---- finite differences: loss = sum(y * r), y = act(x w^T + b) ------------
 typedef struct { int M, N, K; float *x, *w, *b, *y, *r; ot_act act; } fd_ctx;
 static double fd_loss(void *p) {
@@ -166,8 +200,11 @@ static void test_bad_args(void) {
   th_check_error(ot_linear_fwd(OT_F32, y, y, x, w, NULL, 2, 2, 2, OT_ACT_GELU), OT_EINVAL, "alias", "pre == y");
   th_check_error(ot_linear_bwd(OT_F32, x, dw, NULL, y, NULL, x, w, 2, 2, 2, OT_ACT_GELU), OT_EINVAL, "needs pre",
                  "GELU backward without pre");
-  th_check_error(ot_linear_bwd(OT_F32, x, NULL, NULL, y, p, x, w, 2, 2, 2, OT_ACT_NONE), OT_EINVAL, "'dw' is NULL",
-                 "NULL dw");
+  th_check_error(ot_linear_bwd(OT_F32, x, NULL, NULL, NULL, p, x, w, 2, 2, 2, OT_ACT_NONE), OT_EINVAL, "'dy' is NULL",
+                 "NULL dy");
+  th_check_error(ot_linear_dw_rows(OT_F32, dw, y, x, 2, 2, 2, 1, 2), OT_EINVAL, "rows [1, 3) outside the 2 output rows",
+                 "dw rows past the end");
+  th_check_error(ot_linear_dw_rows(OT_F32, NULL, y, x, 2, 2, 2, 0, 1), OT_EINVAL, "'dw' is NULL", "dw_rows NULL dw");
   th_check_error(ot_linear_bwd(OT_F32, x, dw, NULL, y, p, x, NULL, 2, 2, 2, OT_ACT_NONE), OT_EINVAL, "'w' is NULL",
                  "NULL w with dx");
   th_check(ot_linear_bwd(OT_F32, NULL, dw, NULL, y, p, x, NULL, 2, 2, 2, OT_ACT_NONE) == OT_OK,
@@ -194,6 +231,7 @@ int main(void) {
         test_fwd(isa, dt, SHAPES[s], true, OT_ACT_GELU, true);
         test_bwd(isa, dt, SHAPES[s], OT_ACT_NONE, true, true);
         test_bwd(isa, dt, SHAPES[s], OT_ACT_GELU, s & 1, !(s & 1));
+        test_dw_rows(isa, dt, SHAPES[s], 1 + s * 7);
       }
     }
   }

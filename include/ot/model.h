@@ -228,8 +228,20 @@ typedef struct {
   // In-place all-reduce of buf [n] (dt: f32, or bf16 summed in f32) over the tensor group.
   ot_status (*allreduce)(void *ctx, void *buf, size_t n, ot_dtype dt, ot_red_op op);
   // Called during the backward whenever every gradient at offsets >= from (floats,
-  // in the layout) is final for this micro-batch (data-parallel bucket launch). May be NULL.
+  // in the layout) is final for this micro-batch (data-parallel bucket launch): after
+  // each weight matrix's and norm's gradient within a block (a block's parameters are laid
+  // out in forward order), after each block and at the end. May be NULL.
   void (*grads_ready)(void *ctx, size_t from);
+  // Vocabulary-row gradients in chunks (ZeRO-2; NULL: off). When set, the weight
+  // gradients of the token embedding and of the output head (one tensor when
+  // tied) never touch their bound gradients: for each chunk of chunk_rows rows
+  // (the part's local rows), the backward overwrites chunk_buf [chunk_rows, C]
+  // f32 with this micro-batch's gradient of rows [row0, row0 + rows) of
+  // parameter `param` and calls vocab_chunk. The head's chunks come first in the
+  // backward, the embedding's last.
+  void (*vocab_chunk)(void *ctx, int param, int row0, int rows);
+  float *chunk_buf;
+  int chunk_rows;
 } ot_model_comm;
 
 typedef struct {

@@ -45,10 +45,15 @@ ot_status ot_linear_fwd(ot_dtype dt, void *y, void *pre, const void *x, const vo
                         const float *b, int M, int N, int K, ot_act act);
 // dy: [M, N] (dt) gradient of y; with act=GELU it is OVERWRITTEN by the gradient
 // of pre (needs pre). dx: [M, K] (dt) overwritten (NULL: skip), dw: [N, K] f32 +=,
-// db: [N] f32 += (NULL: skip). x, w as in the forward.
+// db: [N] f32 += (NULL: skip); dw may also be NULL (skip). x, w as in the forward.
 ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
                         const void *pre, const void *x, const void *w,
                         int M, int N, int K, ot_act act);
+// Rows [n0, n0 + rows) of that weight gradient, overwritten (no activation):
+// dw [rows, K] f32 = dy[:, n0:n0+rows]^T x, dy [M, N] and x [M, K] (dt). Lets a
+// caller produce a large dw in chunks (ZeRO-2's vocabulary head).
+ot_status ot_linear_dw_rows(ot_dtype dt, float *dw, const void *dy, const void *x, int M, int N,
+                            int K, int n0, int rows);
 
 // ------------------------------------------------------------ fused QKV -----
 // One GEMM for the three projections, output laid out per head.

@@ -88,24 +88,31 @@ struct ot__par {
   double comm_s;             // communication seconds of the last step (blocked main thread)
   // ZeRO-2 (zero == 2, zero2.c): the model's gradients live in staging buffers
   float *gs;                 // [s1 - s0] this rank's shard, reduced over dp and accumulated
-  float *gstage;             // [ng] the global parameters' gradients (embedding, positions,
-                             // final norm, head), accumulated over the step's micro-batches
-  float *bstage[2];          // [bsz] one block's gradients, blocks alternating
-  size_t ng, bsz;
-  size_t *goff;              // [n_params] a global parameter's offset in gstage
+  float *gstage;             // [ng] the small global parameters' gradients (positions, final
+                             // norm), accumulated over the step's micro-batches
+  float *ustage[2];          // [usz] one unit's gradients, units alternating
+  float *chunk;              // [chunk_rows * d_model] embedding / head rows (comm.chunk_buf)
+  int chunk_rows;
+  size_t ng, usz;
+  size_t *goff;              // [n_params] a small global parameter's offset in gstage
   int L;                     // blocks of this stage
-  size_t *blk0;              // [L + 1] block l = layout floats [blk0[l], blk0[l + 1])
-  bool *blk_done;            // [L] reduced in the running micro-batch
+  int nu;                    // units: a block parameter with its bias, in layout order
+  size_t *u0;                // [nu + 1] unit k = layout floats [u0[k], u0[k + 1])
+  int *unit_of;              // [n_params] a block parameter's unit
+  bool *unit_done;           // [nu] reduced in the running micro-batch
 };
 
 // ZeRO-2 (zero2.c). setup: staging + shard buffers, gradients bound to the model.
 ot_status ot__z2_setup(ot__par *p);
 void ot__z2_free(ot__par *p);
-// Reduction job of block l (the reduction thread or inline): all-reduce over dp,
+// Rows of the embedding / head chunk for a model width.
+int ot__z2_chunk_rows(int d_model);
+// Reduction job of unit k (the reduction thread or inline): all-reduce over dp,
 // add this rank's shard into gs, zero the staging.
-ot_status ot__z2_block_reduce(ot__par *p, int l);
-// Model callback under ZeRO-2 (every micro-batch).
+ot_status ot__z2_unit_reduce(ot__par *p, int k);
+// Model callbacks under ZeRO-2 (every micro-batch).
 void ot__z2_grads_ready(ot__par *p, size_t from);
+void ot__z2_vocab_chunk(ot__par *p, int param, int row0, int rows);
 // Before each micro-batch's backward: every staging buffer free.
 ot_status ot__z2_before_backward(ot__par *p);
 // After the step's backwards: the global parameters' gradients reduced into gs.

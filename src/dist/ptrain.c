@@ -27,16 +27,18 @@
 enum { TAG_FWD = 11, TAG_BWD = 12 };
 
 // --------------------------------------------------------------- buckets ----
-// One reduction job: bucket k (ZeRO 0/1) or block k (ZeRO-2).
+// One reduction job: bucket k (ZeRO 0/1) or unit k (ZeRO-2).
 static ot_status run_job(ot__par *p, int k) {
-  if (p->zero == 2) return ot__z2_block_reduce(p, k);
+  if (p->zero == 2) return ot__z2_unit_reduce(p, k);
   char what[96];
   snprintf(what, sizeof what, "data-parallel gradient all-reduce (bucket %d of %d)", k + 1, p->nb);
   return ot__allreduce(&p->g, p->g.dp_comm, ot_model_grads(p->t->m) + p->bstart[k],
                        p->bstart[k + 1] - p->bstart[k], OT_F32, OT_RED_SUM, what);
 }
 
-static int queue_cap(const ot__par *p) { return (p->nb > p->L ? p->nb : p->L) + 1; }
+// Jobs pending at once: every bucket (ZeRO 0/1), or two units (ZeRO-2 waits for all
+// but one after each launch).
+static int queue_cap(const ot__par *p) { return (p->nb > 2 ? p->nb : 2) + 1; }
 
 static void *reducer(void *arg) {
   ot__par *p = arg;
@@ -94,6 +96,10 @@ static void grads_ready(void *ctx, size_t from) {
       p->launched[k] = true;
       ot__par_launch_job(p, k);
     }
+}
+
+static void vocab_chunk(void *ctx, int param, int row0, int rows) {
+  ot__z2_vocab_chunk(ctx, param, row0, rows);
 }
 
 // Completes every bucket's reduction (launching the rest).
@@ -173,6 +179,17 @@ ot_status ot__par_create(ot_trainer *t, const ot_run_config *run, ot__par **out)
   part.comm.allreduce = tp_allreduce;
   part.comm.grads_ready = grads_ready;
   part.external_grads = p->zero == 2;
+  if (p->zero == 2) {   // the embedding / head gradients in chunks of rows
+    const int vp = ot_model_vocab_padded(&c->model);
+    const int vl = part.vocab_parallel ? (vp + part.tp - 1) / part.tp : vp;
+    p->chunk_rows = ot__z2_chunk_rows(c->model.d_model);
+    if (p->chunk_rows > vl) p->chunk_rows = vl;
+    p->chunk = ot_mem_alloc((size_t)p->chunk_rows * c->model.d_model * sizeof(float), OT_MEM_GRADS);
+    if (!p->chunk) return ot_error(OT_ENOMEM, "ZeRO-2: out of memory for the gradient staging");
+    part.comm.vocab_chunk = vocab_chunk;
+    part.comm.chunk_buf = p->chunk;
+    part.comm.chunk_rows = p->chunk_rows;
+  }
   OT_TRY(ot_model_create_part(&t->m, &c->model, run, &part));
   ot_model *m = t->m;
   p->n = ot_model_n_floats(m);

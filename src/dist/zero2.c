@@ -1,16 +1,20 @@
 // ZeRO-2: gradients outside a data-parallel rank's shard are not kept.
 //
-// The model is created without a gradient buffer and its parameters' gradients
-// are bound to staging buffers: the blocks alternate between two block-sized
-// buffers, the global parameters (embedding, positions, final norm, head) have
-// one buffer for the whole step. After each micro-batch's backward of block l
-// the block's buffer is all-reduced over the data-parallel group (the composed
-// reduce-scatter: measured faster here than MPI's), this rank's shard of it is
-// added to the shard accumulator gs, and the buffer is zeroed for block l - 2;
-// with overlap that happens on the reduction thread while block l - 1 runs.
-// The global parameters' gradients (written at the start and the end of every
-// backward) are reduced once per step. Gradient memory: the shard (n / dp)
-// plus the staging (2 blocks + the global parameters).
+// The model is created without a gradient buffer and its parameters'
+// gradients are bound to staging. A block's parameters form units, each a
+// weight matrix or norm with its bias (the model reports each one final as the
+// backward passes it); the units alternate between two staging buffers of the
+// largest unit. After each micro-batch's backward of unit k the buffer is
+// all-reduced over the data-parallel group, this rank's shard of it is added to
+// the shard accumulator gs and the buffer is zeroed for unit k - 2; with
+// overlap that happens on the reduction thread while the backward goes on.
+// The embedding's and the head's gradients (vocabulary x width, the largest
+// tensors) are produced by the model in chunks of rows (comm.vocab_chunk) and
+// reduced chunk by chunk the same way; a tied embedding split over pipeline
+// stages sums its two copies' shards chunk by chunk at the end of the step.
+// The small global parameters (positions, final norm) have one buffer for the
+// step. Gradient memory: the shard (n / dp) plus the staging (2 units + one
+// chunk + the small globals).
 #include "dist_impl.h"
 #include "engine/engine_impl.h"
 #include <stdlib.h>
@@ -21,43 +25,67 @@ static float *zalloc(size_t n) {
   return x;
 }
 
+static size_t padded(size_t n) { return (n + 15) & ~(size_t)15; }
+
+// Gradients the model produces in vocabulary-row chunks.
+static bool chunked(const ot_param *q) {
+  return q->layer < 0 && (q->kind == OT_PT_EMBED || q->kind == OT_PT_LM_HEAD);
+}
+// A unit starts at every block parameter but a bias.
+static bool unit_start(const ot_param *q) {
+  return q->layer >= 0 && q->kind != OT_PT_BIAS && q->kind != OT_PT_NORM_B;
+}
+
+int ot__z2_chunk_rows(int d_model) {
+  const int r = (1 << 20) / (d_model > 0 ? d_model : 1);
+  return r > 0 ? r : 1;
+}
+
 ot_status ot__z2_setup(ot__par *p) {
   ot_model *m = p->t->m;
-  const int np = ot_model_param_count(m), l0 = ot_model_part_of(m)->layer0;
-  p->blk0 = calloc((size_t)p->L + 1, sizeof(size_t));
-  p->blk_done = calloc((size_t)p->L + 1, sizeof(bool));
+  const int np = ot_model_param_count(m);
+  p->u0 = calloc((size_t)np + 1, sizeof(size_t));
+  p->unit_done = calloc((size_t)np + 1, sizeof(bool));
+  p->unit_of = calloc((size_t)np + 1, sizeof(int));
   p->goff = calloc((size_t)np + 1, sizeof(size_t));
-  if (!p->blk0 || !p->blk_done || !p->goff) return ot_error(OT_ENOMEM, "ZeRO-2: out of memory");
-  // block l spans its parameters (contiguous in the layout, alignment gaps included)
-  for (int l = 0; l <= p->L; l++) p->blk0[l] = (size_t)-1;
+  if (!p->u0 || !p->unit_done || !p->unit_of || !p->goff) return ot_error(OT_ENOMEM, "ZeRO-2: out of memory");
+  // units in layout order: [u0[k], u0[k + 1]) (alignment gaps included)
   size_t blk_end = 0;
+  p->nu = 0;
   for (int i = 0; i < np; i++) {
     const ot_param *q = ot_model_param_at(m, i);
-    size_t end = q->offset + ((q->numel + 15) & ~(size_t)15);
     if (q->layer < 0) {
-      p->goff[i] = p->ng;
-      p->ng += (q->numel + 15) & ~(size_t)15;
+      if (!chunked(q)) {
+        p->goff[i] = p->ng;
+        p->ng += padded(q->numel);
+      }
       continue;
     }
-    const int l = q->layer - l0;
-    if (q->offset < p->blk0[l]) p->blk0[l] = q->offset;
-    if (end > blk_end) blk_end = end;
+    if (unit_start(q) || p->nu == 0) {
+      if (p->nu > 0 && q->offset < p->u0[p->nu - 1]) return ot_error(OT_EINTERNAL, "ZeRO-2: units out of order");
+      p->u0[p->nu++] = q->offset;
+    }
+    p->unit_of[i] = p->nu - 1;
+    if (q->offset + padded(q->numel) > blk_end) blk_end = q->offset + padded(q->numel);
   }
-  p->blk0[p->L] = blk_end;
-  for (int l = 0; l < p->L; l++) {
-    if (p->blk0[l + 1] < p->blk0[l]) return ot_error(OT_EINTERNAL, "ZeRO-2: blocks out of order");
-    if (p->blk0[l + 1] - p->blk0[l] > p->bsz) p->bsz = p->blk0[l + 1] - p->blk0[l];
-  }
+  p->u0[p->nu] = blk_end;
+  for (int k = 0; k < p->nu; k++)
+    if (p->u0[k + 1] - p->u0[k] > p->usz) p->usz = p->u0[k + 1] - p->u0[k];
   p->gs = zalloc(p->s1 - p->s0);
   p->gstage = zalloc(p->ng);
-  p->bstage[0] = zalloc(p->bsz);
-  p->bstage[1] = zalloc(p->bsz);
-  if (!p->gs || !p->gstage || !p->bstage[0] || !p->bstage[1])
+  p->ustage[0] = zalloc(p->usz);
+  p->ustage[1] = zalloc(p->usz);
+  if (!p->gs || !p->gstage || !p->ustage[0] || !p->ustage[1])
     return ot_error(OT_ENOMEM, "ZeRO-2: out of memory for the gradient staging");
   for (int i = 0; i < np; i++) {
     const ot_param *q = ot_model_param_at(m, i);
-    float *g = q->layer < 0 ? p->gstage + p->goff[i]
-                            : p->bstage[(q->layer - l0) & 1] + (q->offset - p->blk0[q->layer - l0]);
+    float *g = NULL;   // chunked: the model writes comm.chunk_buf instead
+    if (q->layer >= 0) {
+      const int k = p->unit_of[i];
+      g = p->ustage[k & 1] + (q->offset - p->u0[k]);
+    } else if (!chunked(q)) {
+      g = p->gstage + p->goff[i];
+    }
     OT_TRY(ot_model_bind_grad(m, i, g));
   }
   return OT_OK;
@@ -66,51 +94,89 @@ ot_status ot__z2_setup(ot__par *p) {
 void ot__z2_free(ot__par *p) {
   ot_mem_free(p->gs);
   ot_mem_free(p->gstage);
-  ot_mem_free(p->bstage[0]);
-  ot_mem_free(p->bstage[1]);
-  free(p->blk0);
-  free(p->blk_done);
+  ot_mem_free(p->ustage[0]);
+  ot_mem_free(p->ustage[1]);
+  ot_mem_free(p->chunk);
+  free(p->u0);
+  free(p->unit_done);
+  free(p->unit_of);
   free(p->goff);
 }
 
-// gs += the shard's part of layout range [a, a + n) held at src; src zeroed.
+// gs += the shard's part of layout range [a, a + n) held at src.
 static void keep_shard(ot__par *p, const float *src, size_t a, size_t n) {
   size_t lo = a > p->s0 ? a : p->s0, hi = a + n < p->s1 ? a + n : p->s1;
   for (size_t o = lo; o < hi; o++) p->gs[o - p->s0] += src[o - a];
 }
 
-ot_status ot__z2_block_reduce(ot__par *p, int l) {
-  float *st = p->bstage[l & 1];
-  const size_t a = p->blk0[l], n = p->blk0[l + 1] - a;
+ot_status ot__z2_unit_reduce(ot__par *p, int k) {
+  float *st = p->ustage[k & 1];
+  const size_t a = p->u0[k], n = p->u0[k + 1] - a;
   OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, st, n, OT_F32, OT_RED_SUM,
-                       "ZeRO-2 gradient reduction (block)"));
+                       "ZeRO-2 gradient reduction (block parameters)"));
   keep_shard(p, st, a, n);
   memset(st, 0, n * sizeof(float));
   return OT_OK;
 }
 
-void ot__z2_grads_ready(ot__par *p, size_t from) {
-  for (int l = p->L - 1; l >= 0; l--) {
-    if (p->blk_done[l] || p->blk0[l] < from) continue;
-    p->blk_done[l] = true;
-    ot_status s = ot__par_launch_job(p, l);
-    // block l - 1 writes the buffer block l + 1 used: its reduction must be over
-    if (s == OT_OK) s = ot__par_wait_jobs(p, 1);
-    if (s != OT_OK) {   // a callback cannot fail: the step reports it (ot__z2_finish)
-      if (p->th_up) pthread_mutex_lock(&p->mu);
-      if (p->th_err == OT_OK) {
-        p->th_err = s;
-        snprintf(p->th_msg, sizeof p->th_msg, "%s", ot_last_error());
-      }
-      if (p->th_up) pthread_mutex_unlock(&p->mu);
-    }
+// A callback cannot fail: the step reports the first error (ot__z2_finish).
+static void note_error(ot__par *p, ot_status s) {
+  if (s == OT_OK) return;
+  if (p->th_up) pthread_mutex_lock(&p->mu);
+  if (p->th_err == OT_OK) {
+    p->th_err = s;
+    snprintf(p->th_msg, sizeof p->th_msg, "%s", ot_last_error());
   }
+  if (p->th_up) pthread_mutex_unlock(&p->mu);
+}
+
+void ot__z2_grads_ready(ot__par *p, size_t from) {
+  for (int k = p->nu - 1; k >= 0; k--) {
+    if (p->unit_done[k] || p->u0[k] < from) continue;
+    p->unit_done[k] = true;
+    ot_status s = ot__par_launch_job(p, k);
+    // unit k - 1 writes the buffer unit k + 1 used: its reduction must be over
+    if (s == OT_OK) s = ot__par_wait_jobs(p, 1);
+    note_error(p, s);
+  }
+}
+
+void ot__z2_vocab_chunk(ot__par *p, int i, int row0, int rows) {
+  const ot_param *q = ot_model_param_at(p->t->m, i);
+  const size_t C = (size_t)q->shape[1], n = (size_t)rows * C;
+  ot_status s = ot__par_wait_jobs(p, 0);   // the main thread now uses the dp communicator
+  if (s == OT_OK)
+    s = ot__allreduce(&p->g, p->g.dp_comm, p->chunk, n, OT_F32, OT_RED_SUM,
+                      "ZeRO-2 gradient reduction (embedding / head rows)");
+  if (s == OT_OK) keep_shard(p, p->chunk, q->offset + (size_t)row0 * C, n);
+  note_error(p, s);
 }
 
 ot_status ot__z2_before_backward(ot__par *p) {
   OT_TRY(ot__par_wait_jobs(p, 0));
   if (p->th_err != OT_OK) return ot_error(p->th_err, "%s", p->th_msg);
-  for (int l = 0; l < p->L; l++) p->blk_done[l] = false;
+  for (int k = 0; k < p->nu; k++) p->unit_done[k] = false;
+  return OT_OK;
+}
+
+// A tied embedding on two pipeline stages: each stage's shards hold its own copy's
+// gradient (reduced over dp); chunk by chunk, the stage's rows are assembled from the
+// shards (sum over dp of disjoint parts), summed with the other stage's, and the sum
+// written back into the shard. Both stages walk the same rows in the same order.
+static ot_status tied_combine(ot__par *p, const ot_param *q) {
+  const size_t C = (size_t)q->shape[1], V = (size_t)q->shape[0];
+  const size_t R = (size_t)p->chunk_rows;
+  for (size_t r0 = 0; r0 < V; r0 += R) {
+    const size_t n = (r0 + R < V ? R : V - r0) * C, a = q->offset + r0 * C;
+    const size_t lo = a > p->s0 ? a : p->s0, hi = a + n < p->s1 ? a + n : p->s1;
+    memset(p->chunk, 0, n * sizeof(float));
+    if (lo < hi) memcpy(p->chunk + (lo - a), p->gs + (lo - p->s0), (hi - lo) * sizeof(float));
+    OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, p->chunk, n, OT_F32, OT_RED_SUM,
+                         "ZeRO-2 tied-embedding assembly"));
+    OT_TRY(ot__allreduce(&p->g, p->g.embed_comm, p->chunk, n, OT_F32, OT_RED_SUM,
+                         "tied-embedding gradient all-reduce"));
+    if (lo < hi) memcpy(p->gs + (lo - p->s0), p->chunk + (lo - a), (hi - lo) * sizeof(float));
+  }
   return OT_OK;
 }
 
@@ -119,18 +185,17 @@ ot_status ot__z2_finish(ot__par *p) {
   if (p->th_err != OT_OK) return ot_error(p->th_err, "%s", p->th_msg);
   ot_model *m = p->t->m;
   const int np = ot_model_param_count(m);
-  if (p->g.embed_comm != MPI_COMM_NULL)   // tied embedding: both stages' copies
+  if (p->g.embed_comm != MPI_COMM_NULL)
     for (int i = 0; i < np; i++) {
       const ot_param *q = ot_model_param_at(m, i);
-      if (q->kind == OT_PT_EMBED)
-        OT_TRY(ot__allreduce(&p->g, p->g.embed_comm, p->gstage + p->goff[i], q->numel, OT_F32,
-                             OT_RED_SUM, "tied-embedding gradient all-reduce"));
+      if (q->kind == OT_PT_EMBED) OT_TRY(tied_combine(p, q));
     }
-  OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, p->gstage, p->ng, OT_F32, OT_RED_SUM,
-                       "ZeRO-2 gradient reduction (embedding, final norm, head)"));
+  if (p->ng)
+    OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, p->gstage, p->ng, OT_F32, OT_RED_SUM,
+                         "ZeRO-2 gradient reduction (positions, final norm)"));
   for (int i = 0; i < np; i++) {
     const ot_param *q = ot_model_param_at(m, i);
-    if (q->layer < 0) keep_shard(p, p->gstage + p->goff[i], q->offset, q->numel);
+    if (q->layer < 0 && !chunked(q)) keep_shard(p, p->gstage + p->goff[i], q->offset, q->numel);
   }
   memset(p->gstage, 0, p->ng * sizeof(float));
   return OT_OK;

@@ -158,6 +158,7 @@ static ot_status block_bwd(ot_model *m, int l, int B, int T) {
   // MLP
   OT_TRY(ot_linear_bwd(dt, m->dh, ot__pg(m, P->proj_w), ot__pg(m, P->proj_b), m->dres, NULL, A->h,
                        ot__pdt(m, P->proj_w), N, C, m->F, OT_ACT_NONE));
+  grads_ready(m, m->params[P->proj_w].offset);
   if (m->cfg.mlp == OT_MLP_GELU) {
     OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dh, A->pre, A->y2,
                          ot__pdt(m, P->fc_w), N, m->F, C, OT_ACT_GELU));
@@ -166,12 +167,15 @@ static ot_status block_bwd(ot_model *m, int l, int B, int T) {
     OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dfc, NULL, A->y2,
                          ot__pdt(m, P->fc_w), N, m->Fa, C, OT_ACT_NONE));
   }
+  grads_ready(m, m->params[P->fc_w].offset);
   OT_TRY(tp_sum(m, m->dy, (size_t)N * C));
   OT_TRY(norm_bwd(m, m->dres, P->ln2_w, P->ln2_b, m->dy, m->dres, A->res2, A->mean2, A->rstd2, N));
+  grads_ready(m, m->params[P->ln2_w].offset);
   // attention
   if (rc == OT_RECOMPUTE_SELECTIVE) OT_TRY(attn_core_fwd(m, A, B, T));
   OT_TRY(ot_linear_bwd(dt, m->datty, ot__pg(m, P->o_w), ot__pg(m, P->o_b), m->dres, NULL, A->atty,
                        ot__pdt(m, P->o_w), N, C, HD, OT_ACT_NONE));
+  grads_ready(m, m->params[P->o_w].offset);
   const size_t es = ot_dtype_size(dt);
   transpose_heads(es, m->dohead, m->datty, B, T, m->Hq, m->D, true);
   if (rc == OT_RECOMPUTE_NONE) transpose_heads(es, m->ohead, A->atty, B, T, m->Hq, m->D, true);
@@ -186,6 +190,7 @@ static ot_status block_bwd(ot_model *m, int l, int B, int T) {
   }
   OT_TRY(ot_qkv_bwd(dt, m->dy, ot__pg(m, P->qkv_w), ot__pg(m, P->qkv_b), m->dq, m->dk, m->dv, A->y1,
                     ot__pdt(m, P->qkv_w), B, T, C, m->Hq, m->Hkv, m->D));
+  grads_ready(m, m->params[P->qkv_w].offset);
   OT_TRY(tp_sum(m, m->dy, (size_t)N * C));
   OT_TRY(norm_bwd(m, m->dres, P->ln1_w, P->ln1_b, m->dy, m->dres, A->res, A->mean1, A->rstd1, N));
   return OT_OK;
@@ -273,12 +278,46 @@ ot_status ot_model_forward(ot_model *m, const int32_t *tokens, const int32_t *ta
 // blocks >= l and the head).
 static size_t block_start(const ot_model *m, int l) { return m->params[m->lp[l].ln1_w].offset; }
 
+// Vocabulary-row chunks (comm.vocab_chunk): chunk_rows rows per call.
+static bool vocab_chunked(const ot_model *m) { return m->part.comm.vocab_chunk != NULL; }
+static int chunk_rows(const ot_model *m) {
+  const int r = m->part.comm.chunk_rows;
+  return r > 0 && r < m->Vl ? r : m->Vl;
+}
+
+// The head's weight gradient chunk by chunk into comm.chunk_buf (logits hold dlogits).
+static ot_status head_dw_chunks(ot_model *m, int N) {
+  const int R = chunk_rows(m), li = lm_index(m);
+  for (int r0 = 0; r0 < m->Vl; r0 += R) {
+    const int rows = r0 + R < m->Vl ? R : m->Vl - r0;
+    OT_TRY(ot_linear_dw_rows(m->run.dt, m->part.comm.chunk_buf, m->logits, m->yf, N, m->Vl, m->C,
+                             r0, rows));
+    m->part.comm.vocab_chunk(m->part.comm.ctx, li, r0, rows);
+  }
+  return OT_OK;
+}
+
+// The token embedding's gradient chunk by chunk into comm.chunk_buf; positions into
+// their bound gradient.
+static void embed_dw_chunks(ot_model *m, int B, int T) {
+  const int R = chunk_rows(m);
+  if (m->wpe >= 0) ot__embed_bwd_rows(m, NULL, 0, 0, ot__pg(m, m->wpe), m->dres, m->tokens, B, T);
+  for (int r0 = 0; r0 < m->Vl; r0 += R) {
+    const int rows = r0 + R < m->Vl ? R : m->Vl - r0;
+    memset(m->part.comm.chunk_buf, 0, (size_t)rows * m->C * sizeof(float));
+    ot__embed_bwd_rows(m, m->part.comm.chunk_buf, r0, rows, NULL, m->dres, m->tokens, B, T);
+    m->part.comm.vocab_chunk(m->part.comm.ctx, m->wte, r0, rows);
+  }
+}
+
 static ot_status backward(ot_model *m) {
   const ot_dtype dt = m->run.dt;
   const int B = m->B, T = m->T, N = B * T;
   if (m->last) {
-    OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, lm_index(m)), NULL, m->logits, NULL, m->yf,
-                         ot__pdt(m, lm_index(m)), N, m->Vl, m->C, OT_ACT_NONE));
+    if (vocab_chunked(m)) OT_TRY(head_dw_chunks(m, N));
+    OT_TRY(ot_linear_bwd(dt, m->dy, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)), NULL,
+                         m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N, m->Vl, m->C,
+                         OT_ACT_NONE));
     if (m->part.vocab_parallel) OT_TRY(tp_sum(m, m->dy, (size_t)N * m->C));
     OT_TRY(norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
     grads_ready(m, m->params[m->lnf_w].offset);
@@ -288,7 +327,9 @@ static ot_status backward(ot_model *m) {
     if (l > 0 || m->first) grads_ready(m, block_start(m, l));
   }
   if (m->first) {
-    if (m->part.vocab_parallel && m->part.tp > 1)
+    if (vocab_chunked(m))
+      embed_dw_chunks(m, B, T);
+    else if (m->part.vocab_parallel && m->part.tp > 1)
       ot__vp_embed_bwd(m, m->dres, m->tokens, B, T);
     else
       OT_TRY(ot_embed_bwd(dt, ot__pg(m, m->wte), ot__pg(m, m->wpe), m->dres, m->tokens, B, T, m->C,

@@ -211,6 +211,15 @@ ot_status ot__layout_build(ot_model *m) {
     if (m->lp[l].qkv_w < 0 || m->lp[l].o_w < 0 || m->lp[l].fc_w < 0 || m->lp[l].proj_w < 0 ||
         m->lp[l].ln1_w < 0 || m->lp[l].ln2_w < 0)
       return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  // a block's parameters in forward order: the backward completes them from the end
+  // (the contract of ot_model_comm.grads_ready)
+  for (int l = 0; l < m->L; l++) {
+    const ot__layer_params *P = &m->lp[l];
+    const int order[6] = {P->ln1_w, P->qkv_w, P->o_w, P->ln2_w, P->fc_w, P->proj_w};
+    for (int k = 1; k < 6; k++)
+      if (m->params[order[k]].offset <= m->params[order[k - 1]].offset)
+        return ot_error(OT_EINTERNAL, "model layout: block %d's parameters are not in forward order", l);
+  }
   m->n_floats = b.off;
   return OT_OK;
 }

@@ -120,6 +120,10 @@ void ot__init_tensor(const ot_model *m, ot_param_kind kind, int gidx, float *x, 
 // Vocabulary-parallel embedding and cross-entropy (vocab_par.c).
 ot_status ot__vp_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B, int T);
 void ot__vp_embed_bwd(ot_model *m, const void *dout, const int32_t *tokens, int B, int T);
+// Embedding gradient rows [r0, r0 + rows) of the local vocabulary into dwte [rows, C] (+=,
+// NULL: skip) and dwpe [T, C] (+=, NULL: skip) from dout [B*T, C] (vocab_par.c).
+void ot__embed_bwd_rows(ot_model *m, float *dwte, int r0, int rows, float *dwpe, const void *dout,
+                        const int32_t *tokens, int B, int T);
 ot_status ot__vp_xent(ot_model *m, void *logits, const int32_t *targets, int N, float count,
                       float *row_loss, bool want_grad, float *red);
 // True when m holds the whole model (no tensor or pipeline split).

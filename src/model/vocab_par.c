@@ -45,28 +45,32 @@ ot_status ot__vp_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B,
   return m->part.comm.allreduce(m->part.comm.ctx, out, (size_t)N * C, dt, OT_RED_SUM);
 }
 
-// dwte [Vl, C] += dout rows of this rank's tokens, dwpe [T, C] += sum over b
-// (every rank: wpe is replicated). Deterministic: columns split over threads,
-// rows accumulated in token order.
-void ot__vp_embed_bwd(ot_model *m, const void *dout, const int32_t *tokens, int B, int T) {
+// dwte [rows, C] += dout rows of the tokens whose local row (token - v0) lies
+// in [r0, r0 + rows) (NULL: skip), dwpe [T, C] += sum over b (NULL: skip;
+// every tp rank: wpe is replicated). Deterministic: columns split over
+// threads, rows accumulated in token order.
+void ot__embed_bwd_rows(ot_model *m, float *dwte, int r0, int rows, float *dwpe, const void *dout,
+                        const int32_t *tokens, int B, int T) {
   const ot_dtype dt = m->run.dt;
   const long N = (long)B * T;
   const int C = m->C;
-  float *dwte = ot__pg(m, m->wte), *dwpe = ot__pg(m, m->wpe);
   const int nb = (C + 63) / 64;
+  const long lo = (long)m->v0 + r0;
 #pragma omp parallel for schedule(static)
   for (int cb = 0; cb < nb; cb++) {
     const int c0 = cb * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
     for (long i = 0; i < N; i++) {
-      const long r = (long)tokens[i] - m->v0;
-      const bool mine = r >= 0 && r < m->Vl;
-      for (int c = c0; c < c1; c++) {
-        const float g = ld(dt, dout, (size_t)i * C + c);
-        if (mine) dwte[(size_t)r * C + c] += g;
-        if (dwpe) dwpe[(size_t)(i % T) * C + c] += g;
-      }
+      const long r = (long)tokens[i] - lo;
+      if (dwte && r >= 0 && r < rows)
+        for (int c = c0; c < c1; c++) dwte[(size_t)r * C + c] += ld(dt, dout, (size_t)i * C + c);
+      if (dwpe)
+        for (int c = c0; c < c1; c++) dwpe[(size_t)(i % T) * C + c] += ld(dt, dout, (size_t)i * C + c);
     }
   }
+}
+
+void ot__vp_embed_bwd(ot_model *m, const void *dout, const int32_t *tokens, int B, int T) {
+  ot__embed_bwd_rows(m, ot__pg(m, m->wte), 0, m->Vl, ot__pg(m, m->wpe), dout, tokens, B, T);
 }
 
 // logits [N, Vl] (dt; columns of rows [v0, v0 + Vl), real below V) -> row_loss

@@ -68,7 +68,6 @@ ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
                         int M, int N, int K, ot_act act) {
   static const char fn[] = "ot_linear_bwd";
   OT_TRY(check_common(fn, dt, M, N, K, act));
-  OT_CHECK_PTR(dw, fn);
   OT_CHECK_PTR(dy, fn);
   OT_CHECK_PTR(x, fn);
   if (dx) OT_CHECK_PTR(w, fn);
@@ -85,7 +84,7 @@ ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
   ot_mm mx = {gdt, dt, dt, false, false, M, K, N, 1.0f, 0.0f, dy, N, w, K, dx, K, NULL, false};
   ot_mm mw = {gdt, dt, OT_F32, true, false, N, K, M, 1.0f, 1.0f, dy, N, x, K, dw, K, NULL, false};
   size_t gsz = gdt != dt ? ot_align64((size_t)M * N * 4) : 0;
-  size_t wx = dx ? ot__mm_ws(&mx) : 0, ww = ot__mm_ws(&mw), wmax = wx > ww ? wx : ww;
+  size_t wx = dx ? ot__mm_ws(&mx) : 0, ww = dw ? ot__mm_ws(&mw) : 0, wmax = wx > ww ? wx : ww;
   uint8_t *ws = NULL;
   if (s == OT_OK && gsz + wmax) {
     ws = ot_scratch(gsz + wmax);
@@ -98,8 +97,26 @@ ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
     mx.A = mw.A = g;
   }
   if (s == OT_OK && dx) s = ot__mm_run(&mx, ws ? ws + gsz : NULL, fn);
-  if (s == OT_OK) s = ot__mm_run(&mw, ws ? ws + gsz : NULL, fn);
+  if (s == OT_OK && dw) s = ot__mm_run(&mw, ws ? ws + gsz : NULL, fn);
   if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, g, gdt == OT_BF16, (size_t)N, M, N);
+  OT_PROF_STOP();
+  return s;
+}
+
+ot_status ot_linear_dw_rows(ot_dtype dt, float *dw, const void *dy, const void *x, int M, int N,
+                            int K, int n0, int rows) {
+  static const char fn[] = "ot_linear_dw_rows";
+  OT_TRY(check_common(fn, dt, M, N, K, OT_ACT_NONE));
+  OT_CHECK_PTR(dw, fn);
+  OT_CHECK_PTR(dy, fn);
+  OT_CHECK_PTR(x, fn);
+  if (n0 < 0 || rows <= 0 || n0 + rows > N)
+    return ot_error(OT_EINVAL, "%s: rows [%d, %d) outside the %d output rows", fn, n0, n0 + rows, N);
+  const size_t es = ot_dtype_size(dt);
+  OT_PROF_BEGIN("linear_dw_rows", 2.0 * M * rows * K, (double)es * ((double)M * rows + (double)M * K) + 4.0 * rows * K);
+  ot_mm mw = {dt, dt, OT_F32, true, false, rows, K, M, 1.0f, 0.0f, (const char *)dy + (size_t)n0 * es, N,
+              x, K, dw, K, NULL, false};
+  ot_status s = ot__mm_run(&mw, NULL, fn);
   OT_PROF_STOP();
   return s;
 }
