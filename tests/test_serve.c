@@ -187,7 +187,7 @@ static void col_wait(collect *c) {
 }
 
 static void test_sched(void) {
-  ot_sched_config sc = {2, 0, 0};
+  ot_sched_config sc = {2, 0, 0, false, OT_F32, 0, OT_F32, 0};
   ot_sched *s = NULL;
   if (!th_check(ot_sched_create(&s, g_model, &sc) == OT_OK, "sched create: %s", ot_last_error())) return;
   th_check(ot_sched_capacity(s) == CTX, "capacity %d == the model's context", ot_sched_capacity(s));
@@ -247,7 +247,7 @@ static void test_sched(void) {
   bad.sampler.top_p = 0.0f;
   th_check_error(ot_sched_submit(s, &bad, NULL), OT_EINVAL, "top_p", "sched: bad sampler");
   ot_sched *s2 = NULL;
-  ot_sched_config badc = {1, CTX + 1, 0};
+  ot_sched_config badc = {1, CTX + 1, 0, false, OT_F32, 0, OT_F32, 0};
   th_check_error(ot_sched_create(&s2, g_model, &badc), OT_EINVAL, "max_seq", "sched: max_seq beyond the model");
   // shutdown with requests active and queued: each on_done runs exactly once
   collect cs[6];

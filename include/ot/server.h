@@ -56,6 +56,17 @@ typedef struct {
   int max_batch;   // sequences stepped together, each with its own KV cache (0: 4)
   int max_seq;     // tokens per sequence (prompt + generated); 0: the model's max_seq
   int max_queue;   // requests waiting beyond max_batch (0: 256); more are refused
+  // Batched decode: instead of a KV cache per request, one batched engine
+  // (ot/serve.h: paged KV cache, every active sequence's token decoded in one
+  // step that streams the weights once; prompts prefilled as they are admitted,
+  // requests that do not fit the block pool wait until sequences leave). Its
+  // tokens equal ot_engine's for the same requests; they may differ from
+  // ot_generate's in rare near-ties (other kernels, other rounding).
+  bool batched;
+  ot_dtype weights;   // batched: linear weights OT_F32 (default), OT_BF16 or OT_I8
+  int group;          // batched int8: columns per scale (32, 64, 128; 0: per row)
+  ot_dtype kv_dtype;  // batched: cache storage OT_F32 (default) or OT_BF16
+  size_t kv_bytes;    // batched: block pool budget (0: max_batch sequences of max_seq)
 } ot_sched_config;
 
 typedef struct {
@@ -67,8 +78,8 @@ typedef struct {
 
 typedef struct ot_sched ot_sched;
 
-// Allocates max_batch KV caches of max_seq tokens up front and starts the
-// scheduler thread. The model must outlive the scheduler, and nothing else
+// Allocates max_batch KV caches of max_seq tokens (or the batched engine) up
+// front and starts the scheduler thread. The model must outlive the scheduler, and nothing else
 // may run it while the scheduler exists (the scheduler thread runs it).
 ot_status ot_sched_create(ot_sched **out, const ot_model *m, const ot_sched_config *cfg);
 // Ends every queued and active request with OT_SCHED_SHUTDOWN (their on_done
@@ -92,6 +103,11 @@ typedef struct {
   int max_clients;         // connections handled at once, a thread each (default 16);
                            // more are answered 503
   int max_batch;           // sequences generated at once (default 4)
+  bool batched;            // batched decode engine (ot_sched_config.batched; default false)
+  ot_dtype weights;        // with batched: OT_F32, OT_BF16 or OT_I8 linear weights
+  int group;               // with batched int8: columns per scale (0: per row)
+  ot_dtype kv_dtype;       // with batched: KV cache storage OT_F32 or OT_BF16
+  size_t kv_bytes;         // with batched: KV block pool budget (0: max_batch x context)
   int max_seq;             // tokens per sequence; 0: the model's context
   size_t max_body;         // request body bytes (default 1 MiB); more: 413
   size_t max_header;       // request line + headers bytes (default 16 KiB); more: 431

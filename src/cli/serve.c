@@ -24,13 +24,20 @@ static void serve_usage(FILE *f) {
           "  --port N               port (default 8080; 0: any free port, printed)\n"
           "  --model-id NAME        the model's name in responses (default: the directory's name)\n"
           "  --max-clients N        connections served at once, a thread each; more get 503 (default 16)\n"
-          "  --max-batch N          sequences generated at once, round-robin (default 4)\n"
+          "  --max-batch N          sequences generated at once (default 4)\n"
+          "  --weights f32|bf16|int8  linear weights of the batched decode engine (default f32)\n"
+          "  --group G              int8: input columns per scale, 32/64/128, 0 = per row (default 64)\n"
+          "  --kv-bf16              KV cache stored in bf16 (default f32)\n"
+          "  --kv-mb MB             KV block pool budget (default: max-batch sequences of the context);\n"
+          "                         a request waits while the pool cannot hold it\n"
+          "  --per-request          a KV cache per request stepped round-robin (the model's own\n"
+          "                         forward, --dtype applies) instead of the batched engine\n"
           "  --context N            tokens per sequence, prompt + completion (default: the model's)\n"
           "  --max-tokens N         completion length when a request gives none (default 16)\n"
           "  --max-body BYTES       largest request body; more is 413 (default 1048576)\n"
           "  --max-header BYTES     largest request line + headers; more is 431 (default 16384)\n"
           "  --timeout S            seconds a request may take to arrive; then 408 (default 30)\n"
-          "  --dtype f32|bf16       activation / GEMM dtype (default f32)\n"
+          "  --dtype f32|bf16       activation / GEMM dtype with --per-request (default f32)\n"
           "  --threads N            threads (default: OMP_NUM_THREADS)\n"
           "  --quiet                no startup summary and no request log on stderr\n");
 }
@@ -57,13 +64,18 @@ int ot_cmd_serve(int argc, char **argv) {
   ot_server_config cfg = ot_server_config_default();
   cfg.port = 8080;
   int threads = 0, max_body = (int)cfg.max_body, max_header = (int)cfg.max_header, timeout_s = 30;
-  bool quiet = false;
+  bool quiet = false, per_request = false;
   ot_dtype dt = OT_F32;
+  double kv_mb = 0.0;
+  cfg.batched = true;
+  cfg.group = 64;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     bool ok = true;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { serve_usage(stdout); return 0; }
     else if (!strcmp(a, "--quiet")) { quiet = true; continue; }
+    else if (!strcmp(a, "--per-request")) { per_request = true; continue; }
+    else if (!strcmp(a, "--kv-bf16")) { cfg.kv_dtype = OT_BF16; continue; }
     else if (!v) ok = false;
     else if (!strcmp(a, "--model")) model_dir = v;
     else if (!strcmp(a, "--checkpoint")) ckpt_dir = v;
@@ -79,7 +91,20 @@ int ot_cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--max-header")) ok = cli_parse_int(a, v, 256, 1 << 24, &max_header);
     else if (!strcmp(a, "--timeout")) ok = cli_parse_int(a, v, 1, 86400, &timeout_s);
     else if (!strcmp(a, "--threads")) ok = cli_parse_int(a, v, 1, 4096, &threads);
-    else if (!strcmp(a, "--dtype")) {
+    else if (!strcmp(a, "--group")) ok = cli_parse_int(a, v, 0, 4096, &cfg.group);
+    else if (!strcmp(a, "--kv-mb")) {
+      char *end;
+      kv_mb = strtod(v, &end);
+      if (*end || !(kv_mb > 0.0 && kv_mb < 1e7)) {
+        fprintf(stderr, "ot serve: --kv-mb '%s' is not a number of megabytes in (0, 1e7)\n", v);
+        return 2;
+      }
+    } else if (!strcmp(a, "--weights")) {
+      if (!strcmp(v, "f32")) cfg.weights = OT_F32;
+      else if (!strcmp(v, "bf16")) cfg.weights = OT_BF16;
+      else if (!strcmp(v, "int8")) cfg.weights = OT_I8;
+      else { fprintf(stderr, "ot serve: --weights '%s' is not f32, bf16 or int8\n", v); return 2; }
+    } else if (!strcmp(a, "--dtype")) {
       if (!strcmp(v, "f32")) dt = OT_F32;
       else if (!strcmp(v, "bf16")) dt = OT_BF16;
       else { fprintf(stderr, "ot serve: --dtype '%s' is not f32 or bf16\n", v); return 2; }
@@ -99,6 +124,8 @@ int ot_cmd_serve(int argc, char **argv) {
     serve_usage(stderr);
     return 2;
   }
+  cfg.batched = !per_request;
+  cfg.kv_bytes = (size_t)(kv_mb * 1e6);
   cfg.max_body = (size_t)max_body;
   cfg.max_header = (size_t)max_header;
   cfg.timeout_ms = timeout_s * 1000;
@@ -149,11 +176,19 @@ int ot_cmd_serve(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (!quiet)
-    fprintf(stderr, "model %s (%s): %.1fM parameters, context %d, %s; tokenizer %s; %d sequences at once, "
-            "%d clients, %d threads\n", cfg.model_id, mc->name, ot_model_n_params(mc) / 1e6,
-            cfg.max_seq ? cfg.max_seq : mc->max_seq, ot_dtype_name(dt), tok_dir, cfg.max_batch,
-            cfg.max_clients, ot_threads_get());
+  if (!quiet) {
+    char mode[160];
+    if (cfg.batched)
+      snprintf(mode, sizeof mode, "batched decode of up to %d sequences, %s weights%s, %s KV cache",
+               cfg.max_batch, cfg.weights == OT_I8 ? "int8" : ot_dtype_name(cfg.weights),
+               cfg.weights == OT_I8 ? (cfg.group ? " (a scale per group)" : " (a scale per row)") : "",
+               ot_dtype_name(cfg.kv_dtype));
+    else
+      snprintf(mode, sizeof mode, "%d sequences at once, a KV cache each, %s", cfg.max_batch, ot_dtype_name(dt));
+    fprintf(stderr, "model %s (%s): %.1fM parameters, context %d; tokenizer %s; %s; %d clients, %d threads\n",
+            cfg.model_id, mc->name, ot_model_n_params(mc) / 1e6, cfg.max_seq ? cfg.max_seq : mc->max_seq,
+            tok_dir, mode, cfg.max_clients, ot_threads_get());
+  }
   const char *host = cfg.host ? cfg.host : "127.0.0.1";
   const bool v6 = strchr(host, ':') != NULL;
   printf("ot serve: listening on http://%s%s%s:%d (Ctrl-C stops)\n", v6 ? "[" : "", host, v6 ? "]" : "",

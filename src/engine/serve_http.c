@@ -504,7 +504,8 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
   snprintf(s->model_id, sizeof s->model_id, "%s", c->model_id && c->model_id[0] ? c->model_id : mc->name);
   s->cfg.host = s->host;
   s->cfg.model_id = s->model_id;
-  ot_sched_config sc = {c->max_batch, c->max_seq, 0};
+  ot_sched_config sc = {c->max_batch, c->max_seq, 0, c->batched, c->weights, c->group, c->kv_dtype,
+                        c->kv_bytes};
   ot_status st = ot_sched_create(&s->sched, m, &sc);
   if (st == OT_OK) {
     s->ctx = ot_sched_capacity(s->sched);

@@ -1,11 +1,14 @@
 // Request scheduler: one thread owns the model and steps up to max_batch
 // sequences round-robin (a prefill chunk or one token per sequence per round),
-// each with its own KV cache (B = 1) and sampler; requests wait in a FIFO.
+// each with its own KV cache (B = 1) and sampler; or, batched, admits them into
+// a batched decode engine (ot/serve.h) whose every step decodes one token of
+// each of them at once. Requests wait in a FIFO.
 // Locking: `mu` guards the queue, the slot table, the stats and `stop`; the
 // scheduler thread alone writes slot jobs (under mu) and runs the model and
 // the callbacks (outside mu). A job's cancel flag is atomic.
 #include "internal.h"
 #include "ot/server.h"
+#include "ot/serve.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -22,13 +25,19 @@ typedef struct job {
   struct job *next;          // queue link
 } job;
 
-typedef struct { ot_kvcache *kv; job *j; } slot;
+typedef struct {
+  ot_kvcache *kv;   // per-request mode
+  job *j;
+  bool added;       // batched: admitted into the engine as sequence eid
+  int eid;
+} slot;
 
 struct ot_sched {
   const ot_model *m;
   ot_sched_config cfg;
   int cap, V, chunk;
   slot *slots;               // [max_batch]
+  ot_engine *eng;            // batched mode
   pthread_t th;
   bool started;
   pthread_mutex_t mu;
@@ -70,6 +79,7 @@ static void slot_end(ot_sched *s, int i, ot_sched_end end, const char *msg) {
   pthread_mutex_lock(&s->mu);
   job *j = s->slots[i].j;
   s->slots[i].j = NULL;
+  s->slots[i].added = false;
   s->st.active--;
   count_end(s, j, end);
   pthread_mutex_unlock(&s->mu);
@@ -107,6 +117,62 @@ static void slot_step(ot_sched *s, int i) {
     slot_end(s, i, OT_SCHED_FAILED, ot_last_error());
 }
 
+// ---- batched mode ----------------------------------------------------------
+// Slot i's sequence leaves the engine (unless it already left) and its request ends.
+static void engine_end(ot_sched *s, int i, bool left, ot_sched_end end, const char *msg) {
+  if (s->slots[i].added && !left) ot_engine_remove(s->eng, s->slots[i].eid);
+  slot_end(s, i, end, msg);
+}
+
+// Hands event ev of slot i's sequence on (its token, or its end).
+static void deliver(ot_sched *s, int i, const ot_engine_event *ev) {
+  job *j = s->slots[i].j;
+  if (atomic_load(&j->cancel)) { engine_end(s, i, ev->done, OT_SCHED_CANCELLED, NULL); return; }
+  if (ev->token < 0) { engine_end(s, i, true, OT_SCHED_STOP_TOKEN, NULL); return; }
+  j->new_tokens++;
+  if (j->req.on_token && !j->req.on_token(j->req.ctx, ev->token)) {
+    engine_end(s, i, ev->done, OT_SCHED_STOPPED, NULL);
+    return;
+  }
+  if (ev->done) engine_end(s, i, true, OT_SCHED_LENGTH, NULL);
+}
+
+// One round: cancellations, admissions (a prompt the block pool cannot hold yet
+// waits in its slot until sequences leave; one that could never fit fails), then
+// one engine step for every admitted sequence.
+static void batched_round(ot_sched *s) {
+  for (int i = 0; i < s->cfg.max_batch; i++) {
+    slot *sl = &s->slots[i];
+    if (!sl->j) continue;
+    if (atomic_load(&sl->j->cancel)) { engine_end(s, i, false, OT_SCHED_CANCELLED, NULL); continue; }
+    if (sl->added) continue;
+    const job *j = sl->j;
+    ot_request r = {j->prompt, j->req.n_prompt, j->req.sampler, j->req.max_tokens, j->req.stop_token};
+    ot_engine_event ev;
+    const ot_status st = ot_engine_add(s->eng, &r, &sl->eid, &ev);
+    if (st == OT_ENOMEM && ot_engine_active(s->eng) > 0) continue;   // retried next round
+    if (st != OT_OK) { slot_end(s, i, OT_SCHED_FAILED, ot_last_error()); continue; }
+    sl->added = true;
+    deliver(s, i, &ev);
+  }
+  if (ot_engine_active(s->eng) == 0) return;
+  const ot_engine_event *ev = NULL;
+  int n = 0;
+  if (ot_engine_step(s->eng, &ev, &n) != OT_OK) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", ot_last_error());
+    for (int i = 0; i < s->cfg.max_batch; i++)
+      if (s->slots[i].j && s->slots[i].added) engine_end(s, i, false, OT_SCHED_FAILED, msg);
+    return;
+  }
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < s->cfg.max_batch; i++)
+      if (s->slots[i].j && s->slots[i].added && s->slots[i].eid == ev[k].id) {
+        deliver(s, i, &ev[k]);
+        break;
+      }
+}
+
 static void *sched_main(void *arg) {
   ot_sched *s = arg;
   for (;;) {
@@ -133,7 +199,7 @@ static void *sched_main(void *arg) {
         s->qhead = j->next;
         if (!s->qhead) s->qtail = NULL;
         j->next = NULL;
-        ot_kv_reset(s->slots[i].kv);
+        if (s->slots[i].kv) ot_kv_reset(s->slots[i].kv);
         s->slots[i].j = j;
         s->st.queued--;
         s->st.active++;
@@ -149,6 +215,10 @@ static void *sched_main(void *arg) {
       job_end(j, OT_SCHED_CANCELLED, NULL);
     }
     if (stop) break;
+    if (s->eng) {
+      batched_round(s);
+      continue;
+    }
     for (int i = 0; i < s->cfg.max_batch; i++)
       if (s->slots[i].j) slot_step(s, i);
   }
@@ -176,7 +246,9 @@ ot_status ot_sched_create(ot_sched **out, const ot_model *m, const ot_sched_conf
   OT_CHECK_PTR(out, fn);
   *out = NULL;
   OT_CHECK_PTR(m, fn);
-  ot_sched_config c = cfg ? *cfg : (ot_sched_config){0, 0, 0};
+  ot_sched_config c;
+  memset(&c, 0, sizeof c);
+  if (cfg) c = *cfg;
   const ot_model_config *mc = ot_model_config_of(m);
   if (c.max_batch == 0) c.max_batch = 4;
   if (c.max_queue == 0) c.max_queue = 256;
@@ -199,12 +271,17 @@ ot_status ot_sched_create(ot_sched **out, const ot_model *m, const ot_sched_conf
   ot_status st = OT_OK;
   s->slots = calloc((size_t)c.max_batch, sizeof *s->slots);
   if (!s->slots) st = ot_error(OT_ENOMEM, "%s: out of memory", fn);
-  for (int i = 0; st == OT_OK && i < c.max_batch; i++) {
+  if (st == OT_OK && c.batched) {
+    ot_engine_config ec = {c.weights, c.weights == OT_I8 ? c.group : 0, c.kv_dtype, c.kv_bytes, 16,
+                           c.max_batch, c.max_seq, c.max_seq};
+    st = ot_engine_create(&s->eng, m, &ec);
+  }
+  for (int i = 0; st == OT_OK && !c.batched && i < c.max_batch; i++) {
     ot_kv_config kc = {1, c.max_seq, 0, false};
     st = ot_kv_create(&s->slots[i].kv, m, &kc);
   }
   if (st == OT_OK) {
-    s->chunk = ot_kv_config_of(s->slots[0].kv)->chunk;
+    s->chunk = c.batched ? 0 : ot_kv_config_of(s->slots[0].kv)->chunk;
     if (pthread_create(&s->th, NULL, sched_main, s) != 0)
       st = ot_error(OT_EINTERNAL, "%s: cannot start the scheduler thread", fn);
     else
@@ -226,6 +303,7 @@ void ot_sched_free(ot_sched *s) {
   }
   if (s->slots)
     for (int i = 0; i < s->cfg.max_batch; i++) ot_kv_free(s->slots[i].kv);
+  ot_engine_free(s->eng);
   free(s->slots);
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
