@@ -13,7 +13,10 @@ base=$(run 1 --micro 8 | tee /dev/stderr | tps_of)
 # the machine's ceiling for two processes: two independent one-rank runs at the same time
 # (on a VM whose two vCPUs do not give two cores' throughput this is well below 2x)
 a=$(mktemp); b=$(mktemp)
-run 1 --micro 8 >"$a" & run 1 --micro 8 >"$b"; wait
+# (--bind-to none: two separate mpiruns would otherwise both bind their rank to core 0)
+M1=("${M[@]}" --bind-to none)
+"${M1[@]}" -np 1 "$B/bench_parallel" --micro 8 "${EXTRA[@]}" >"$a" &
+"${M1[@]}" -np 1 "$B/bench_parallel" --micro 8 "${EXTRA[@]}" >"$b"; wait
 both=$(awk -v x="$(tps_of <"$a")" -v y="$(tps_of <"$b")" 'BEGIN { print x + y }')
 rm -f "$a" "$b"
 echo "two independent one-rank runs at once: $both tokens/s together => $(awk -v a="$both" -v b="$base" 'BEGIN { printf "%.2fx one rank (the ceiling for 2 ranks here)", a / b }')"

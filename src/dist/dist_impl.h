@@ -57,6 +57,8 @@ ot__grid *ot__par_grid(struct ot__par *p);
 #include <pthread.h>
 typedef struct ot_trainer ot_trainer;
 typedef struct ot__par ot__par;
+// ZeRO-2 staging buffers: Z2_BUFS - 1 unit reductions overlap the backward.
+#define Z2_BUFS 3
 // The parallel trainer's state (ptrain.c; ZeRO-2 staging in zero2.c).
 struct ot__par {
   ot__grid g;
@@ -90,13 +92,13 @@ struct ot__par {
   float *gs;                 // [s1 - s0] this rank's shard, reduced over dp and accumulated
   float *gstage;             // [ng] the small global parameters' gradients (positions, final
                              // norm), accumulated over the step's micro-batches
-  float *ustage[2];          // [usz] one unit's gradients, units alternating
+  float *ustage[Z2_BUFS];    // [usz] one unit's gradients, units taking them in turn
   float *chunk;              // [chunk_rows * d_model] embedding / head rows (comm.chunk_buf)
   int chunk_rows;
   size_t ng, usz;
   size_t *goff;              // [n_params] a small global parameter's offset in gstage
   int L;                     // blocks of this stage
-  int nu;                    // units: a block parameter with its bias, in layout order
+  int nu;                    // units: a block matrix and the parameters up to the next one
   size_t *u0;                // [nu + 1] unit k = layout floats [u0[k], u0[k + 1])
   int *unit_of;              // [n_params] a block parameter's unit
   bool *unit_done;           // [nu] reduced in the running micro-batch

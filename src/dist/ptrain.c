@@ -36,9 +36,9 @@ static ot_status run_job(ot__par *p, int k) {
                        p->bstart[k + 1] - p->bstart[k], OT_F32, OT_RED_SUM, what);
 }
 
-// Jobs pending at once: every bucket (ZeRO 0/1), or two units (ZeRO-2 waits for all
-// but one after each launch).
-static int queue_cap(const ot__par *p) { return (p->nb > 2 ? p->nb : 2) + 1; }
+// Jobs pending at once: every bucket (ZeRO 0/1), or Z2_BUFS units (ZeRO-2 waits for
+// all but Z2_BUFS - 1 after each launch).
+static int queue_cap(const ot__par *p) { return (p->nb > Z2_BUFS ? p->nb : Z2_BUFS) + 1; }
 
 static void *reducer(void *arg) {
   ot__par *p = arg;

@@ -1,20 +1,22 @@
 // ZeRO-2: gradients outside a data-parallel rank's shard are not kept.
 //
 // The model is created without a gradient buffer and its parameters'
-// gradients are bound to staging. A block's parameters form units, each a
-// weight matrix or norm with its bias (the model reports each one final as the
-// backward passes it); the units alternate between two staging buffers of the
-// largest unit. After each micro-batch's backward of unit k the buffer is
-// all-reduced over the data-parallel group, this rank's shard of it is added to
-// the shard accumulator gs and the buffer is zeroed for unit k - 2; with
-// overlap that happens on the reduction thread while the backward goes on.
+// gradients are bound to staging. The blocks' parameters form units, each a
+// weight matrix with what follows it in the layout up to the next matrix
+// (biases, norms; the model reports each matrix final as the backward passes
+// it); the units take Z2_BUFS staging buffers of the largest unit in turn.
+// After each micro-batch's backward of unit k the buffer is all-reduced over
+// the data-parallel group, this rank's shard of it is added to the shard
+// accumulator gs and the buffer is zeroed for unit k - Z2_BUFS; with overlap
+// that happens on the reduction thread while the backward goes on (up to
+// Z2_BUFS - 1 reductions in flight).
 // The embedding's and the head's gradients (vocabulary x width, the largest
 // tensors) are produced by the model in chunks of rows (comm.vocab_chunk) and
 // reduced chunk by chunk the same way; a tied embedding split over pipeline
 // stages sums its two copies' shards chunk by chunk at the end of the step.
 // The small global parameters (positions, final norm) have one buffer for the
-// step. Gradient memory: the shard (n / dp) plus the staging (2 units + one
-// chunk + the small globals).
+// step. Gradient memory: the shard (n / dp) plus the staging (Z2_BUFS units +
+// one chunk + the small globals).
 #include "dist_impl.h"
 #include "engine/engine_impl.h"
 #include <stdlib.h>
@@ -31,9 +33,9 @@ static size_t padded(size_t n) { return (n + 15) & ~(size_t)15; }
 static bool chunked(const ot_param *q) {
   return q->layer < 0 && (q->kind == OT_PT_EMBED || q->kind == OT_PT_LM_HEAD);
 }
-// A unit starts at every block parameter but a bias.
+// A unit starts at every block weight matrix.
 static bool unit_start(const ot_param *q) {
-  return q->layer >= 0 && q->kind != OT_PT_BIAS && q->kind != OT_PT_NORM_B;
+  return q->layer >= 0 && (q->kind == OT_PT_MATRIX || q->kind == OT_PT_MATRIX_RES);
 }
 
 int ot__z2_chunk_rows(int d_model) {
@@ -73,16 +75,15 @@ ot_status ot__z2_setup(ot__par *p) {
     if (p->u0[k + 1] - p->u0[k] > p->usz) p->usz = p->u0[k + 1] - p->u0[k];
   p->gs = zalloc(p->s1 - p->s0);
   p->gstage = zalloc(p->ng);
-  p->ustage[0] = zalloc(p->usz);
-  p->ustage[1] = zalloc(p->usz);
-  if (!p->gs || !p->gstage || !p->ustage[0] || !p->ustage[1])
-    return ot_error(OT_ENOMEM, "ZeRO-2: out of memory for the gradient staging");
+  bool ok = p->gs && p->gstage;
+  for (int b = 0; b < Z2_BUFS; b++) ok = ok && (p->ustage[b] = zalloc(p->usz));
+  if (!ok) return ot_error(OT_ENOMEM, "ZeRO-2: out of memory for the gradient staging");
   for (int i = 0; i < np; i++) {
     const ot_param *q = ot_model_param_at(m, i);
     float *g = NULL;   // chunked: the model writes comm.chunk_buf instead
     if (q->layer >= 0) {
       const int k = p->unit_of[i];
-      g = p->ustage[k & 1] + (q->offset - p->u0[k]);
+      g = p->ustage[k % Z2_BUFS] + (q->offset - p->u0[k]);
     } else if (!chunked(q)) {
       g = p->gstage + p->goff[i];
     }
@@ -94,8 +95,7 @@ ot_status ot__z2_setup(ot__par *p) {
 void ot__z2_free(ot__par *p) {
   ot_mem_free(p->gs);
   ot_mem_free(p->gstage);
-  ot_mem_free(p->ustage[0]);
-  ot_mem_free(p->ustage[1]);
+  for (int b = 0; b < Z2_BUFS; b++) ot_mem_free(p->ustage[b]);
   ot_mem_free(p->chunk);
   free(p->u0);
   free(p->unit_done);
@@ -110,7 +110,7 @@ static void keep_shard(ot__par *p, const float *src, size_t a, size_t n) {
 }
 
 ot_status ot__z2_unit_reduce(ot__par *p, int k) {
-  float *st = p->ustage[k & 1];
+  float *st = p->ustage[k % Z2_BUFS];
   const size_t a = p->u0[k], n = p->u0[k + 1] - a;
   OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, st, n, OT_F32, OT_RED_SUM,
                        "ZeRO-2 gradient reduction (block parameters)"));
@@ -135,8 +135,9 @@ void ot__z2_grads_ready(ot__par *p, size_t from) {
     if (p->unit_done[k] || p->u0[k] < from) continue;
     p->unit_done[k] = true;
     ot_status s = ot__par_launch_job(p, k);
-    // unit k - 1 writes the buffer unit k + 1 used: its reduction must be over
-    if (s == OT_OK) s = ot__par_wait_jobs(p, 1);
+    // the backward writes unit k - 1 next, in the buffer of unit k - 1 + Z2_BUFS:
+    // its reduction must be over (at most units k .. k + Z2_BUFS - 2 pending)
+    if (s == OT_OK) s = ot__par_wait_jobs(p, Z2_BUFS - 1);
     note_error(p, s);
   }
 }

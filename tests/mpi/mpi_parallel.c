@@ -221,8 +221,9 @@ static void check_memory(void) {
   double ratio = (double)o[1] / (double)o[0];
   th_check(fabs(ratio - 0.5) <= 0.005, "ZeRO-1 on dp2: optimizer state %zu bytes = %.4f x ZeRO-0's %zu "
            "(formula 1/dp = 0.5, within 1%%)", o[1], ratio, o[0]);
-  // ZeRO-2: gradients = the shard (n / dp) + staging: 2 x the largest unit (a block's
-  // weight or norm with its bias), one chunk of embedding / head rows, the small globals
+  // ZeRO-2: gradients = the shard (n / dp) + staging: 3 x the largest unit (a block
+  // matrix and what follows it up to the next one), one chunk of embedding / head rows,
+  // the small globals
   variant z2 = z0;
   z2.zero = 2;
   size_t gr[2];
@@ -249,17 +250,17 @@ static void check_memory(void) {
           }
           continue;
         }
-        if (q->kind != OT_PT_BIAS && q->kind != OT_PT_NORM_B) u = 0;   // a unit starts
+        if (q->kind == OT_PT_MATRIX || q->kind == OT_PT_MATRIX_RES) u = 0;   // a unit starts
         u += a;
         if (u > unit) unit = u;
       }
-      stage = glob + 2 * unit + chunk;
+      stage = glob + 3 * unit + chunk;
     }
     ot_trainer_free(t);
   }
   const double want = 4.0 * ((double)((nf / 2 + 15) & ~(size_t)15) + (double)stage);
   th_check(fabs((double)gr[1] / want - 1) <= 0.01, "ZeRO-2 on dp2: gradients %zu bytes vs the formula "
-           "4 x (n/dp + staging) = %.0f (n = %zu floats, staging %zu = 2 x unit %zu + chunk %zu + "
+           "4 x (n/dp + staging) = %.0f (n = %zu floats, staging %zu = 3 x unit %zu + chunk %zu + "
            "globals %zu; ZeRO-0 keeps %zu bytes)", gr[1], want, nf, stage, unit, chunk, glob, gr[0]);
   if (g_rank == 0)
     printf("ZeRO-2 on dp2: gradients %.3f MB = %.4f x the formula; n/dp alone %.3f MB; ZeRO-0 %.3f MB\n",
