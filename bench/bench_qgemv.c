@@ -9,7 +9,10 @@
 // fraction of STREAM use the best of both (on a shared machine the best shows
 // what the kernel reaches when no other process takes a core or bandwidth;
 // the median how much it was disturbed).
-//   OMP_NUM_THREADS=2 ./build/bench_qgemv [--quick] [--only SUBSTRING]
+// --m M: that decode size only (1 or 8; default both); --no-prefill skips the GEMM part;
+// --pool MIB: the copies' total size (default 256; 0: one weight, cache-resident when it fits,
+// which shows the kernels' compute bound).
+//   OMP_NUM_THREADS=2 ./build/bench_qgemv [--quick] [--only SUBSTRING] [--m M] [--no-prefill]
 #include "internal.h"
 #include "ot/ot.h"
 #include "ot/quant.h"
@@ -18,7 +21,7 @@
 OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
 OT_KDECL(void, k_stream_init, (float *a, float *b, float *c, size_t n));
 
-#define POOL_BYTES ((size_t)256 << 20)   // weight copies per case: >= 8x a 32 MiB L3
+static size_t POOL_BYTES = (size_t)256 << 20;   // weight copies per case: >= 8x a 32 MiB L3
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -111,11 +114,19 @@ static ot_qweight *make_copies(const ot_qweight *w, int ncopies, void **pool) {
 
 int main(int argc, char **argv) {
   bool quick = false;
+  bool prefill = true;
   const char *only = NULL;
+  int only_m = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else { fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING]\n"); return 2; }
+    else if (!strcmp(argv[i], "--m") && i + 1 < argc) only_m = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--no-prefill")) prefill = false;
+    else if (!strcmp(argv[i], "--pool") && i + 1 < argc) POOL_BYTES = (size_t)atoi(argv[++i]) << 20;
+    else {
+      fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING] [--m 1|8] [--no-prefill] [--pool MIB]\n");
+      return 2;
+    }
   }
   static const shape shapes[] = {{"qkv", 2304, 768}, {"attn.proj", 768, 768}, {"mlp.fc", 3072, 768},
                                  {"mlp.proj", 768, 3072}, {"logits", 50304, 768}};
@@ -150,6 +161,7 @@ int main(int argc, char **argv) {
       void *pool;
       ot_qweight *copies = make_copies(&q, nc, &pool);
       for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+        if (only_m && Ms[mi] != only_m) continue;
         timing t = time_case(copies, nc, x, y, Ms[mi], budget);
         char dims[32];
         snprintf(dims, sizeof dims, "[%d, %d]", sh.N, sh.K);
@@ -164,6 +176,7 @@ int main(int argc, char **argv) {
     ot_mem_free(w); ot_mem_free(x); ot_mem_free(y);
   }
 
+  if (!prefill) return 0;
   // prefill: the dequantized-tile GEMM path against oneDNN's f32 GEMM on the f32 weight
   printf("\nprefill sizes (GEMM path): time vs oneDNN f32 GEMM of the same shape\n");
   printf("%-10s %-12s %4s %-9s %10s %10s %8s\n", "shape", "[N, K]", "M", "weights", "best ms", "GFLOP/s", "vs f32");

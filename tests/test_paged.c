@@ -342,7 +342,10 @@ static void test_batched(const ot_model_config *c, ot_dtype wt, int group) {
       const double er = th_nerr(batch[i] + (size_t)t * V, alone[i] + (size_t)t * V, (size_t)V);
       worst = er > worst ? er : worst;
     }
-  th_check(ok && worst <= 1e-6, "%s %s weights: batched steps of sequences at different lengths == "
+  // int8: a step of one sequence rounds the activations to int16 per chunk in the
+  // GEMV (kern/qgemv.c, AVX2: ~2^-16 of the chunk max), a batched step does not
+  const double tol = wt == OT_I8 ? 1e-3 : 1e-6;
+  th_check(ok && worst <= tol, "%s %s weights: batched steps of sequences at different lengths == "
            "each decoded alone (worst nerr %.2g) %s", c->name, ot_dtype_name(wt), worst,
            ok ? "" : ot_last_error());
   th_check(e && ot_engine_active(e) == 0 && ot_kvpool_open_seqs(ot_engine_pool(e)) == 0 &&

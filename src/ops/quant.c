@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-OT_KDECL(void, k_qgemv, (float *y, const float *x, const ot_qweight *W, const float *bias, int M));
+OT_KDECL(ot_status, k_qgemv, (float *y, const float *x, const ot_qweight *W, const float *bias, int M));
 OT_KDECL(void, k_qdequant_rows, (float *dst, const ot_qweight *W, int n0, int n1));
 
 #define QL_TILE_BYTES ((size_t)8 << 20)   // f32 bytes of one dequantized tile of the GEMM path
@@ -175,7 +175,7 @@ ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const fl
   OT_PROF_BEGIN("qlinear_fwd", 2.0 * M * W->rows * W->cols,
                 wbytes + 4.0 * M * ((double)W->cols + W->rows) + (bias ? 4.0 * W->rows : 0.0));
   ot_status s = OT_OK;
-  if (M <= OT_QLINEAR_GEMV_MAX) OT_KPICK(k_qgemv)(y, x, W, bias, M);
+  if (M <= OT_QLINEAR_GEMV_MAX) s = OT_KPICK(k_qgemv)(y, x, W, bias, M);
   else s = qlinear_gemm(y, x, W, bias, M, fn);
   OT_PROF_STOP();
   return s;

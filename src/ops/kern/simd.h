@@ -171,6 +171,45 @@ static inline __m256i ot__bf16_bits_rne_256(vf x) {  // no NaN check: see vstx2_
   return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, lsb), _mm256_set1_epi32(0x7fff)), 16); }
 static inline void vstx2_bf16_bfsrc(uint16_t *p, vf a, vf b) {
   _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(ot__bf16_bits_rne_256(a), ot__bf16_bits_rne_256(b))); }
+// Weight-only GEMV helpers (this ISA only; OT_SIMD_QDOT marks them).
+// vqdot_i8: acc (VL int32 lanes) + the pair sums of VQ8 = 32 int8 weights at p
+// times int16 activations, xe for the even weights (0, 2, .., 30) and xo for
+// the odd ones: the weights are widened in-lane by shifts (a cross-lane
+// vpmovsxbw costs twice the time on Zen 3); exact while each lane's total fits
+// int32 (|w| <= 127, |x| <= 32767: at least 129 calls).
+#define OT_SIMD_QDOT 1
+#define VQ8 32
+#define VQB 16
+static inline vi vzero_i32(void) { return _mm256_setzero_si256(); }
+static inline vi vadd_i32(vi a, vi b) { return _mm256_add_epi32(a, b); }
+static inline vi vload_i16x(const int16_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+// The 32 f32 x[0, 32) times s rounded to nearest-even int16 (the caller keeps
+// every |x s| < 32767.5), split as vqdot_i8 takes them: xe[i] = x[2 i] s,
+// xo[i] = x[2 i + 1] s, i < 16.
+static inline void vstore_i16_eo(int16_t *xe, int16_t *xo, const float *x, vf s) {
+  const __m256 c0 = _mm256_castsi256_ps(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), s)));
+  const __m256 c1 = _mm256_castsi256_ps(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), s)));
+  const __m256 c2 = _mm256_castsi256_ps(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), s)));
+  const __m256 c3 = _mm256_castsi256_ps(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), s)));
+  // per 128-bit lane: evens (odds) of c0, c1 then of c2, c3; the pack and the
+  // permutation then restore the order x[0], x[2], .., x[30]
+  const __m256i e0 = _mm256_castps_si256(_mm256_shuffle_ps(c0, c1, 0x88));
+  const __m256i e1 = _mm256_castps_si256(_mm256_shuffle_ps(c2, c3, 0x88));
+  const __m256i o0 = _mm256_castps_si256(_mm256_shuffle_ps(c0, c1, 0xdd));
+  const __m256i o1 = _mm256_castps_si256(_mm256_shuffle_ps(c2, c3, 0xdd));
+  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  _mm256_storeu_si256((__m256i *)xe, _mm256_permutevar8x32_epi32(_mm256_packs_epi32(e0, e1), perm));
+  _mm256_storeu_si256((__m256i *)xo, _mm256_permutevar8x32_epi32(_mm256_packs_epi32(o0, o1), perm)); }
+static inline vi vqdot_i8(vi acc, const int8_t *p, vi xe, vi xo) {
+  const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+  const __m256i od = _mm256_srai_epi16(v, 8), ev = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
+  return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(ev, xe), _mm256_madd_epi16(od, xo))); }
+// VQB = 16 bf16 at p as two f32 vectors without widening: *ev = p[0, 2, .., 14] (low
+// halves shifted up), *od = p[1, 3, .., 15] (high halves, low bits cleared).
+static inline void vload_bf16_eo(const uint16_t *p, vf *ev, vf *od) {
+  __m256i v = _mm256_loadu_si256((const __m256i *)p);
+  *ev = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  *od = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u))); }
 
 #elif defined(OT_ARCH_PORTABLE)
 #  define OT_K(name) name##_portable
