@@ -16,7 +16,7 @@
 //  - when tests/golden/hf_gpt2 and hf_llama exist (tools/gen_hf_golden.py,
 //    transformers): config.json + model.safetensors load and logits match
 // Run from the repository root (CTest does).
-#include "harness.h"
+#include "model_common.h"
 #include "ot/model.h"
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,26 +24,9 @@
 #define B_ 2
 #define T_ 8
 
-static ot_model_config cfg_gpt2(void) {
-  ot_model_config c;
-  ot_model_config_preset(&c, "tiny");
-  return c;
-}
-
-static ot_model_config cfg_llama(void) {
-  ot_model_config c;
-  ot_model_config_preset(&c, "tiny");
-  snprintf(c.name, sizeof c.name, "tiny-llama");
-  c.names = OT_NAMES_LLAMA;
-  c.norm = OT_NORM_RMSNORM;
-  c.mlp = OT_MLP_SWIGLU;
-  c.pos = OT_POS_ROPE;
-  c.n_kv_heads = 2;
-  c.d_ff = 64;
-  c.tied = false;
-  c.bias = false;
-  return c;
-}
+// the "tiny" preset's context (16) for both families
+static ot_model_config cfg_gpt2(void) { return tm_cfg_gpt2(16); }
+static ot_model_config cfg_llama(void) { return tm_cfg_llama(16); }
 
 static ot_run_config run_of(ot_dtype dt, ot_recompute rc) {
   ot_run_config r = {B_, T_, dt, rc, -1};

@@ -21,6 +21,7 @@
 #include "ot/server.h"
 #include "io/json.h"
 #include "engine/serve_impl.h"
+#include "sched_collect.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -149,43 +150,6 @@ static void test_utf8(void) {
 }
 
 // ------------------------------------------------------------- scheduler ---
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int32_t toks[CTX];
-  int n, done_calls;
-  ot_sched_result res;
-  int stop_after;    // on_token returns false after this many (0: never)
-} collect;
-
-static bool col_token(void *ctx, int32_t t) {
-  collect *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  if (c->n < CTX) c->toks[c->n] = t;
-  c->n++;
-  const bool go = !(c->stop_after && c->n >= c->stop_after);
-  pthread_mutex_unlock(&c->mu);
-  return go;
-}
-
-static void col_done(void *ctx, const ot_sched_result *r) {
-  collect *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  c->res = *r;
-  c->done_calls++;
-  pthread_cond_broadcast(&c->cv);
-  pthread_mutex_unlock(&c->mu);
-}
-
-static void col_wait(collect *c) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 20;
-  pthread_mutex_lock(&c->mu);
-  while (!c->done_calls && pthread_cond_timedwait(&c->cv, &c->mu, &ts) == 0) {}
-  pthread_mutex_unlock(&c->mu);
-}
-
 static void test_sched(void) {
   ot_sched_config sc = {2, 0, 0, false, OT_F32, 0, OT_F32, 0};
   ot_sched *s = NULL;
@@ -197,9 +161,7 @@ static void test_sched(void) {
   int32_t prompt[N][70];
   ot_sampler_config cfgs[N];
   for (int i = 0; i < N; i++) {
-    memset(&col[i], 0, sizeof col[i]);
-    pthread_mutex_init(&col[i].mu, NULL);
-    pthread_cond_init(&col[i].cv, NULL);
+    col_init(&col[i]);
     const int np = i == 3 ? 70 : 1 + i * 3;   // 70 > chunk 64: two prefill steps
     for (int t = 0; t < np; t++) prompt[i][t] = (int32_t)((i * 31 + t * 7) % 256);
     cfgs[i] = (ot_sampler_config){i == 0 ? 0.0f : 0.7f + 0.1f * i, i == 2 ? 5 : 40, i == 4 ? 0.8f : 1.0f,
@@ -221,9 +183,7 @@ static void test_sched(void) {
   }
   // on_token returning false; a cancel of a finished request is refused
   collect c1;
-  memset(&c1, 0, sizeof c1);
-  pthread_mutex_init(&c1.mu, NULL);
-  pthread_cond_init(&c1.cv, NULL);
+  col_init(&c1);
   c1.stop_after = 3;
   uint64_t id = 0;
   ot_sched_request rq = {prompt[0], 1, 50, -1, cfgs[1], col_token, col_done, &c1};
@@ -252,9 +212,7 @@ static void test_sched(void) {
   // shutdown with requests active and queued: each on_done runs exactly once
   collect cs[6];
   for (int i = 0; i < 6; i++) {
-    memset(&cs[i], 0, sizeof cs[i]);
-    pthread_mutex_init(&cs[i].mu, NULL);
-    pthread_cond_init(&cs[i].cv, NULL);
+    col_init(&cs[i]);
     ot_sched_request r2 = {prompt[1], 4, CTX - 3, -1, cfgs[1], col_token, col_done, &cs[i]};
     ot_sched_submit(s, &r2, NULL);
   }

@@ -13,6 +13,7 @@
 #include "model_common.h"
 #include "ot/serve.h"
 #include "ot/server.h"
+#include "sched_collect.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -21,47 +22,6 @@
 #include <unistd.h>
 
 #define CTX 96
-
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int32_t toks[CTX];
-  int n, done_calls, stop_after;
-  ot_sched_result res;
-} collect;
-
-static void col_init(collect *c) {
-  memset(c, 0, sizeof *c);
-  pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, NULL);
-}
-static bool col_token(void *ctx, int32_t t) {
-  collect *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  if (c->n < CTX) c->toks[c->n] = t;
-  c->n++;
-  const bool go = !(c->stop_after && c->n >= c->stop_after);
-  pthread_mutex_unlock(&c->mu);
-  return go;
-}
-static void col_done(void *ctx, const ot_sched_result *r) {
-  collect *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  c->res = *r;
-  c->done_calls++;
-  pthread_cond_broadcast(&c->cv);
-  pthread_mutex_unlock(&c->mu);
-}
-static bool col_wait(collect *c) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 60;
-  pthread_mutex_lock(&c->mu);
-  while (!c->done_calls && pthread_cond_timedwait(&c->cv, &c->mu, &ts) == 0) {}
-  const bool done = c->done_calls > 0;
-  pthread_mutex_unlock(&c->mu);
-  return done;
-}
 
 // The engine alone on one request: its tokens (stop token excluded) into out.
 static int engine_alone(const ot_model *m, const ot_sched_config *sc, const ot_request *r, int32_t *out,

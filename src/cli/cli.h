@@ -29,4 +29,8 @@ ot_bpe *cli_pick_tokenizer(const char *flag, const char *const *dirs, int n, con
 
 // Parses a positive integer flag value; prints an error naming the flag on failure.
 bool cli_parse_int(const char *flag, const char *val, int lo, int hi, int *out);
+// Parses a number flag value in [lo, hi]; prints an error naming the flag on failure.
+bool cli_parse_float(const char *flag, const char *val, double lo, double hi, float *out);
+// Parses f32 | bf16 | int8 (linear weights of the inference engine) into *out.
+bool cli_parse_weights(const char *flag, const char *val, ot_dtype *out);
 #endif

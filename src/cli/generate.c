@@ -45,18 +45,6 @@ static void generate_usage(FILE *f) {
           "                       prompts wait while their blocks do not fit\n");
 }
 
-static bool parse_float(const char *flag, const char *val, double lo, double hi, float *out) {
-  char *end;
-  errno = 0;
-  double v = val ? strtod(val, &end) : NAN;
-  if (!val || errno || *end || end == val || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "ot generate: %s '%s' is not a number in [%g, %g]\n", flag, val ? val : "", lo, hi);
-    return false;
-  }
-  *out = (float)v;
-  return true;
-}
-
 static bool file_exists(const char *dir, const char *name) {
   char p[OT_PATH_MAX + 64];
   snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -184,12 +172,9 @@ int ot_cmd_generate(int argc, char **argv) {
     else if (!strcmp(a, "--batch")) { if (!cli_parse_int(a, v, 1, 4096, &batch)) return 2; engine_mode = true; i++; }
     else if (!strcmp(a, "--group")) { if (!cli_parse_int(a, v, 0, 4096, &group)) return 2; i++; }
     else if (!strcmp(a, "--kv-bf16")) { kv_dt = OT_BF16; engine_mode = true; }
-    else if (!strcmp(a, "--kv-mb")) { if (!parse_float(a, v, 0.001, 1e7, &kv_mb)) return 2; engine_mode = true; i++; }
+    else if (!strcmp(a, "--kv-mb")) { if (!cli_parse_float(a, v, 0.001, 1e7, &kv_mb)) return 2; engine_mode = true; i++; }
     else if (!strcmp(a, "--weights") && v) {
-      if (!strcmp(v, "f32")) weights = OT_F32;
-      else if (!strcmp(v, "bf16")) weights = OT_BF16;
-      else if (!strcmp(v, "int8")) weights = OT_I8;
-      else { fprintf(stderr, "ot generate: --weights '%s' is not f32, bf16 or int8\n", v); return 2; }
+      if (!cli_parse_weights(a, v, &weights)) return 2;
       engine_mode = true;
       i++;
     }
@@ -197,9 +182,9 @@ int ot_cmd_generate(int argc, char **argv) {
     else if (!strcmp(a, "--max-tokens")) { if (!cli_parse_int(a, v, 1, 1 << 24, &max_tokens)) return 2; i++; }
     else if (!strcmp(a, "--threads")) { if (!cli_parse_int(a, v, 1, 4096, &threads)) return 2; i++; }
     else if (!strcmp(a, "--top-k")) { if (!cli_parse_int(a, v, 0, INT32_MAX, &sc.top_k)) return 2; i++; }
-    else if (!strcmp(a, "--temperature")) { if (!parse_float(a, v, 0, 1e6, &sc.temperature)) return 2; i++; }
+    else if (!strcmp(a, "--temperature")) { if (!cli_parse_float(a, v, 0, 1e6, &sc.temperature)) return 2; i++; }
     else if (!strcmp(a, "--top-p")) {
-      if (!parse_float(a, v, 0, 1, &sc.top_p)) return 2;
+      if (!cli_parse_float(a, v, 0, 1, &sc.top_p)) return 2;
       if (!(sc.top_p > 0)) { fprintf(stderr, "ot generate: --top-p must be > 0 (1 = off)\n"); return 2; }
       i++;
     } else if (!strcmp(a, "--seed") && v) {

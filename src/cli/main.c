@@ -48,6 +48,29 @@ bool cli_parse_int(const char *flag, const char *val, int lo, int hi, int *out) 
   return true;
 }
 
+bool cli_parse_float(const char *flag, const char *val, double lo, double hi, float *out) {
+  char *end;
+  errno = 0;
+  const double v = val ? strtod(val, &end) : 0.0;
+  if (!val || errno || *end || end == val || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "ot: %s '%s' is not a number in [%g, %g]\n", flag, val ? val : "", lo, hi);
+    return false;
+  }
+  *out = (float)v;
+  return true;
+}
+
+bool cli_parse_weights(const char *flag, const char *val, ot_dtype *out) {
+  if (val && !strcmp(val, "f32")) *out = OT_F32;
+  else if (val && !strcmp(val, "bf16")) *out = OT_BF16;
+  else if (val && !strcmp(val, "int8")) *out = OT_I8;
+  else {
+    fprintf(stderr, "ot: %s '%s' is not f32, bf16 or int8\n", flag, val ? val : "");
+    return false;
+  }
+  return true;
+}
+
 int ot_cmd_quantize(int argc, char **argv);   // quantize.c
 
 int main(int argc, char **argv) {

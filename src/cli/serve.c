@@ -66,7 +66,7 @@ int ot_cmd_serve(int argc, char **argv) {
   int threads = 0, max_body = (int)cfg.max_body, max_header = (int)cfg.max_header, timeout_s = 30;
   bool quiet = false, per_request = false;
   ot_dtype dt = OT_F32;
-  double kv_mb = 0.0;
+  float kv_mb = 0.0f;
   cfg.batched = true;
   cfg.group = 64;
   for (int i = 0; i < argc; i++) {
@@ -92,19 +92,9 @@ int ot_cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--timeout")) ok = cli_parse_int(a, v, 1, 86400, &timeout_s);
     else if (!strcmp(a, "--threads")) ok = cli_parse_int(a, v, 1, 4096, &threads);
     else if (!strcmp(a, "--group")) ok = cli_parse_int(a, v, 0, 4096, &cfg.group);
-    else if (!strcmp(a, "--kv-mb")) {
-      char *end;
-      kv_mb = strtod(v, &end);
-      if (*end || !(kv_mb > 0.0 && kv_mb < 1e7)) {
-        fprintf(stderr, "ot serve: --kv-mb '%s' is not a number of megabytes in (0, 1e7)\n", v);
-        return 2;
-      }
-    } else if (!strcmp(a, "--weights")) {
-      if (!strcmp(v, "f32")) cfg.weights = OT_F32;
-      else if (!strcmp(v, "bf16")) cfg.weights = OT_BF16;
-      else if (!strcmp(v, "int8")) cfg.weights = OT_I8;
-      else { fprintf(stderr, "ot serve: --weights '%s' is not f32, bf16 or int8\n", v); return 2; }
-    } else if (!strcmp(a, "--dtype")) {
+    else if (!strcmp(a, "--kv-mb")) ok = cli_parse_float(a, v, 0.001, 1e7, &kv_mb);
+    else if (!strcmp(a, "--weights")) ok = cli_parse_weights(a, v, &cfg.weights);
+    else if (!strcmp(a, "--dtype")) {
       if (!strcmp(v, "f32")) dt = OT_F32;
       else if (!strcmp(v, "bf16")) dt = OT_BF16;
       else { fprintf(stderr, "ot serve: --dtype '%s' is not f32 or bf16\n", v); return 2; }
