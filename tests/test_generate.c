@@ -219,7 +219,8 @@ static ot_sampler *samp(float T, int k, float p, uint64_t seed, int V) {
 
 // Draws n tokens and compares the frequencies with want[V] (0 = never drawn).
 static void check_freq(ot_sampler *s, const float *lg, const double *want, int V, int n, const char *what) {
-  int cnt[16] = {0};
+  int *cnt = calloc((size_t)V, sizeof(int));
+  if (!cnt) { th_check(false, "%s: out of memory", what); return; }
   bool range = true;
   for (int i = 0; i < n; i++) {
     int32_t t = -1;
@@ -236,6 +237,7 @@ static void check_freq(ot_sampler *s, const float *lg, const double *want, int V
     if (want[i] > 0 && fabs(f - want[i]) / sd > worst) worst = fabs(f - want[i]) / sd;
   }
   th_check(ok, "%s: frequencies of %d draws match (worst %.2f sigma)", what, n, worst);
+  free(cnt);
 }
 
 static void test_sampler(void) {
@@ -306,6 +308,21 @@ static void test_sampler(void) {
     ot_sampler *s2 = samp(1.0f, 4, 0.7f, 31, 6);
     check_freq(s2, l6, w2, 6, N, "top_k 4 + top_p 0.7");
     ot_sampler_free(s2);
+  }
+  {  // top-k 4 of a large vocabulary with ties at the cut, -inf and NaN: the four
+     // first by (logit desc, id asc) are 900, 10 and the lowest finite ids 2, 3
+    for (int i = 0; i < V; i++) lg[i] = 0.0f;
+    lg[0] = -INFINITY;
+    lg[1] = NAN;
+    lg[900] = 2.0f;
+    lg[10] = 1.5f;
+    double *w = calloc(V, sizeof(double));
+    const double z = exp(2.0) + exp(1.5) + 2.0;
+    w[900] = exp(2.0) / z; w[10] = exp(1.5) / z; w[2] = w[3] = 1.0 / z;
+    ot_sampler *s = samp(1.0f, 4, 1.0f, 41, V);
+    check_freq(s, lg, w, V, N / 4, "top_k 4, ties at the cut, -inf and NaN");
+    ot_sampler_free(s);
+    free(w);
   }
   // nucleus membership on a large vocabulary (the pre-sort filter path)
   {

@@ -111,23 +111,22 @@ static void sort_ids(int32_t *ids, int n, const float *val) {
   // the heap yields ascending "lastness" from the end: ids[0] is now the first
 }
 
-// Keeps the k first candidates of ids[0, n) (all with val > -inf) in ids[0, k), ordered.
-static int top_k(int32_t *ids, int n, int k, const float *val) {
-  if (k >= n) {
-    sort_ids(ids, n, val);
-    return n;
-  }
-  for (int i = k / 2 - 1; i >= 0; i--) sift_down(ids, k, i, val);   // heap of the first k
-  for (int i = k; i < n; i++)
-    if (before(val, ids[i], ids[0])) {
-      ids[0] = ids[i];
-      sift_down(ids, k, 0, val);
-    }
-  sort_ids(ids, k, val);
-  return k;
-}
-
 // ------------------------------------------------------------- sample --------
+#define SB 64   // logits per block of the max / top-k scans
+
+// Largest of x[0, n) ignoring NaN (-inf if none), 1 <= n <= SB; eight independent
+// lanes so that the compiler can vectorize it.
+static float block_max(const float *x, int n) {
+  float m[8];
+  for (int j = 0; j < 8; j++) m[j] = -INFINITY;
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+  float r = m[0];
+  for (int j = 1; j < 8; j++) r = m[j] > r ? m[j] : r;
+  return r;
+}
 ot_status ot_sampler_sample(ot_sampler *s, const float *logits, int32_t *token) {
   static const char fn[] = "ot_sampler_sample";
   OT_CHECK_PTR(s, fn);
@@ -135,32 +134,64 @@ ot_status ot_sampler_sample(ot_sampler *s, const float *logits, int32_t *token) 
   OT_CHECK_PTR(token, fn);
   const int V = s->V;
   const ot_sampler_config *c = &s->cfg;
-  // argmax (lowest id on ties; NaN never wins)
-  int32_t best = -1;
-  for (int i = 0; i < V; i++)
-    if (logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
-  if (best < 0)
+  // argmax (lowest id on ties; NaN never wins): the largest logit, then its first id
+  float mx = -INFINITY;
+  for (int i = 0; i < V; i += SB) {
+    const float m = block_max(logits + i, V - i < SB ? V - i : SB);
+    mx = m > mx ? m : mx;
+  }
+  if (!(mx > -INFINITY))
     return ot_error(OT_EINVAL, "%s: no finite logit among %d (all -inf or NaN)", fn, V);
+  int32_t best = 0;
+  while (!(logits[best] == mx)) best++;
   const float inv = c->temperature > 0.0f ? 1.0f / c->temperature : INFINITY;
-  if (c->temperature == 0.0f || c->top_k == 1 || !isfinite(inv) || !isfinite(logits[best])) {
+  if (c->temperature == 0.0f || c->top_k == 1 || !isfinite(inv) || !isfinite(mx)) {
     *token = best;
     return OT_OK;
   }
-  // probabilities up to a factor: w_i = exp((l_i - l_max) / T)
-  const float mx = logits[best];
+  // probabilities up to a factor: w_i = exp((l_i - l_max) / T), v_i = (l_i - l_max) / T.
+  // With top-k the candidates are selected in the same pass: a min-heap of the k
+  // first so far, its last value thr; ids come in ascending order, so a value equal
+  // to thr never enters, and a block of SB logits whose largest gives v <= thr is
+  // skipped whole (v is non-decreasing in l)
+  const int k = c->top_k;
   int n = 0;
-  for (int i = 0; i < V; i++) {
-    const float l = logits[i];
-    if (!(l > -INFINITY)) continue;   // NaN, -inf: probability 0
-    s->val[i] = (l - mx) * inv;
-    s->idx[n++] = i;
+  bool ordered = false;
+  if (k > 0) {
+    float thr = -INFINITY;   // v of the heap's root once it holds k
+    for (int i0 = 0; i0 < V; i0 += SB) {
+      const int i1 = V - i0 < SB ? V : i0 + SB;
+      if (n == k && !((block_max(logits + i0, i1 - i0) - mx) * inv > thr)) continue;
+      for (int i = i0; i < i1; i++) {
+        const float l = logits[i];
+        if (!(l > -INFINITY)) continue;   // NaN, -inf: probability 0
+        const float v = (l - mx) * inv;
+        if (n < k) {
+          s->val[i] = v;
+          s->idx[n++] = i;
+          if (n == k) {
+            for (int j = k / 2 - 1; j >= 0; j--) sift_down(s->idx, k, j, s->val);
+            thr = s->val[s->idx[0]];
+          }
+        } else if (v > thr) {
+          s->val[i] = v;
+          s->idx[0] = i;
+          sift_down(s->idx, k, 0, s->val);
+          thr = s->val[s->idx[0]];
+        }
+      }
+    }
+    sort_ids(s->idx, n, s->val);
+    ordered = true;
+  } else {
+    for (int i = 0; i < V; i++) {
+      const float l = logits[i];
+      if (!(l > -INFINITY)) continue;   // NaN, -inf: probability 0
+      s->val[i] = (l - mx) * inv;
+      s->idx[n++] = i;
+    }
   }
   double total = 0.0;
-  bool ordered = false;
-  if (c->top_k > 0 && c->top_k < n) {
-    n = top_k(s->idx, n, c->top_k, s->val);
-    ordered = true;
-  }
   if (c->top_p < 1.0f) {
     if (!ordered) {
       // a token with w_i < (1 - p) / (n - 1) * sum cannot be in the nucleus: the
@@ -172,7 +203,8 @@ ot_status ot_sampler_sample(ot_sampler *s, const float *logits, int32_t *token) 
       for (int j = 0; j < n; j++)
         if (exp((double)s->val[s->idx[j]]) >= cut) s->idx[m++] = s->idx[j];
       if (m == 0) m = n;   // nothing reaches the cut (tiny p, flat): ids are untouched
-      n = top_k(s->idx, m, m, s->val);
+      sort_ids(s->idx, m, s->val);
+      n = m;
       ordered = true;
       total = sum;   // the nucleus is relative to every candidate's probability
     } else {
