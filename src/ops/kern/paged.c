@@ -1,6 +1,7 @@
 // Paged decode attention, one source for every ISA (see simd.h): one query row
 // per sequence against keys/values held in fixed-size blocks named by a block
-// table. Work items (row, kv head, chunk of blocks) run on the threads; an
+// table. Work items (row, kv head, chunk of blocks) go to the threads round-robin
+// (each prefetches the first block of its next item while on the current); an
 // item streams each K/V block once for all G query heads of its kv head,
 // keeping per head the online-softmax state (max m, sum l, accumulator acc).
 // A row with one chunk writes its output directly; otherwise the chunk
@@ -77,6 +78,21 @@ static void accumulate(float *acc, float alpha, const float *p, const void *V, i
       c = vfmadd(vset1(p[j]), n == VL ? vld(V, r, bf16) : vld_part(V, r, n, bf16), c);
     }
     vstore(acc + d, c);
+  }
+}
+
+// Prefetch of the first K and V block of item e (this thread's next item: the
+// items go round-robin, so its cold start overlaps the current one).
+static void prefetch_first(const ot__paged_args *A, const int32_t *e) {
+  const ot_paged_attn *P = A->p;
+  const int r = e[0], kh = e[1], c = e[2], bt = P->block_tokens;
+  const size_t es = A->bf16 ? 2 : 4, bbytes = (size_t)bt * P->D * es;
+  const int b0 = c * A->bpc;
+  const size_t off = ((size_t)P->tables[(size_t)r * P->table_stride + b0] * P->block_stride +
+                      (size_t)kh * P->head_stride) * es;
+  for (size_t x = 0; x < bbytes; x += 64) {
+    __builtin_prefetch((const char *)P->k + off + x);
+    __builtin_prefetch((const char *)P->v + off + x);
   }
 }
 
@@ -179,8 +195,10 @@ void OT_K(k_attn_paged)(const ot__paged_args *A) {
 #pragma omp parallel num_threads(A->nt) if (A->par)
   {
     float *ws = A->ws + (size_t)omp_get_thread_num() * A->ws_pt;
-#pragma omp for schedule(dynamic, 1)
+    const int nt = omp_get_num_threads();
+#pragma omp for schedule(static, 1)
     for (int it = 0; it < A->nitems; it++) {
+      if (it + nt < A->nitems) prefetch_first(A, A->items + 3 * (size_t)(it + nt));
       const int32_t *e = A->items + 3 * (size_t)it;
       item(A, ws, e[0], e[1], e[2]);
     }
