@@ -51,13 +51,13 @@ static size_t wsize(int kind) { return kind == OT_QW_F32 ? 4 : kind == OT_QW_BF1
 // Column group of W: its width (the whole row unless int8 per group) and count per row.
 static int group_cols(const ot_qweight *W) { return W->kind == OT_QW_INT8 && W->group ? W->group : W->cols; }
 
-// Software prefetch of the next block of rows: for each of R rows, the bytes
-// [kb, kb + nb) of the row `dist` bytes further (the same columns QG_R rows
-// on), one 64-byte line at a time; a step of nb < 64 bytes issues only when it
-// starts a line. Measured on Zen 3 at M = 1, one thread: int8 +30-50%, bf16
-// +20% over the hardware prefetcher alone, f32 unchanged; a longer distance or
-// another locality hint changed nothing. Prefetches never fault; integer
-// arithmetic forms the address (it may point past W).
+// Software prefetch for R rows: the bytes [kb, kb + nb) of each row, `dist`
+// bytes further (M > 1: the same columns QG_R rows on; M = 1: further along the
+// row's own stream), one 64-byte line at a time; a step of nb < 64 bytes issues
+// only when it starts a line. Measured on Zen 3 at M = 1, one thread (before the
+// streams of m1_chunk): int8 +30-50%, bf16 +20% over the hardware prefetcher
+// alone, f32 unchanged. Prefetches never fault; integer arithmetic forms the
+// address (it may point past W).
 AI void prefetch_rows(int R, const void *const *row, size_t kb, size_t nb, size_t dist) {
   if (nb < 64 && (kb & 63)) return;
   for (size_t o = 0; o < (nb < 64 ? 64 : nb); o += 64)
