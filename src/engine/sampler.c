@@ -127,6 +127,7 @@ static float block_max(const float *x, int n) {
   for (int j = 1; j < 8; j++) r = m[j] > r ? m[j] : r;
   return r;
 }
+
 ot_status ot_sampler_sample(ot_sampler *s, const float *logits, int32_t *token) {
   static const char fn[] = "ot_sampler_sample";
   OT_CHECK_PTR(s, fn);
