@@ -151,47 +151,38 @@ ot_status ot_sampler_sample(ot_sampler *s, const float *logits, int32_t *token) 
     return OT_OK;
   }
   // probabilities up to a factor: w_i = exp((l_i - l_max) / T), v_i = (l_i - l_max) / T.
-  // With top-k the candidates are selected in the same pass: a min-heap of the k
-  // first so far, its last value thr; ids come in ascending order, so a value equal
-  // to thr never enters, and a block of SB logits whose largest gives v <= thr is
-  // skipped whole (v is non-decreasing in l)
-  const int k = c->top_k;
+  // The candidates are collected in one pass; with top-k a min-heap keeps the k
+  // first so far (its last value thr): ids come in ascending order, so a value
+  // equal to thr never enters, and a block of SB logits whose largest gives
+  // v <= thr is skipped whole (v is non-decreasing in l). Without top-k every
+  // finite logit is a candidate, in id order.
+  const int k = c->top_k > 0 ? c->top_k : V;
   int n = 0;
-  bool ordered = false;
-  if (k > 0) {
-    float thr = -INFINITY;   // v of the heap's root once it holds k
-    for (int i0 = 0; i0 < V; i0 += SB) {
-      const int i1 = V - i0 < SB ? V : i0 + SB;
-      if (n == k && !((block_max(logits + i0, i1 - i0) - mx) * inv > thr)) continue;
-      for (int i = i0; i < i1; i++) {
-        const float l = logits[i];
-        if (!(l > -INFINITY)) continue;   // NaN, -inf: probability 0
-        const float v = (l - mx) * inv;
-        if (n < k) {
-          s->val[i] = v;
-          s->idx[n++] = i;
-          if (n == k) {
-            for (int j = k / 2 - 1; j >= 0; j--) sift_down(s->idx, k, j, s->val);
-            thr = s->val[s->idx[0]];
-          }
-        } else if (v > thr) {
-          s->val[i] = v;
-          s->idx[0] = i;
-          sift_down(s->idx, k, 0, s->val);
-          thr = s->val[s->idx[0]];
-        }
-      }
-    }
-    sort_ids(s->idx, n, s->val);
-    ordered = true;
-  } else {
-    for (int i = 0; i < V; i++) {
+  float thr = -INFINITY;   // v of the heap's root once it holds k
+  for (int i0 = 0; i0 < V; i0 += SB) {
+    const int i1 = V - i0 < SB ? V : i0 + SB;
+    if (n == k && !((block_max(logits + i0, i1 - i0) - mx) * inv > thr)) continue;
+    for (int i = i0; i < i1; i++) {
       const float l = logits[i];
       if (!(l > -INFINITY)) continue;   // NaN, -inf: probability 0
-      s->val[i] = (l - mx) * inv;
-      s->idx[n++] = i;
+      const float v = (l - mx) * inv;
+      if (n < k) {
+        s->val[i] = v;
+        s->idx[n++] = i;
+        if (n == k && c->top_k > 0) {
+          for (int j = k / 2 - 1; j >= 0; j--) sift_down(s->idx, k, j, s->val);
+          thr = s->val[s->idx[0]];
+        }
+      } else if (v > thr) {
+        s->val[i] = v;
+        s->idx[0] = i;
+        sift_down(s->idx, k, 0, s->val);
+        thr = s->val[s->idx[0]];
+      }
     }
   }
+  bool ordered = c->top_k > 0;
+  if (ordered) sort_ids(s->idx, n, s->val);
   double total = 0.0;
   if (c->top_p < 1.0f) {
     if (!ordered) {

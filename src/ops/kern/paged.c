@@ -81,19 +81,21 @@ static void accumulate(float *acc, float alpha, const float *p, const void *V, i
   }
 }
 
+// Prefetch of one block's K and V (bbytes each) at element offset off of the cache.
+static void prefetch_kv(const ot_paged_attn *P, size_t off, size_t es, size_t bbytes) {
+  for (size_t x = 0; x < bbytes; x += 64) {
+    __builtin_prefetch((const char *)P->k + off * es + x);
+    __builtin_prefetch((const char *)P->v + off * es + x);
+  }
+}
+
 // Prefetch of the first K and V block of item e (this thread's next item: the
 // items go round-robin, so its cold start overlaps the current one).
 static void prefetch_first(const ot__paged_args *A, const int32_t *e) {
   const ot_paged_attn *P = A->p;
-  const int r = e[0], kh = e[1], c = e[2], bt = P->block_tokens;
-  const size_t es = A->bf16 ? 2 : 4, bbytes = (size_t)bt * P->D * es;
-  const int b0 = c * A->bpc;
-  const size_t off = ((size_t)P->tables[(size_t)r * P->table_stride + b0] * P->block_stride +
-                      (size_t)kh * P->head_stride) * es;
-  for (size_t x = 0; x < bbytes; x += 64) {
-    __builtin_prefetch((const char *)P->k + off + x);
-    __builtin_prefetch((const char *)P->v + off + x);
-  }
+  const size_t es = A->bf16 ? 2 : 4, b0 = (size_t)e[2] * A->bpc;
+  prefetch_kv(P, (size_t)P->tables[(size_t)e[0] * P->table_stride + b0] * P->block_stride +
+                     (size_t)e[1] * P->head_stride, es, (size_t)P->block_tokens * P->D * es);
 }
 
 // One item: row r, kv head kh, chunk c (its blocks [c * bpc, ...)).
@@ -121,13 +123,8 @@ static void item(const ot__paged_args *A, float *ws, int r, int kh, int c) {
     const int nk = L - bi * bt < bt ? L - bi * bt : bt;
     const size_t boff = (size_t)tab[bi] * P->block_stride + hoff;
     const void *K = (const char *)P->k + boff * es, *V = (const char *)P->v + boff * es;
-    if (bi + 1 < b1) {   // the next block: maybe another page, where hardware prefetch stops
-      const size_t noff = ((size_t)tab[bi + 1] * P->block_stride + hoff) * es;
-      for (size_t x = 0; x < bbytes; x += 64) {
-        __builtin_prefetch((const char *)P->k + noff + x);
-        __builtin_prefetch((const char *)P->v + noff + x);
-      }
-    }
+    if (bi + 1 < b1)   // the next block: maybe another page, where hardware prefetch stops
+      prefetch_kv(P, (size_t)tab[bi + 1] * P->block_stride + hoff, es, bbytes);
     for (int g = 0; g < G; g++) {
       scores(s, qs + (size_t)g * Dp, K, nk, D, A->bf16);
       for (int j = nk; j < Sp; j++) s[j] = -INFINITY;

@@ -67,11 +67,11 @@ AI void prefetch_rows(int R, const void *const *row, size_t kb, size_t nb, size_
 
 // ---- M = 1 -----------------------------------------------------------------
 // y[idx[r]] = dot(W[idx[r]], x) (+ bias) for r < R: R rows from R different
-// streams (see m1_chunk) read side by side, each prefetching dist bytes ahead.
+// streams (see m1_chunk) read side by side, each prefetching QG_M1_DIST bytes ahead.
 // GC: the int8 group as a compile-time constant (32, 64, 128: the group's loop
 // unrolls), 0 = W's. A row's result does not depend on R or its slot.
 AI void m1_rows(int kind, int R, int GC, const ot_qweight *W, const int *idx, const float *x, float *y,
-                const float *bias, size_t dist) {
+                const float *bias) {
   const int K = W->cols, G = GC ? GC : group_cols(W), ng = K / G;
   const size_t es = wsize(kind);
   const char *row[QG_S];
@@ -89,7 +89,7 @@ AI void m1_rows(int kind, int R, int GC, const ot_qweight *W, const int *idx, co
     int k = k0;
 #pragma GCC unroll 8
     for (; k + 2 * VL <= k1; k += 2 * VL) {
-      prefetch_rows(R, (const void *const *)row, (size_t)k * es, 2 * VL * es, dist);
+      prefetch_rows(R, (const void *const *)row, (size_t)k * es, 2 * VL * es, QG_M1_DIST);
       const vf x0 = vload(x + k), x1 = vload(x + k + VL);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
@@ -136,7 +136,6 @@ AI void m1_rows(int kind, int R, int GC, const ot_qweight *W, const int *idx, co
 // = 1.5e-5, ~100x below the int8 weights' own rounding (2^-8 of their group
 // max). tests/test_quant.c checks every output against this bound.
 #define QX_MAX 32767.0f
-#define QG_PF(a) __builtin_prefetch((a), 0, 3)
 #define QX_C 128          // per-channel int8: activation chunk width (a multiple of VQ8)
 #define QX_TINY 0x1p-100f   // a chunk whose |x| are all below: zero (< 2^-93 |w| per chunk)
 
@@ -175,7 +174,7 @@ static bool quant_x(const float *x, int K, int C, int16_t *xq, float *sx) {
 // quant_x: R rows from R streams side by side (see m1_rows), each vector of x
 // loaded once for all R. A row's result does not depend on R or its slot.
 AI void m1_i8_rows(int GC, int R, const ot_qweight *W, const int *idx, const int16_t *xq, const float *sx,
-                   float *y, const float *bias, size_t dist) {
+                   float *y, const float *bias) {
   const int K = W->cols, G = GC ? GC : W->group, C = G ? G : QX_C, ng = G ? K / G : 1;
   const int8_t *row[QG_S];
   const float *sw[QG_S];
@@ -193,9 +192,7 @@ AI void m1_i8_rows(int GC, int R, const ot_qweight *W, const int *idx, const int
     for (int r = 0; r < R; r++) a[r] = vzero_i32();
 #pragma GCC unroll 4
     for (int j = 0; j < nk; j += VQ8) {
-      if (!((k0 + j) & 63))
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) QG_PF((const void *)((uintptr_t)(row[r] + k0 + j) + dist));
+      prefetch_rows(R, (const void *const *)row, (size_t)(k0 + j), VQ8, QG_M1_DIST);
       const vi xe = vload_i16x(xq + k0 + j), xo = vload_i16x(xq + k0 + j + VQ8 / 2);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) a[r] = vqdot_i8(a[r], row[r] + k0 + j, xe, xo);
@@ -229,7 +226,7 @@ static void deinterleave_x(const float *x, int K, float *xp) {
 
 // bf16: R rows from R streams side by side (see m1_i8_rows), two FMA chains per row.
 AI void m1_bf16_rows(int R, const ot_qweight *W, const int *idx, const float *xp, const float *x, float *y,
-                     const float *bias, size_t dist) {
+                     const float *bias) {
   const int K = W->cols;
   const uint16_t *row[QG_S];
   vf p[QG_S], q[QG_S];
@@ -241,9 +238,7 @@ AI void m1_bf16_rows(int R, const ot_qweight *W, const int *idx, const float *xp
   int k = 0;
 #pragma GCC unroll 2
   for (; k + VQB <= K; k += VQB) {
-    if (!(k & 31))
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++) QG_PF((const void *)((uintptr_t)(row[r] + k) + dist));
+    prefetch_rows(R, (const void *const *)row, (size_t)k * 2, VQB * 2, QG_M1_DIST);
     const vf xe = vload(xp + k), xo = vload(xp + k + VQB / 2);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
@@ -404,7 +399,6 @@ typedef struct {
   const int16_t *xq;   // int8 W: x as int16 chunks
   const float *sx;     // int8 W: the chunks' scales
   const float *xp;     // bf16 W: x de-interleaved
-  size_t dist;         // prefetch distance in bytes
 } m1_prep;
 
 // M = 1, R rows idx[0 .. R) (R = QG_S or 1), dispatched to the kernel for W's kind and group.
@@ -412,21 +406,23 @@ AI void m1_kernel(int kind, int R, const ot_qweight *W, const int *idx, const fl
                   const float *bias, const m1_prep *pp) {
 #ifdef OT_SIMD_QDOT
   if (kind == OT_QW_INT8 && pp->xq) {
-    if (W->group == 32) m1_i8_rows(32, R, W, idx, pp->xq, pp->sx, y, bias, pp->dist);
-    else if (W->group == 64) m1_i8_rows(64, R, W, idx, pp->xq, pp->sx, y, bias, pp->dist);
-    else if (W->group == 128) m1_i8_rows(128, R, W, idx, pp->xq, pp->sx, y, bias, pp->dist);
-    else m1_i8_rows(0, R, W, idx, pp->xq, pp->sx, y, bias, pp->dist);
+    if (W->group == 32) m1_i8_rows(32, R, W, idx, pp->xq, pp->sx, y, bias);
+    else if (W->group == 64) m1_i8_rows(64, R, W, idx, pp->xq, pp->sx, y, bias);
+    else if (W->group == 128) m1_i8_rows(128, R, W, idx, pp->xq, pp->sx, y, bias);
+    else m1_i8_rows(0, R, W, idx, pp->xq, pp->sx, y, bias);
     return;
   }
   if (kind == OT_QW_BF16 && pp->xp) {
-    m1_bf16_rows(R, W, idx, pp->xp, x, y, bias, pp->dist);
+    m1_bf16_rows(R, W, idx, pp->xp, x, y, bias);
     return;
   }
+#else
+  (void)pp;
 #endif
-  if (kind != OT_QW_INT8 || !W->group) m1_rows(kind, R, 0, W, idx, x, y, bias, pp->dist);
-  else if (W->group == 32) m1_rows(kind, R, 32, W, idx, x, y, bias, pp->dist);
-  else if (W->group == 64) m1_rows(kind, R, 64, W, idx, x, y, bias, pp->dist);
-  else m1_rows(kind, R, 128, W, idx, x, y, bias, pp->dist);
+  if (kind != OT_QW_INT8 || !W->group) m1_rows(kind, R, 0, W, idx, x, y, bias);
+  else if (W->group == 32) m1_rows(kind, R, 32, W, idx, x, y, bias);
+  else if (W->group == 64) m1_rows(kind, R, 64, W, idx, x, y, bias);
+  else m1_rows(kind, R, 128, W, idx, x, y, bias);
 }
 
 // M = 1 over output rows [c0, c1): split into QG_S contiguous streams, read
@@ -470,7 +466,7 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot_qweight *W, const flo
   const int N = W->rows, K = W->cols;
   const size_t bytes = (size_t)N * K * wsize(W->kind);
   if (M == 1) {
-    m1_prep pp = {NULL, NULL, NULL, QG_M1_DIST};
+    m1_prep pp = {NULL, NULL, NULL};
 #ifdef OT_SIMD_QDOT
     if (W->kind != OT_QW_F32) {
       const int C = W->kind == OT_QW_INT8 && W->group ? W->group : QX_C, nc = (K + C - 1) / C;
