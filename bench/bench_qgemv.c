@@ -12,10 +12,15 @@
 // --m M: that decode size only (1 or 8; default both); --no-prefill skips the GEMM part;
 // --pool MIB: the copies' total size (default 256; 0: one weight, cache-resident when it fits,
 // which shows the kernels' compute bound).
-//   OMP_NUM_THREADS=2 ./build/bench_qgemv [--quick] [--only SUBSTRING] [--m M] [--no-prefill]
+// --streams: only a read probe behind the M = 1 kernels' layout (QG_S in
+// src/ops/kern/qgemv.c): 256 MiB summed by the threads, each splitting its half
+// into S = 1, 2, 4, 8 contiguous streams read side by side one 64-byte line of
+// each at a time (prefetch 512 bytes ahead); median GB/s of 9 per S.
+//   OMP_NUM_THREADS=2 ./build/bench_qgemv [--quick] [--only SUBSTRING] [--m M] [--no-prefill] [--streams]
 #include "internal.h"
 #include "ot/ot.h"
 #include "ot/quant.h"
+#include <omp.h>
 #include <stdlib.h>
 
 OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
@@ -112,6 +117,42 @@ static ot_qweight *make_copies(const ot_qweight *w, int ncopies, void **pool) {
   return c;
 }
 
+// Read bandwidth of n 64-bit words at a with S streams per thread (see --streams), bytes/s.
+static double read_streams(const uint64_t *a, size_t n, int S) {
+  uint64_t total = 0;
+  const double t0 = ot_now();
+#pragma omp parallel reduction(+ : total)
+  {
+    const int T = omp_get_num_threads(), t = omp_get_thread_num();
+    const size_t lo = n * t / T / 8 * 8, hi = n * (t + 1) / T / 8 * 8, len = (hi - lo) / S / 8 * 8;
+    uint64_t acc[8] = {0};
+    for (size_t k = 0; k < len; k += 8)
+      for (int s = 0; s < S; s++) {
+        const uint64_t *p = a + lo + (size_t)s * len + k;
+        __builtin_prefetch(p + 64, 0, 3);
+        for (int j = 0; j < 8; j++) acc[j] += p[j];
+      }
+    for (int j = 0; j < 8; j++) total += acc[j];
+  }
+  const double dt = ot_now() - t0;
+  if (total == 42) printf(" ");   // keeps the sum
+  return (double)n * 8 / dt;
+}
+
+static void stream_probe(void) {
+  const size_t n = (size_t)32 << 20;   // 256 MiB
+  uint64_t *a = must_alloc(n * 8);
+  for (size_t i = 0; i < n; i++) a[i] = i;
+  printf("read probe: 256 MiB, %d threads, S streams per thread read side by side, median of 9\n",
+         ot_threads_get());
+  static const int Ss[] = {1, 2, 4, 8};
+  double t[4][9];
+  for (int r = 0; r < 9; r++)   // the S values interleaved, so that a change of load hits all
+    for (int i = 0; i < 4; i++) t[i][r] = read_streams(a, n, Ss[i]);
+  for (int i = 0; i < 4; i++) printf("S = %d   %6.2f GB/s\n", Ss[i], median(t[i], 9) / 1e9);
+  ot_mem_free(a);
+}
+
 int main(int argc, char **argv) {
   bool quick = false;
   bool prefill = true;
@@ -123,8 +164,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--m") && i + 1 < argc) only_m = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-prefill")) prefill = false;
     else if (!strcmp(argv[i], "--pool") && i + 1 < argc) POOL_BYTES = (size_t)atoi(argv[++i]) << 20;
+    else if (!strcmp(argv[i], "--streams")) { stream_probe(); return 0; }
     else {
-      fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING] [--m 1|8] [--no-prefill] [--pool MIB]\n");
+      fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING] [--m 1|8] [--no-prefill] [--pool MIB] "
+                      "[--streams]\n");
       return 2;
     }
   }

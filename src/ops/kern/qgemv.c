@@ -427,10 +427,10 @@ AI void m1_kernel(int kind, int R, const ot_qweight *W, const int *idx, const fl
 
 // M = 1 over output rows [c0, c1): split into QG_S contiguous streams, read
 // side by side one row of each at a time. Several sequential streams per
-// thread keep more DRAM reads in flight than one: a probe summing 256 MiB on
-// two threads read 22 GB/s with one stream per thread and 32 GB/s with four
-// (medians of 9, a prefetch 512 bytes ahead); in bench_qgemv the GPT-2 logits
-// matrix went from 3490 to 1898 us in bf16, 1560 to 1250 us in int8/g64.
+// thread keep more DRAM reads in flight than one: `bench_qgemv --streams` (two
+// threads summing 256 MiB) read 22 GB/s with one stream per thread and 31-32
+// GB/s with four, 30 with eight; in bench_qgemv the GPT-2 logits matrix went
+// from 3490 to 1898 us in bf16, 1560 to 1250 us in int8/g64.
 AI void m1_chunk(int kind, const ot_qweight *W, int c0, int c1, const float *x, float *y, const float *bias,
                  const m1_prep *pp) {
   const int L = (c1 - c0 + QG_S - 1) / QG_S;
