@@ -90,6 +90,16 @@ uint16_t *th_to_bf16(const float *x, size_t n) {
 void th_from_bf16(const uint16_t *x, float *out, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = ot_bf16_to_f32(x[i]);
 }
+void *th_to_dt(ot_dtype dt, const float *x, size_t n) {
+  if (dt == OT_BF16) return th_to_bf16(x, n);
+  float *p = th_alloc(n * 4 + 4);
+  memcpy(p, x, n * 4);
+  return p;
+}
+void th_from_dt(ot_dtype dt, const void *p, float *out, size_t n) {
+  if (dt == OT_BF16) th_from_bf16(p, out, n);
+  else memcpy(out, p, n * 4);
+}
 
 int th_isas(ot_isa out[OT_ISA_COUNT]) {
   static bool said;

@@ -34,6 +34,9 @@ int th_finish(void);
 void th_round_bf16(float *x, size_t n);
 uint16_t *th_to_bf16(const float *x, size_t n);          // malloc'd
 void th_from_bf16(const uint16_t *x, float *out, size_t n);
+// Copy of f32 data x [n] in storage dtype dt (f32 or bf16; malloc'd), and back to f32.
+void *th_to_dt(ot_dtype dt, const float *x, size_t n);
+void th_from_dt(ot_dtype dt, const void *p, float *out, size_t n);
 
 // ISAs this CPU can run, best first; returns count. Tests loop over them with
 // ot_isa_force(isa) and report unsupported ones once (skipped, not passed).

@@ -7,15 +7,6 @@
 
 static th_rng g_rng = {777u};
 
-static void *to_dt(const float *x, size_t n, ot_dtype dt) {
-  if (dt == OT_BF16) return th_to_bf16(x, n);
-  float *p = th_alloc(n * 4 + 4);
-  memcpy(p, x, n * 4);
-  return p;
-}
-static void from_dt(const void *p, ot_dtype dt, float *out, size_t n) {
-  if (dt == OT_BF16) th_from_bf16(p, out, n); else memcpy(out, p, n * 4);
-}
 static void fill(float *x, size_t n, float sd, ot_dtype dt) {
   th_fill_normal(&g_rng, x, n, sd);
   if (dt == OT_BF16) th_round_bf16(x, n);
@@ -30,17 +21,18 @@ static void check_gelu(const char *isa, ot_dtype dt, size_t n) {
   fill(dy, n, 1.0f, dt);
   ot_ref_gelu_fwd(ry, x, n);
   ot_ref_gelu_bwd(rdx, x, dy, n);
-  void *x_ = to_dt(x, n, dt), *dy_ = to_dt(dy, n, dt), *y_ = to_dt(dy, n, dt), *dx_ = to_dt(x, n, dt);
+  void *x_ = th_to_dt(dt, x, n), *dy_ = th_to_dt(dt, dy, n);
+  void *y_ = th_to_dt(dt, dy, n), *dx_ = th_to_dt(dt, x, n);
   ot_status s1 = ot_gelu_fwd(dt, y_, x_, n), s2 = ot_gelu_bwd(dt, dx_, x_, dy_, n);
   th_check(s1 == OT_OK && s2 == OT_OK, "gelu %s [%s] n=%zu: status %s/%s", ot_dtype_name(dt), isa, n,
            ot_status_name(s1), ot_status_name(s2));
-  from_dt(y_, dt, fy, n);
-  from_dt(dx_, dt, fdx, n);
+  th_from_dt(dt, y_, fy, n);
+  th_from_dt(dt, dx_, fdx, n);
   th_check_nerr(fy, ry, n, bf ? 1e-2 : 1e-6, "gelu %s fwd [%s] n=%zu", ot_dtype_name(dt), isa, n);
   th_check_nerr(fdx, rdx, n, bf ? 1e-2 : 1e-6, "gelu %s bwd [%s] n=%zu", ot_dtype_name(dt), isa, n);
   // in place: y over x, dx over dy: same bits
   const size_t es = ot_dtype_size(dt);
-  void *a = to_dt(x, n, dt), *b = to_dt(dy, n, dt);
+  void *a = th_to_dt(dt, x, n), *b = th_to_dt(dt, dy, n);
   ot_gelu_fwd(dt, a, a, n);
   ot_gelu_bwd(dt, b, x_, b, n);
   th_check(memcmp(a, y_, n * es) == 0 && memcmp(b, dx_, n * es) == 0,
@@ -111,12 +103,12 @@ static void check_swiglu(const char *isa, ot_dtype dt, int N, int F) {
   fill(dy, ny, 1.0f, dt);
   ot_ref_swiglu_fwd(ry, x, N, F);
   ot_ref_swiglu_bwd(rdx, x, dy, N, F);
-  void *x_ = to_dt(x, nx, dt), *dy_ = to_dt(dy, ny, dt), *y_ = to_dt(dy, ny, dt), *dx_ = to_dt(x, nx, dt);
+  void *x_ = th_to_dt(dt, x, nx), *dy_ = th_to_dt(dt, dy, ny), *y_ = th_to_dt(dt, dy, ny), *dx_ = th_to_dt(dt, x, nx);
   ot_status s1 = ot_swiglu_fwd(dt, y_, x_, N, F), s2 = ot_swiglu_bwd(dt, dx_, x_, dy_, N, F);
   th_check(s1 == OT_OK && s2 == OT_OK, "swiglu %s [%s] N=%d F=%d: status %s/%s", ot_dtype_name(dt),
            isa, N, F, ot_status_name(s1), ot_status_name(s2));
-  from_dt(y_, dt, fy, ny);
-  from_dt(dx_, dt, fdx, nx);
+  th_from_dt(dt, y_, fy, ny);
+  th_from_dt(dt, dx_, fdx, nx);
   th_check_nerr(fy, ry, ny, bf ? 1e-2 : 1e-6, "swiglu %s fwd [%s] N=%d F=%d", ot_dtype_name(dt), isa, N, F);
   th_check_nerr(fdx, rdx, nx, bf ? 1e-2 : 1e-6, "swiglu %s bwd [%s] N=%d F=%d", ot_dtype_name(dt), isa, N, F);
   free(x); free(dy); free(ry); free(rdx); free(fy); free(fdx); free(x_); free(dy_); free(y_); free(dx_);

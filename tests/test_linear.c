@@ -13,15 +13,6 @@ static const shape SHAPES[] = {{1, 1, 1}, {3, 17, 65}, {17, 3, 1}, {65, 127, 17}
 #define NSHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
 
 // Stores f32 values in dt (a fresh buffer) / reads them back.
-static void *to_dt(ot_dtype dt, const float *x, size_t n) {
-  if (dt == OT_BF16) return th_to_bf16(x, n);
-  float *p = th_falloc(n);
-  memcpy(p, x, n * 4);
-  return p;
-}
-static void from_dt(ot_dtype dt, const void *p, float *out, size_t n) {
-  if (dt == OT_BF16) th_from_bf16(p, out, n); else memcpy(out, p, n * 4);
-}
 
 static void test_fwd(const char *isa, ot_dtype dt, shape s, bool bias, ot_act act, bool keep_pre) {
   int M = s.M, N = s.N, K = s.K;
@@ -33,11 +24,11 @@ static void test_fwd(const char *isa, ot_dtype dt, shape s, bool bias, ot_act ac
   th_fill(&g_rng, b, N, -1, 1);
   if (dt == OT_BF16) { th_round_bf16(x, nx); th_round_bf16(w, nw); }
   ot_ref_linear_fwd(yr, pr, x, w, bias ? b : NULL, M, N, K, act);
-  void *xd = to_dt(dt, x, nx), *wd = to_dt(dt, w, nw), *yd = to_dt(dt, yg, ny), *pd = to_dt(dt, pg, ny);
+  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *yd = th_to_dt(dt, yg, ny), *pd = th_to_dt(dt, pg, ny);
   ot_status st = ot_linear_fwd(dt, yd, keep_pre ? pd : NULL, xd, wd, bias ? b : NULL, M, N, K, act);
   th_check(st == OT_OK, "[%s] linear_fwd ok (%s)", isa, ot_last_error());
-  from_dt(dt, yd, yg, ny);
-  from_dt(dt, pd, pg, ny);
+  th_from_dt(dt, yd, yg, ny);
+  th_from_dt(dt, pd, pg, ny);
   double tol = dt == OT_BF16 ? 6e-3 : 2e-6;
   th_check_nerr(yg, yr, ny, tol, "[%s] linear_fwd %s y M=%d N=%d K=%d bias=%d act=%d pre=%d", isa,
                 ot_dtype_name(dt), M, N, K, bias, act, keep_pre);
@@ -70,13 +61,13 @@ static void test_bwd(const char *isa, ot_dtype dt, shape s, ot_act act, bool wan
   memcpy(db0, dbr, N * 4);
   memcpy(dyr, dy, ny * 4);
   ot_ref_linear_bwd(dxr, dwr, dbr, dyr, pre, x, w, M, N, K, act);
-  void *xd = to_dt(dt, x, nx), *wd = to_dt(dt, w, nw), *dyd = to_dt(dt, dy, ny), *pd = to_dt(dt, pre, ny),
-       *dxd = to_dt(dt, dxg, nx);
+  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *dyd = th_to_dt(dt, dy, ny), *pd = th_to_dt(dt, pre, ny),
+       *dxd = th_to_dt(dt, dxg, nx);
   ot_status st = ot_linear_bwd(dt, want_dx ? dxd : NULL, dwg, want_db ? dbg : NULL, dyd,
                                act == OT_ACT_GELU ? pd : NULL, xd, want_dx ? wd : NULL, M, N, K, act);
   th_check(st == OT_OK, "[%s] linear_bwd ok (%s)", isa, ot_last_error());
-  from_dt(dt, dxd, dxg, nx);
-  from_dt(dt, dyd, dyg, ny);
+  th_from_dt(dt, dxd, dxg, nx);
+  th_from_dt(dt, dyd, dyg, ny);
   double tol = dt == OT_BF16 ? 6e-3 : 2e-6, tolw = dt == OT_BF16 && act == OT_ACT_GELU ? 1e-2 : 2e-6;
   const char *n = ot_dtype_name(dt);
   if (want_dx) th_check_nerr(dxg, dxr, nx, tol, "[%s] linear_bwd %s dx M=%d N=%d K=%d act=%d", isa, n, M, N, K, act);
@@ -103,8 +94,8 @@ static void test_dw_rows(const char *isa, ot_dtype dt, shape s, int rows) {
   if (dt == OT_BF16) { th_round_bf16(x, nx); th_round_bf16(w, nw); th_round_bf16(dy, ny); }
   memset(dwr, 0, nw * 4);
   ot_ref_linear_bwd(dxr, dwr, NULL, dy, NULL, x, w, M, N, K, OT_ACT_NONE);
-  void *xd = to_dt(dt, x, nx), *wd = to_dt(dt, w, nw), *dyd = to_dt(dt, dy, ny), *d1 = to_dt(dt, dx1, nx),
-       *d2 = to_dt(dt, dx2, nx);
+  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *dyd = th_to_dt(dt, dy, ny), *d1 = th_to_dt(dt, dx1, nx),
+       *d2 = th_to_dt(dt, dx2, nx);
   th_fill(&g_rng, dwg, nw, 5, 6);   // overwritten, not accumulated into
   bool ok = true;
   for (int r0 = 0; r0 < N && ok; r0 += rows)
@@ -118,7 +109,7 @@ static void test_dw_rows(const char *isa, ot_dtype dt, shape s, int rows) {
            ot_linear_bwd(dt, d2, NULL, NULL, dyd, NULL, xd, wd, M, N, K, OT_ACT_NONE) == OT_OK,
            "[%s] linear_bwd with and without dw ok (%s)", isa, ot_last_error());
   th_check(memcmp(d1, d2, nx * ot_dtype_size(dt)) == 0, "[%s] linear_bwd %s dw=NULL: the same dx", isa, n);
-  from_dt(dt, d2, dx2, nx);
+  th_from_dt(dt, d2, dx2, nx);
   th_check_nerr(dx2, dxr, nx, dt == OT_BF16 ? 6e-3 : 2e-6, "[%s] linear_bwd %s dw=NULL: dx vs reference", isa, n);
   free(x); free(w); free(dy); free(dwr); free(dwg); free(dxr); free(dx1); free(dx2); free(dw);
   free(xd); free(wd); free(dyd); free(d1); free(d2);

@@ -8,16 +8,6 @@
 
 static th_rng g_rng = {20240611u};
 
-// Copy of f32 data in storage dtype dt (malloc'd); and back to f32.
-static void *to_dt(const float *x, size_t n, ot_dtype dt) {
-  if (dt == OT_BF16) return th_to_bf16(x, n);
-  float *p = th_alloc(n * 4 + 4);
-  memcpy(p, x, n * 4);
-  return p;
-}
-static void from_dt(const void *p, ot_dtype dt, float *out, size_t n) {
-  if (dt == OT_BF16) th_from_bf16(p, out, n); else memcpy(out, p, n * 4);
-}
 
 static void fill_act(float *x, size_t n, float offset, ot_dtype dt) {
   th_fill_normal(&g_rng, x, n, 1.0f);
@@ -42,8 +32,8 @@ static void check_fwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
   if (rms) ot_ref_rmsnorm_fwd(ry, rs, rres, x, use_r ? r : NULL, g, N, C, eps);
   else ot_ref_layernorm_fwd(ry, rm, rs, rres, x, use_r ? r : NULL, g, use_beta ? beta : NULL, N, C, eps);
 
-  void *dx_ = to_dt(x, n, dt), *dr_ = to_dt(r, n, dt);
-  void *dy_ = to_dt(ry, n, dt), *dres_ = to_dt(ry, n, dt);  // garbage-filled outputs
+  void *dx_ = th_to_dt(dt, x, n), *dr_ = th_to_dt(dt, r, n);
+  void *dy_ = th_to_dt(dt, ry, n), *dres_ = th_to_dt(dt, ry, n);  // garbage-filled outputs
   float *fm = th_falloc(N), *fs = th_falloc(N), *fy = th_falloc(n), *fres = th_falloc(n);
   ot_status st;
   if (rms)
@@ -51,8 +41,8 @@ static void check_fwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
   else
     st = ot_layernorm_fwd(dt, dy_, fm, fs, want_res ? dres_ : NULL, dx_, use_r ? dr_ : NULL, g,
                           use_beta ? beta : NULL, N, C, eps);
-  from_dt(dy_, dt, fy, n);
-  from_dt(dres_, dt, fres, n);
+  th_from_dt(dt, dy_, fy, n);
+  th_from_dt(dt, dres_, fres, n);
   const char *nm = rms ? "rmsnorm" : "layernorm";
   const double ty = bf ? 1e-2 : 2e-6, ts = bf ? 1e-2 : 3e-6;
   th_check(st == OT_OK, "%s %s fwd [%s] N=%d C=%d: status %s (%s)", nm, ot_dtype_name(dt), isa, N,
@@ -96,12 +86,12 @@ static void check_bwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
   if (rms) ot_ref_rmsnorm_bwd(rdx, rdg, dy, use_dres ? dres : NULL, res, rstd, g, N, C);
   else ot_ref_layernorm_bwd(rdx, rdg, use_dbeta ? rdb : NULL, dy, use_dres ? dres : NULL, res, mean,
                             rstd, g, N, C);
-  void *res_ = to_dt(res, n, dt), *dy_ = to_dt(dy, n, dt), *dres_ = to_dt(dres, n, dt);
-  void *dx_ = to_dt(y, n, dt);
+  void *res_ = th_to_dt(dt, res, n), *dy_ = th_to_dt(dt, dy, n), *dres_ = th_to_dt(dt, dres, n);
+  void *dx_ = th_to_dt(dt, y, n);
   ot_status st = rms ? ot_rmsnorm_bwd(dt, dx_, fdg, dy_, use_dres ? dres_ : NULL, res_, rstd, g, N, C)
                      : ot_layernorm_bwd(dt, dx_, fdg, use_dbeta ? fdb : NULL, dy_,
                                         use_dres ? dres_ : NULL, res_, mean, rstd, g, N, C);
-  from_dt(dx_, dt, fdx, n);
+  th_from_dt(dt, dx_, fdx, n);
   const char *nm = rms ? "rmsnorm" : "layernorm", *dn = ot_dtype_name(dt);
   th_check(st == OT_OK, "%s %s bwd [%s] N=%d C=%d: status %s (%s)", nm, dn, isa, N, C,
            ot_status_name(st), ot_last_error());
@@ -129,7 +119,7 @@ static void check_bwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
 
   // dx aliasing dres: same bits as the separate buffer
   if (use_dres) {
-    void *alias = to_dt(dres, n, dt);
+    void *alias = th_to_dt(dt, dres, n);
     memcpy(fdg, rdg, C * 4);
     st = rms ? ot_rmsnorm_bwd(dt, alias, fdg, dy_, alias, res_, rstd, g, N, C)
              : ot_layernorm_bwd(dt, alias, fdg, NULL, dy_, alias, res_, mean, rstd, g, N, C);
@@ -198,7 +188,7 @@ static void check_determinism(const char *isa, ot_dtype dt, int rms) {
   float *x = th_falloc(n), *r = th_falloc(n), *dy = th_falloc(n), *g = th_falloc(C), *b = th_falloc(C);
   fill_act(x, n, 0.3f, dt); fill_act(r, n, 0.0f, dt); fill_act(dy, n, 0.0f, dt);
   th_fill(&g_rng, g, C, 0.5f, 1.5f); th_fill(&g_rng, b, C, -0.5f, 0.5f);
-  void *x_ = to_dt(x, n, dt), *r_ = to_dt(r, n, dt), *dy_ = to_dt(dy, n, dt);
+  void *x_ = th_to_dt(dt, x, n), *r_ = th_to_dt(dt, r, n), *dy_ = th_to_dt(dt, dy, n);
   void *y[2], *res[2], *dx[2];
   float *m[2], *s[2], *dg[2], *db[2];
   for (int k = 0; k < 2; k++) {

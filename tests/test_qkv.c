@@ -12,15 +12,6 @@ static const qshape SHAPES[] = {
     {2, 65, 127, 6, 3, 8}, {1, 33, 96, 12, 12, 8}, {2, 16, 65, 8, 1, 65}};
 #define NSHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
 
-static void *to_dt(ot_dtype dt, const float *x, size_t n) {
-  if (dt == OT_BF16) return th_to_bf16(x, n);
-  float *p = th_falloc(n);
-  memcpy(p, x, n * 4);
-  return p;
-}
-static void from_dt(ot_dtype dt, const void *p, float *out, size_t n) {
-  if (dt == OT_BF16) th_from_bf16(p, out, n); else memcpy(out, p, n * 4);
-}
 
 static void test_fwd_bwd(const char *isa, ot_dtype dt, qshape s, bool bias) {
   int B = s.B, T = s.T, C = s.C, Hq = s.Hq, Hkv = s.Hkv, D = s.D, Nt = (Hq + 2 * Hkv) * D;
@@ -36,11 +27,11 @@ static void test_fwd_bwd(const char *isa, ot_dtype dt, qshape s, bool bias) {
   double tol = dt == OT_BF16 ? 6e-3 : 2e-6;
   // forward
   ot_ref_qkv_fwd(qr, kr, vr, x, w, bias ? b : NULL, B, T, C, Hq, Hkv, D);
-  void *xd = to_dt(dt, x, nx), *wd = to_dt(dt, w, nw), *qd = to_dt(dt, qg, nq), *kd = to_dt(dt, kg, nk),
-       *vd = to_dt(dt, vg, nk);
+  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *qd = th_to_dt(dt, qg, nq), *kd = th_to_dt(dt, kg, nk),
+       *vd = th_to_dt(dt, vg, nk);
   ot_status st = ot_qkv_fwd(dt, qd, kd, vd, xd, wd, bias ? b : NULL, B, T, C, Hq, Hkv, D);
   th_check(st == OT_OK, "[%s] qkv_fwd ok (%s)", isa, ot_last_error());
-  from_dt(dt, qd, qg, nq); from_dt(dt, kd, kg, nk); from_dt(dt, vd, vg, nk);
+  th_from_dt(dt, qd, qg, nq); th_from_dt(dt, kd, kg, nk); th_from_dt(dt, vd, vg, nk);
   th_check_nerr(qg, qr, nq, tol, "[%s] qkv_fwd %s q B=%d T=%d C=%d Hq=%d Hkv=%d D=%d bias=%d", isa, n, B, T, C, Hq, Hkv, D, bias);
   th_check_nerr(kg, kr, nk, tol, "[%s] qkv_fwd %s k B=%d T=%d C=%d Hq=%d Hkv=%d D=%d", isa, n, B, T, C, Hq, Hkv, D);
   th_check_nerr(vg, vr, nk, tol, "[%s] qkv_fwd %s v B=%d T=%d C=%d Hq=%d Hkv=%d D=%d", isa, n, B, T, C, Hq, Hkv, D);
@@ -56,10 +47,10 @@ static void test_fwd_bwd(const char *isa, ot_dtype dt, qshape s, bool bias) {
   memcpy(dwg, dwr, nw * 4);
   memcpy(dbg, dbr, Nt * 4);
   ot_ref_qkv_bwd(dxr, dwr, bias ? dbr : NULL, dq, dk, dv, x, w, B, T, C, Hq, Hkv, D);
-  void *dqd = to_dt(dt, dq, nq), *dkd = to_dt(dt, dk, nk), *dvd = to_dt(dt, dv, nk), *dxd = to_dt(dt, dxg, nx);
+  void *dqd = th_to_dt(dt, dq, nq), *dkd = th_to_dt(dt, dk, nk), *dvd = th_to_dt(dt, dv, nk), *dxd = th_to_dt(dt, dxg, nx);
   st = ot_qkv_bwd(dt, dxd, dwg, bias ? dbg : NULL, dqd, dkd, dvd, xd, wd, B, T, C, Hq, Hkv, D);
   th_check(st == OT_OK, "[%s] qkv_bwd ok (%s)", isa, ot_last_error());
-  from_dt(dt, dxd, dxg, nx);
+  th_from_dt(dt, dxd, dxg, nx);
   th_check_nerr(dxg, dxr, nx, tol, "[%s] qkv_bwd %s dx B=%d T=%d C=%d Hq=%d Hkv=%d D=%d", isa, n, B, T, C, Hq, Hkv, D);
   th_check_nerr(dwg, dwr, nw, 2e-6, "[%s] qkv_bwd %s dw B=%d T=%d C=%d Hq=%d Hkv=%d D=%d", isa, n, B, T, C, Hq, Hkv, D);
   th_check_nerr(dbg, dbr, Nt, 2e-6, "[%s] qkv_bwd %s db B=%d T=%d C=%d Hq=%d Hkv=%d D=%d bias=%d", isa, n, B, T, C, Hq,
