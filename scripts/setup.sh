@@ -2,7 +2,10 @@
 # Installs what ops-transformer needs on Debian 12 (run as root). Idempotent:
 # when every package is present it only checks and returns in well under a second.
 set -euo pipefail
-pkgs=(build-essential cmake libdnnl-dev libopenmpi-dev openmpi-bin)
+# ocl-icd-opencl-dev: Debian's oneDNN CMake package asks for OpenCL, which
+# libdnnl-dev only recommends (and --no-install-recommends skips).
+# pkg-config: the install test builds a program against ot.pc.
+pkgs=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
