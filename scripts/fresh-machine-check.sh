@@ -10,7 +10,8 @@
 # /proc, /sys, /dev/pts and /dev/shm are mounted for the chroot and always
 # unmounted on exit (also on failure or Ctrl-C), and the root is removed.
 #
-# Usage (as root, needs the network; about 10-15 minutes on 2 cores):
+# Usage (as root, needs the network; 15-18 minutes on a busy 2-core machine, a third to
+# a half of it the README's full build):
 #   scripts/fresh-machine-check.sh [--keep]
 #     --keep   keep the root and the step logs (their path is printed) for debugging:
 #              chroot DIR/root /bin/bash
