@@ -75,11 +75,13 @@ kill_root_procs() {
 cleanup() {
   local rc=$? m t0
   trap - EXIT INT TERM HUP
-  if [ -n "$step_pid" ]; then
-    kill -TERM -- "-$step_pid" 2>/dev/null || true
-    sleep 1
-    kill -KILL -- "-$step_pid" 2>/dev/null || true
-    wait "$step_pid" 2>/dev/null || true
+  if [ -n "$step_pid" ]; then  # (stderr off: no "Terminated" job notice)
+    {
+      kill -TERM -- "-$step_pid" || true
+      sleep 1
+      kill -KILL -- "-$step_pid" || true
+      wait "$step_pid" || true
+    } 2>/dev/null
   fi
   [ -n "$work" ] && [ -d "$work" ] || exit "$rc"
   kill_root_procs
