@@ -91,8 +91,7 @@ ot_status ot__write_atomic(const char *path, const void *data, size_t len) {
   }
   char dcopy[OT_PATH_MAX + 64];
   snprintf(dcopy, sizeof dcopy, "%s", path);
-  ot__fsync_dir(dirname(dcopy));
-  ot_clear_error();
+  if (ot__fsync_dir(dirname(dcopy)) != OT_OK) ot_clear_error();   // the file itself is in place
   return OT_OK;
 }
 
