@@ -257,12 +257,10 @@ bool ot_ckpt_has_settings(const char *dir);
 // parse, config.json / vocab.json / merges.txt must match their checksums.
 // Errors name the file and the tensor; *f is NULL then.
 ot_status ot_ckpt_open_weights(const char *dir, ot_st_file **f);
-// Every check of a load on the (resolved) directory, without a model:
-// ot_ckpt_open_weights, and unless weights_only optimizer.safetensors too.
-ot_status ot_ckpt_verify(const char *dir, bool weights_only);
 // Restores weights, moments, step counters and data position from a
 // checkpoint made with the same model shape (a difference is OT_EINVAL naming
-// the key); the weights must match the checksum saved with the moments.
+// the key); the weights must match the checksum saved with the moments; every
+// file passes the integrity checks above.
 // weights_only (eval): model.safetensors only (an HF directory works too).
 ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only);
 
@@ -281,7 +279,11 @@ double ot_measure_fma_peak(void);
 // checkpoints every save_every steps and at the end; the profiler trace +
 // summary when c->profile is set; the loss-curve SVG (train and eval) at the
 // end. Warnings (skipped steps) go to stderr. *final_loss / *final_val (may
-// be NULL) receive the last training and held-out losses (NaN if none).
+// be NULL) receive the last finite training and the last held-out losses (NaN
+// if none). A resume takes ot_ckpt_find's checkpoint (its note printed);
+// leftovers of interrupted saves in c->out are removed first. A run that ends
+// on skipped (non-finite) steps or with a non-finite held-out loss returns
+// OT_EINVAL saying so (after its final checkpoint, when the state is finite).
 ot_status ot_train_run(const ot_train_config *c, FILE *out, double *final_loss, double *final_val);
 
 // Writes an SVG loss curve from a JSONL log (records {"step", "loss"} and

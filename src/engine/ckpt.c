@@ -435,17 +435,6 @@ static ot_status open_state(const char *dir, ot_st_file **f, bool tensors) {
   return s;
 }
 
-ot_status ot_ckpt_verify(const char *dir, bool weights_only) {
-  OT_CHECK_PTR(dir, "ot_ckpt_verify");
-  ot_st_file *f = NULL;
-  OT_TRY(ot_ckpt_open_weights(dir, &f));
-  ot_st_close(f);
-  f = NULL;
-  if (!weights_only) OT_TRY(open_state(dir, &f, true));
-  ot_st_close(f);
-  return OT_OK;
-}
-
 // A stored path of checkpoint dir as this process sees it: relative ones
 // (format 2) are relative to the checkpoint directory.
 static ot_status stored_path(const char *dir, const char *v, char *out, size_t cap) {
