@@ -200,8 +200,11 @@ bool ot_trainer_has_val(const ot_trainer *t);
 double ot_trainer_flops_per_token(const ot_trainer *t);
 
 // ---------------------------------------------------------- checkpoints ---
-// A checkpoint is a directory:
-//   model.safetensors      weights, Hugging Face names, F32 (ot_model_export)
+// A checkpoint is a directory, self-contained (it loads from any working
+// directory and after being copied elsewhere):
+//   model.safetensors      weights, Hugging Face names, F32; __metadata__: step and
+//                          every training key ("cfg.<key>"), enough for evaluation and
+//                          generation without the optimizer state
 //   optimizer.safetensors  "exp_avg.<param>" and "exp_avg_sq.<param>" per parameter
 //                          tensor; __metadata__: format "ot-train-state", step,
 //                          updates, seed, rng, the data loader's position
@@ -210,21 +213,54 @@ double ot_trainer_flops_per_token(const ot_trainer *t);
 //                          model shape, batch, LR schedule, optimizer, data
 //   config.json            the Hugging Face config (when the model is expressible:
 //                          `ot_model_load_hf` and transformers read the directory)
-// Every file is written atomically (temporary file, fsync, rename, directory fsync).
+//   vocab.json, merges.txt the tokenizer of the training data directory, when it has one
+// Integrity: each safetensors file holds a checksum of every tensor
+// ("checksum.<name>") and of its metadata ("meta_checksum"); model.safetensors
+// also those of config.json and the tokenizer files ("file.<name>"). Loading
+// checks them all and refuses non-finite values (and negative second moments),
+// naming the file and the tensor; a save refuses a state with a non-finite
+// weight or moment (naming it) before writing anything.
+// Paths: data paths are stored absolute; "out" is ".." when the checkpoint sits
+// in the run directory (a copied run directory resumes into itself); log and
+// plot are stored empty when they are the defaults, so they follow --out; a
+// relative stored path is relative to the checkpoint directory.
+// Writing: the files go into <parent>/.<name>.tmp/ (each fsynced), the directory
+// is fsynced and renamed to <name> (an existing checkpoint there is replaced
+// whole), then the parent is fsynced: a save killed at any point leaves either
+// the previous state or the whole new checkpoint under <name>, plus leftovers
+// that the next save or resume in that run directory removes.
 //
-// Saves to `dir` (created).
+// Saves to `dir` (created; an existing directory must hold only checkpoint files).
 ot_status ot_trainer_save(ot_trainer *t, const char *dir);
-// Saves <out>/step_NNNNNN, then points <out>/latest at it (atomically) and
-// removes the oldest step_* directories beyond `keep`. *path_out (may be
-// NULL, cap bytes) receives the checkpoint directory.
+// Saves <out>/step_NNNNNN, then points <out>/latest at it (atomically, after
+// the directory is in place) and removes the oldest step_* directories beyond
+// `keep` (each renamed away first). Leftovers of interrupted saves in <out> are
+// removed first. *path_out (may be NULL, cap bytes) receives the directory.
 ot_status ot_trainer_checkpoint(ot_trainer *t, char *path_out, size_t cap);
-// `dir` itself when it holds a checkpoint, else the one <dir>/latest names.
+// The checkpoint `dir` means: dir itself when it holds model.safetensors; else
+// the one <dir>/latest names when that is complete; else (latest missing, or
+// naming a missing or incomplete directory) the newest complete step_*
+// directory, and then *note (may be NULL, note_cap bytes) says so ("" when
+// not). A `latest` that is not one line "step_<digits>" is OT_EFORMAT naming it.
+ot_status ot_ckpt_find(const char *dir, char *out, size_t cap, char *note, size_t note_cap);
+// ot_ckpt_find, printing its note to stderr ("ot: note: ...").
 ot_status ot_ckpt_resolve(const char *dir, char *out, size_t cap);
-// The training keys stored in a checkpoint (appended to l, origin "<dir>").
+// The training keys stored in a checkpoint (appended to l, origin "<dir>"),
+// stored paths resolved as above; from model.safetensors (older checkpoints:
+// optimizer.safetensors).
 ot_status ot_ckpt_read_config(const char *dir, ot_settings *l);
+// True if the (resolved) directory holds `ot train` settings, false for a
+// plain Hugging Face directory.
+bool ot_ckpt_has_settings(const char *dir);
+// Opens <dir>/model.safetensors (dir resolved) after checking it: the
+// checksums when it has them, finite values, config.json (when present) must
+// parse, config.json / vocab.json / merges.txt must match their checksums.
+// Errors name the file and the tensor; *f is NULL then.
+ot_status ot_ckpt_open_weights(const char *dir, ot_st_file **f);
 // Restores weights, moments, step counters and data position from a
 // checkpoint made with the same model shape (a difference is OT_EINVAL naming
-// the key); the weights must match the checksum saved with the moments.
+// the key); the weights must match the checksum saved with the moments; every
+// file passes the integrity checks above.
 // weights_only (eval): model.safetensors only (an HF directory works too).
 ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only);
 
@@ -243,7 +279,11 @@ double ot_measure_fma_peak(void);
 // checkpoints every save_every steps and at the end; the profiler trace +
 // summary when c->profile is set; the loss-curve SVG (train and eval) at the
 // end. Warnings (skipped steps) go to stderr. *final_loss / *final_val (may
-// be NULL) receive the last training and held-out losses (NaN if none).
+// be NULL) receive the last finite training and the last held-out losses (NaN
+// if none). A resume takes ot_ckpt_find's checkpoint (its note printed);
+// leftovers of interrupted saves in c->out are removed first. A run that ends
+// on skipped (non-finite) steps or with a non-finite held-out loss returns
+// OT_EINVAL saying so (after its final checkpoint, when the state is finite).
 ot_status ot_train_run(const ot_train_config *c, FILE *out, double *final_loss, double *final_val);
 
 // Writes an SVG loss curve from a JSONL log (records {"step", "loss"} and

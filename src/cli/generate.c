@@ -52,7 +52,8 @@ static bool file_exists(const char *dir, const char *name) {
 }
 
 // Loads an `ot train` checkpoint (its stored keys give the model shape), or any
-// directory with config.json + model.safetensors. *data_dir: the training data
+// directory with config.json + model.safetensors; the weights are checked
+// (checksums, finite values) on the way. *data_dir: the training data
 // directory recorded in the checkpoint ("" if none). Shared with `ot serve`.
 ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model **m, char *ckpt,
                               char *data_dir) {
@@ -60,26 +61,24 @@ ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model 
   ot_settings *l = calloc(1, sizeof *l);
   ot_train_config *tc = calloc(1, sizeof *tc);
   ot_status s = l && tc ? OT_OK : ot_error(OT_ENOMEM, "out of memory");
-  if (s == OT_OK) {
-    ot_train_config_default(tc);
+  data_dir[0] = 0;
+  if (s == OT_OK) ot_train_config_default(tc);
+  if (s == OT_OK && ot_ckpt_has_settings(ckpt)) {
     s = ot_ckpt_read_config(ckpt, l);
-  }
-  if (s == OT_OK) s = ot_train_config_apply(tc, l, NULL);
-  if (s == OT_OK) {
-    snprintf(data_dir, OT_PATH_MAX, "%s", tc->data);
-    s = ot_model_create(m, &tc->model, r);
-  }
-  if (s == OT_OK) {
+    if (s == OT_OK) s = ot_train_config_apply(tc, l, NULL);
+    if (s == OT_OK) snprintf(data_dir, OT_PATH_MAX, "%s", tc->data);
+  } else if (s == OT_OK) {   // weights only / HF layout
     char path[OT_PATH_MAX + 96];
-    snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
+    snprintf(path, sizeof path, "%s/config.json", ckpt);
+    s = ot_model_config_from_hf(&tc->model, path);
+  }
+  if (s == OT_OK) s = ot_model_create(m, &tc->model, r);
+  if (s == OT_OK) {
     ot_st_file *f = NULL;
-    s = ot_st_open(&f, path);
+    s = ot_ckpt_open_weights(ckpt, &f);
     if (s == OT_OK) s = ot_model_import(*m, f, NULL, true);
     ot_st_close(f);
     if (s != OT_OK) { ot_model_free(*m); *m = NULL; }
-  } else if (file_exists(ckpt, "config.json")) {   // weights only / HF layout
-    data_dir[0] = 0;
-    s = ot_model_load_hf(m, ckpt, r);
   }
   free(l);
   free(tc);

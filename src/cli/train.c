@@ -18,8 +18,9 @@ static void train_usage(FILE *f) {
           "loss-curve SVG in --out.\n"
           "  --config FILE    settings file: 'key = value' lines (# comments) or a flat JSON object;\n"
           "                   flags given on the command line override it\n"
-          "  --resume DIR     continue a run bit-exactly from a checkpoint (or from DIR/latest);\n"
-          "                   its settings are the base, flags and --config override them\n"
+          "  --resume DIR     continue a run bit-exactly from a checkpoint (or from DIR/latest; without\n"
+          "                   a usable one, DIR's newest complete checkpoint); its settings are the\n"
+          "                   base, flags and --config override them (log and plot follow --out)\n"
           "Keys (flags and config files; '-' and '_' are the same; Megatron / nanoGPT / Hugging Face\n"
           "names are accepted as aliases and reported with ours):\n", k_corpus);
   ot_train_config_help(f);
@@ -159,6 +160,7 @@ int ot_cmd_train(int argc, char **argv) {
   if (!rc) rc = collect(user, flags, config, "train");
   ot_train_config c;
   ot_train_config_default(&c);
+  char from[OT_PATH_MAX + 64] = "", note[2 * OT_PATH_MAX + 256] = "";
   if (!rc) {
     // the checkpoint's settings are the base of a resumed run
     ot_train_config probe;
@@ -167,13 +169,16 @@ int ot_cmd_train(int argc, char **argv) {
       rc = 2;
       if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
     }
-    else if (probe.resume[0] && (ot_ckpt_read_config(probe.resume, ck) != OT_OK ||
+    else if (probe.resume[0] && (ot_ckpt_find(probe.resume, from, sizeof from, note, sizeof note) != OT_OK ||
+                                 ot_ckpt_read_config(from, ck) != OT_OK ||
                                  ot_train_config_apply(&c, ck, NULL) != OT_OK)) rc = fail("train");
+    if (note[0] && speaks()) printf("note: %s\n", note);
   }
   if (!rc && ot_train_config_apply(&c, user, speaks() ? stderr : NULL) != OT_OK) {
     rc = 2;
     if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
   }
+  if (!rc && from[0]) snprintf(c.resume, sizeof c.resume, "%s", from);   // found once, noted once
   // one rank prepares missing data; the others wait for it (and learn whether it worked)
   if (!rc && speaks()) rc = ensure_data(&c);
   if (ot_dist_world_size() > 1) {
@@ -242,10 +247,7 @@ int ot_cmd_eval(int argc, char **argv) {
   char dir[OT_PATH_MAX + 64] = "", path[OT_PATH_MAX + 96];
   if (!rc && ot_ckpt_resolve(vals[0], dir, sizeof dir) != OT_OK) rc = fail("eval");
   if (!rc) {
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      fclose(f);
+    if (ot_ckpt_has_settings(dir)) {   // ours: the settings are in model.safetensors (older: optimizer state)
       if (ot_ckpt_read_config(dir, ck) != OT_OK || ot_train_config_apply(&c, ck, NULL) != OT_OK) rc = fail("eval");
     } else {
       snprintf(path, sizeof path, "%s/config.json", dir);
@@ -269,7 +271,11 @@ int ot_cmd_eval(int argc, char **argv) {
     double loss = 0, t0 = ot_now();
     int64_t ntok = 0;
     if (ot_trainer_eval(t, r->eval_batches, &loss, &ntok) != OT_OK) rc = fail("eval");
-    else {
+    else if (!isfinite(loss)) {
+      fprintf(stderr, "ot eval: %s: the loss is not finite (%g) over %lld tokens, although every weight "
+              "is finite\n", dir, loss, (long long)ntok);
+      rc = 1;
+    } else {
       const char *what = c.val_data[0] ? c.val_data : "val_*.bin";
       printf("%s: %s loss %.4f (perplexity %.2f) over %lld tokens of %s%s%s (seq-len %d, %s), %.1f s\n", dir,
              strcmp(split, "train") ? "held-out" : "training", loss, exp(loss), (long long)ntok,

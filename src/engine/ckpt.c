@@ -1,18 +1,22 @@
-// Checkpoints: model.safetensors (HF names, via ot_model_export),
-// optimizer.safetensors (AdamW moments per parameter; step, RNG, data
-// position, weight checksum and every training key in __metadata__),
-// config.json (Hugging Face, when expressible). Each file is written
-// atomically; <out>/latest names the newest step_NNNNNN directory.
+// Checkpoints: model.safetensors (HF names; every training setting, a checksum
+// per tensor and of the metadata), optimizer.safetensors (AdamW moments per
+// parameter; step, RNG, data position, weight checksum, the settings, the
+// checksums), config.json (Hugging Face, when expressible) and the tokenizer
+// of the training data. A save writes them into .NAME.tmp/, fsyncs, renames
+// the directory into place and fsyncs its parent; <out>/latest names the
+// newest step_NNNNNN directory. Integrity checks: ckpt_files.c.
 #include "engine_impl.h"
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FORMAT "ot-train-state"
-#define FORMAT_VERSION "1"
-
+#define FORMAT_VERSION "2"
 // ------------------------------------------------------------ config.json ---
 // The HF config of the model, or "" when HF cannot express it.
 static void hf_config(const ot_model_config *c, char *buf, size_t cap) {
@@ -44,113 +48,342 @@ static void hf_config(const ot_model_config *c, char *buf, size_t cap) {
   }
 }
 
-// ------------------------------------------------------------------- save ---
+// ------------------------------------------------------------- metadata ---
+// __metadata__ pairs being built (owned strings).
+typedef struct { int n, cap; char **k, **v; ot_status err; } meta_list;
+
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...) {
+  if (m->err != OT_OK) return;
+  if (m->n == m->cap) {
+    int cap = m->cap ? 2 * m->cap : 64;
+    char **k = realloc(m->k, sizeof *k * (size_t)cap), **v = k ? realloc(m->v, sizeof *v * (size_t)cap) : NULL;
+    if (k) m->k = k;
+    if (v) m->v = v;
+    if (!k || !v) { m->err = ot_error(OT_ENOMEM, "checkpoint: out of memory"); return; }
+    m->cap = cap;
+  }
+  char val[OT_PATH_MAX + 64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(val, sizeof val, fmt, ap);
+  va_end(ap);
+  m->k[m->n] = strdup(key);
+  m->v[m->n] = strdup(val);
+  if (!m->k[m->n] || !m->v[m->n]) {
+    free(m->k[m->n]);
+    free(m->v[m->n]);
+    m->err = ot_error(OT_ENOMEM, "checkpoint: out of memory");
+    return;
+  }
+  m->n++;
+}
+
+// Appends meta_checksum over the pairs so far.
+static void meta_seal(meta_list *m) {
+  if (m->err != OT_OK) return;
+  meta_add(m, "meta_checksum", "%016" PRIx64,
+           ot__meta_checksum((const char *const *)m->k, (const char *const *)m->v, m->n));
+}
+
+static void meta_free(meta_list *m) {
+  for (int i = 0; i < m->n; i++) { free(m->k[i]); free(m->v[i]); }
+  free(m->k);
+  free(m->v);
+}
+
+static bool is_path_key(const char *k) {
+  return !strcmp(k, "data") || !strcmp(k, "train-data") || !strcmp(k, "val-data") || !strcmp(k, "out") ||
+         !strcmp(k, "log") || !strcmp(k, "plot");
+}
+
+// The training settings as stored: data paths absolute; out ".." when the
+// checkpoint sits in it (a copied run directory resumes into itself), else
+// absolute; log / plot "" when they are the defaults under out (so they follow
+// --out on resume), else absolute.
+static void add_settings(meta_list *m, const ot_train_config *c, const char *parent) {
+  const char *out = c->out[0] ? c->out : ".";
+  char rp[PATH_MAX], ro[PATH_MAX], v[OT_PATH_MAX], a[OT_PATH_MAX], dflt[OT_PATH_MAX + 16];
+  const bool inside = realpath(parent, rp) && realpath(out, ro) && !strcmp(rp, ro);
+  for (int i = 0; i < ot__key_count(); i++) {
+    if (!ot__key_is_saved(i)) continue;
+    const char *name = ot__key_name(i);
+    char key[96];
+    snprintf(key, sizeof key, "cfg.%s", name);
+    ot_train_config_get(c, name, v, sizeof v);
+    if (!is_path_key(name)) { meta_add(m, key, "%s", v); continue; }
+    if (!strcmp(name, "out") && inside) { meta_add(m, key, ".."); continue; }
+    if (!strcmp(name, "log") || !strcmp(name, "plot")) {
+      snprintf(dflt, sizeof dflt, "%s/%s", out, name[0] == 'l' ? "log.jsonl" : "loss.svg");
+      if (!strcmp(v, dflt)) v[0] = 0;
+    }
+    if (ot__abs_path(v, a, sizeof a) != OT_OK) { m->err = OT_EINVAL; return; }
+    meta_add(m, key, "%s", a);
+  }
+}
+
+// -------------------------------------------------------------- writing ---
+// Copies vocab.json and merges.txt of the training data directory (when both
+// are there) into dir, recording their checksums in m.
+static ot_status copy_tokenizer(const ot_train_config *c, const char *dir, meta_list *m) {
+  char src[OT_PATH_MAX];
+  snprintf(src, sizeof src, "%s", c->data);
+  if (!src[0] && c->train_data[0]) {   // the directory of the training shards' glob
+    snprintf(src, sizeof src, "%s", c->train_data);
+    char *slash = strrchr(src, '/');
+    if (slash) *slash = 0; else snprintf(src, sizeof src, ".");
+  }
+  static const char *const files[] = {"vocab.json", "merges.txt"};
+  char p[OT_PATH_MAX + 64], q[OT_PATH_MAX + 64];
+  for (int k = 0; k < 2; k++)
+    if (!src[0] || ot__join(p, sizeof p, src, files[k]) != OT_OK || !ot__exists(p)) {
+      ot_clear_error();
+      return OT_OK;   // no tokenizer there (e.g. token ids made by another tool)
+    }
+  for (int k = 0; k < 2; k++) {
+    char *text = NULL;
+    size_t len = 0;
+    OT_TRY(ot__join(p, sizeof p, src, files[k]));
+    OT_TRY(ot__join(q, sizeof q, dir, files[k]));
+    OT_TRY(ot__read_text(p, (size_t)1 << 30, &text, &len));
+    ot_status s = ot__write_file(q, text, len);
+    char key[64];
+    snprintf(key, sizeof key, "file.%s", files[k]);
+    if (s == OT_OK) meta_add(m, key, "%016" PRIx64, ot__hash_bytes(text, len));
+    free(text);
+    OT_TRY(s);
+  }
+  return OT_OK;
+}
+
+// model.safetensors: every HF tensor (F32) with its checksum; metadata m + the checksums.
+static ot_status write_weights(ot_trainer *t, const char *path, meta_list *m) {
+  ot_model *mod = t->m;
+  const int n = ot_model_hf_count(mod);
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    const ot_hf_tensor *h = ot_model_hf_at(mod, i);
+    total += (size_t)h->shape[0] * (size_t)(h->ndim == 2 ? h->shape[1] : 1);
+  }
+  float *buf = ot_mem_alloc((total ? total : 1) * sizeof(float), OT_MEM_OTHER);
+  ot_st_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
+  ot_status s = buf && ts ? OT_OK : ot_error(OT_ENOMEM, "checkpoint: out of memory for the weights");
+  size_t off = 0;
+  for (int i = 0; i < n && s == OT_OK; i++) {
+    const ot_hf_tensor *h = ot_model_hf_at(mod, i);
+    const size_t k = (size_t)h->shape[0] * (size_t)(h->ndim == 2 ? h->shape[1] : 1);
+    s = ot_model_hf_get(mod, i, ot_model_params(mod), buf + off);
+    ts[i] = (ot_st_tensor){.name = h->name, .dtype = OT_F32, .ndim = h->ndim, .data = buf + off,
+                           .nbytes = k * sizeof(float)};
+    ts[i].shape[0] = h->shape[0];
+    ts[i].shape[1] = h->shape[1];
+    char key[128];
+    snprintf(key, sizeof key, "checksum.%s", h->name);
+    meta_add(m, key, "%016" PRIx64, ot__hash_bytes(buf + off, k * sizeof(float)));
+    off += k;
+  }
+  meta_seal(m);
+  if (s == OT_OK) s = m->err;
+  if (s == OT_OK)
+    s = ot_st_write(path, ts, n, (const char *const *)m->k, (const char *const *)m->v, m->n);
+  ot_mem_free(buf);
+  free(ts);
+  return s;
+}
+
+// optimizer.safetensors: exp_avg / exp_avg_sq per parameter with checksums; metadata m + the checksums.
+static ot_status write_state(const ot_trainer *t, const char *path, meta_list *m) {
+  const int np = ot_model_param_count(t->m);
+  ot_st_tensor *ts = calloc((size_t)2 * np + 1, sizeof *ts);
+  char (*names)[96] = calloc((size_t)2 * np + 1, sizeof *names);
+  ot_status s = ts && names ? OT_OK : ot_error(OT_ENOMEM, "checkpoint: out of memory");
+  for (int i = 0; i < np && s == OT_OK; i++) {
+    const ot_param *p = ot_model_param_at(t->m, i);
+    for (int k = 0; k < 2; k++) {
+      ot_st_tensor *x = &ts[2 * i + k];
+      snprintf(names[2 * i + k], sizeof names[0], "%s.%s", k ? "exp_avg_sq" : "exp_avg", p->name);
+      x->name = names[2 * i + k];
+      x->dtype = OT_F32;
+      x->ndim = p->ndim;
+      x->shape[0] = p->shape[0];
+      x->shape[1] = p->shape[1];
+      x->data = t->mom[k] + p->offset;
+      x->nbytes = p->numel * sizeof(float);
+      char key[128];
+      snprintf(key, sizeof key, "checksum.%s", x->name);
+      meta_add(m, key, "%016" PRIx64, ot__hash_bytes(x->data, x->nbytes));
+    }
+  }
+  meta_seal(m);
+  if (s == OT_OK) s = m->err;
+  if (s == OT_OK)
+    s = ot_st_write(path, ts, 2 * np, (const char *const *)m->k, (const char *const *)m->v, m->n);
+  free(ts);
+  free(names);
+  return s;
+}
+
+// Every file of the checkpoint into the (new, empty) directory dir.
+static ot_status write_files(ot_trainer *t, const char *dir, const char *parent) {
+  meta_list w = {0}, o = {0};
+  char path[OT_PATH_MAX + 64], cj[4096];
+  meta_add(&w, "format", "pt");
+  meta_add(&w, "ot_checkpoint", FORMAT_VERSION);
+  meta_add(&w, "step", "%" PRId64, t->step);
+  ot_status s = copy_tokenizer(&t->cfg, dir, &w);
+  hf_config(&t->cfg.model, cj, sizeof cj);
+  if (s == OT_OK && cj[0]) s = ot__join(path, sizeof path, dir, "config.json");
+  if (s == OT_OK && cj[0]) s = ot__write_file(path, cj, strlen(cj));
+  if (s == OT_OK && cj[0]) meta_add(&w, "file.config.json", "%016" PRIx64, ot__hash_bytes(cj, strlen(cj)));
+  add_settings(&w, &t->cfg, parent);
+  if (s == OT_OK) s = ot__join(path, sizeof path, dir, "model.safetensors");
+  if (s == OT_OK) s = write_weights(t, path, &w);
+
+  meta_add(&o, "format", FORMAT);
+  meta_add(&o, "format_version", FORMAT_VERSION);
+  meta_add(&o, "step", "%" PRId64, t->step);
+  meta_add(&o, "updates", "%" PRId64, t->updates);
+  meta_add(&o, "rng", "%" PRIu64, t->rng);
+  meta_add(&o, "params_checksum", "%016" PRIx64, ot__hash_floats(ot_model_params(t->m), ot_model_n_floats(t->m)));
+  if (t->train) {
+    ot_loader_state ls;
+    ot_loader_get_state(t->train, &ls);
+    meta_add(&o, "data_epoch", "%" PRIu64, ls.epoch);
+    meta_add(&o, "data_index", "%" PRIu64, ls.index);
+    meta_add(&o, "data_fingerprint", "%016" PRIx64, ls.fingerprint);
+  }
+  ot_lr_schedule sch = ot_train_schedule(&t->cfg);
+  meta_add(&o, "lr_next", "%.9g", (double)ot_lr_at(&sch, t->step));
+  add_settings(&o, &t->cfg, parent);
+  if (s == OT_OK) s = ot__join(path, sizeof path, dir, "optimizer.safetensors");
+  if (s == OT_OK) s = write_state(t, path, &o);
+  meta_free(&w);
+  meta_free(&o);
+  return s;
+}
+
+// A file a checkpoint directory may hold (a save replaces such a directory whole).
+static bool ckpt_file(const char *name) {
+  static const char *const known[] = {"model.safetensors", "optimizer.safetensors", "config.json", "vocab.json",
+                                      "merges.txt"};
+  for (int i = 0; i < 5; i++) {
+    size_t n = strlen(known[i]);
+    if (!strncmp(name, known[i], n) && (!name[n] || !strcmp(name + n, ".tmp"))) return true;
+  }
+  return false;
+}
+
+// dir (trailing slashes dropped) = parent + "/" + base.
+static ot_status split_dir(const char *dir, char *parent, char *base, size_t cap) {
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') n--;
+  size_t b = n;
+  while (b > 0 && dir[b - 1] != '/') b--;
+  if (n - b == 0 || n - b >= 200 || !strncmp(dir + b, ".", n - b) || !strncmp(dir + b, "..", n - b))
+    return ot_error(OT_EINVAL, "checkpoint directory '%s': name a directory to create, such as out/ckpt", dir);
+  if (b >= cap) return ot_error(OT_EINVAL, "checkpoint path too long: %s", dir);
+  snprintf(parent, cap, "%.*s", b > 1 ? (int)(b - 1) : (int)b, b ? dir : ".");
+  snprintf(base, 256, "%.*s", (int)(n - b), dir + b);
+  return OT_OK;
+}
+
+// The save of one process; sync_parent false: the caller fsyncs dir's parent
+// (ot_trainer_checkpoint: writing `latest` right after does).
+static ot_status save_dir(ot_trainer *t, const char *dir, bool sync_parent) {
+  OT_TRY(ot__ckpt_check_state(t, dir));   // before anything is written
+  char parent[OT_PATH_MAX], base[256], final[OT_PATH_MAX + 300], tmp[OT_PATH_MAX + 300], old[OT_PATH_MAX + 300];
+  OT_TRY(split_dir(dir, parent, base, sizeof parent));
+  snprintf(final, sizeof final, "%s/%s", parent, base);
+  snprintf(tmp, sizeof tmp, "%s/.%s.tmp", parent, base);
+  snprintf(old, sizeof old, "%s/.%s.old", parent, base);
+  OT_TRY(ot__mkdirs(parent));
+  // what an interrupted save of this directory left
+  if (ot__exists(old) && !(!ot__exists(final) && rename(old, final) == 0)) ot__remove_flat_dir(old);
+  if (ot__exists(tmp)) ot__remove_flat_dir(tmp);
+  const bool replace = ot__exists(final);
+  if (replace) {
+    if (!ot__is_dir(final)) return ot_error(OT_EIO, "checkpoint %s exists and is not a directory", final);
+    DIR *d = opendir(final);
+    if (!d) return ot_error(OT_EIO, "cannot read directory %s: %s", final, strerror(errno));
+    char foreign[256] = "";
+    for (struct dirent *e; !foreign[0] && (e = readdir(d));)
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !ckpt_file(e->d_name))
+        snprintf(foreign, sizeof foreign, "%s", e->d_name);
+    closedir(d);
+    if (foreign[0])
+      return ot_error(OT_EINVAL, "checkpoint %s: it holds '%s', which is not part of a checkpoint (a save "
+                      "replaces the directory whole): save into a new directory", final, foreign);
+  }
+  if (mkdir(tmp, 0755) != 0) return ot_error(OT_EIO, "cannot create directory %s: %s", tmp, strerror(errno));
+  OT_PROF_BEGIN("checkpoint", 0.0, 0.0);
+  ot_status s = write_files(t, tmp, parent);
+  if (s == OT_OK) s = ot__fsync_dir(tmp);
+  bool moved = false;
+  if (s == OT_OK && replace) {
+    if (rename(final, old) == 0) moved = true;
+    else s = ot_error(OT_EIO, "cannot rename %s to %s: %s", final, old, strerror(errno));
+  }
+  if (s == OT_OK && rename(tmp, final) != 0) {
+    s = ot_error(OT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (moved) rename(old, final);
+    moved = false;
+  }
+  if (s == OT_OK && sync_parent) s = ot__fsync_dir(parent);
+  if (moved) ot__remove_flat_dir(old);
+  if (s != OT_OK) ot__remove_flat_dir(tmp);
+  OT_PROF_STOP();
+  return s;
+}
+
 ot_status ot_trainer_save(ot_trainer *t, const char *dir) {
   static const char fn[] = "ot_trainer_save";
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(dir, fn);
   if (!t->mom[0]) return ot_error(OT_EINVAL, "%s: an evaluation-only trainer has no optimizer state", fn);
   if (t->par) return ot__par_save(t, dir);
-  OT_TRY(ot__mkdirs(dir));
-  char path[OT_PATH_MAX + 64];
-  OT_PROF_BEGIN("checkpoint", 0.0, 0.0);
-  ot_status s = ot__join(path, sizeof path, dir, "model.safetensors");
-  if (s == OT_OK) s = ot_model_export(t->m, path);
-
-  // optimizer state + metadata
-  const int np = ot_model_param_count(t->m), nk = ot__key_count();
-  const int nmeta_max = nk + 16;
-  ot_st_tensor *ts = calloc((size_t)2 * np, sizeof *ts);
-  char (*names)[96] = calloc((size_t)2 * np, sizeof *names);
-  const char **mk = calloc((size_t)nmeta_max, sizeof *mk), **mv = calloc((size_t)nmeta_max, sizeof *mv);
-  char (*kbuf)[80] = calloc((size_t)nmeta_max, sizeof *kbuf);
-  char (*vbuf)[OT_PATH_MAX] = calloc((size_t)nmeta_max, sizeof *vbuf);
-  if (s == OT_OK && (!ts || !names || !mk || !mv || !kbuf || !vbuf)) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
-  if (s == OT_OK) {
-    for (int i = 0; i < np; i++) {
-      const ot_param *p = ot_model_param_at(t->m, i);
-      for (int k = 0; k < 2; k++) {
-        ot_st_tensor *x = &ts[2 * i + k];
-        snprintf(names[2 * i + k], sizeof names[0], "%s.%s", k ? "exp_avg_sq" : "exp_avg", p->name);
-        x->name = names[2 * i + k];
-        x->dtype = OT_F32;
-        x->ndim = p->ndim;
-        x->shape[0] = p->shape[0];
-        x->shape[1] = p->shape[1];
-        x->data = t->mom[k] + p->offset;
-        x->nbytes = p->numel * sizeof(float);
-      }
-    }
-    int nm = 0;
-#define META(key, ...) do { snprintf(kbuf[nm], sizeof kbuf[0], "%s", key); \
-      snprintf(vbuf[nm], sizeof vbuf[0], __VA_ARGS__); mk[nm] = kbuf[nm]; mv[nm] = vbuf[nm]; nm++; } while (0)
-    META("format", FORMAT);
-    META("format_version", FORMAT_VERSION);
-    META("step", "%" PRId64, t->step);
-    META("updates", "%" PRId64, t->updates);
-    META("rng", "%" PRIu64, t->rng);
-    META("params_checksum", "%016" PRIx64,
-         ot__hash_floats(ot_model_params(t->m), ot_model_n_floats(t->m)));
-    if (t->train) {
-      ot_loader_state ls;
-      ot_loader_get_state(t->train, &ls);
-      META("data_epoch", "%" PRIu64, ls.epoch);
-      META("data_index", "%" PRIu64, ls.index);
-      META("data_fingerprint", "%016" PRIx64, ls.fingerprint);
-    }
-    ot_lr_schedule sch = ot_train_schedule(&t->cfg);
-    META("lr_next", "%.9g", (double)ot_lr_at(&sch, t->step));
-    for (int i = 0; i < nk; i++) {
-      if (!ot__key_is_saved(i)) continue;
-      snprintf(kbuf[nm], sizeof kbuf[0], "cfg.%s", ot__key_name(i));
-      ot_train_config_get(&t->cfg, ot__key_name(i), vbuf[nm], sizeof vbuf[0]);
-      mk[nm] = kbuf[nm];
-      mv[nm] = vbuf[nm];
-      nm++;
-    }
-#undef META
-    s = ot__join(path, sizeof path, dir, "optimizer.safetensors");
-    if (s == OT_OK) s = ot_st_write(path, ts, 2 * np, mk, mv, nm);
-  }
-  free(ts); free(names); free(mk); free(mv); free(kbuf); free(vbuf);
-  if (s == OT_OK) {
-    char cj[4096];
-    hf_config(&t->cfg.model, cj, sizeof cj);
-    s = ot__join(path, sizeof path, dir, "config.json");
-    if (s == OT_OK && cj[0]) s = ot__write_atomic(path, cj, strlen(cj));
-    else if (s == OT_OK) unlink(path);   // a stale one would describe another model
-  }
-  OT_PROF_STOP();
-  return s;
+  return save_dir(t, dir, true);
 }
 
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+typedef struct { int64_t step; char *name; } step_entry;
+
+static int cmp_step(const void *a, const void *b) {
+  const step_entry *x = a, *y = b;
+  return x->step < y->step ? -1 : x->step > y->step;
 }
 
-// Removes the oldest <out>/step_* directories beyond keep (never `current`).
+// Removes the oldest <out>/step_* directories beyond keep (never `current`):
+// each is first renamed to .step_N.del, so no step_* directory is ever partial.
 static void prune(const char *out, int keep, const char *current) {
   if (keep <= 0) return;
   DIR *d = opendir(out);
   if (!d) return;
-  char *names[4096];
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) && n < 4096;)
-    if (!strncmp(e->d_name, "step_", 5) && strlen(e->d_name) == 11) names[n++] = strdup(e->d_name);
-  closedir(d);
-  qsort(names, (size_t)n, sizeof names[0], cmp_str);
-  for (int i = 0; i < n; i++) {
-    if (names[i] && i < n - keep && strcmp(names[i], current)) {
-      static const char *const files[] = {"model.safetensors", "optimizer.safetensors", "config.json"};
-      char dir[OT_PATH_MAX + 32], f[OT_PATH_MAX + 64];
-      if (ot__join(dir, sizeof dir, out, names[i]) == OT_OK) {
-        for (int k = 0; k < 3; k++)
-          if (ot__join(f, sizeof f, dir, files[k]) == OT_OK) unlink(f);
-        rmdir(dir);   // fails, harmlessly, when the user put other files there
-      }
+  int n = 0, cap = 64;
+  step_entry *v = malloc(sizeof *v * (size_t)cap);
+  for (struct dirent *e; v && (e = readdir(d));) {
+    const char *nm = e->d_name;
+    size_t len = strlen(nm), i = 5;
+    if (len < 6 || len > 24 || strncmp(nm, "step_", 5)) continue;
+    while (i < len && nm[i] >= '0' && nm[i] <= '9') i++;
+    if (i != len) continue;
+    if (n == cap) {
+      step_entry *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
+      if (!nv) break;
+      v = nv;
     }
-    free(names[i]);
+    if ((v[n].name = strdup(nm))) v[n++].step = strtoll(nm + 5, NULL, 10);
   }
+  closedir(d);
+  if (v) qsort(v, (size_t)n, sizeof *v, cmp_step);
+  for (int i = 0; i < n; i++) {
+    if (i < n - keep && strcmp(v[i].name, current)) {
+      char dir[OT_PATH_MAX + 64], del[OT_PATH_MAX + 64];
+      snprintf(dir, sizeof dir, "%s/%s", out, v[i].name);
+      snprintf(del, sizeof del, "%s/.%s.del", out, v[i].name);
+      if (rename(dir, del) == 0) ot__remove_flat_dir(del);
+    }
+    free(v[i].name);
+  }
+  free(v);
 }
 
 ot_status ot_trainer_checkpoint(ot_trainer *t, char *path_out, size_t cap) {
@@ -160,8 +393,11 @@ ot_status ot_trainer_checkpoint(ot_trainer *t, char *path_out, size_t cap) {
   char name[32], dir[OT_PATH_MAX + 32], latest[OT_PATH_MAX + 32];
   snprintf(name, sizeof name, "step_%06lld", (long long)t->step);
   OT_TRY(ot__join(dir, sizeof dir, out, name));
-  OT_TRY(ot_trainer_save(t, dir));
-  if (ot__par_rank(t->par) == 0) {   // parallel: rank 0 wrote the directory and names it
+  const bool root = ot__par_rank(t->par) == 0;   // parallel: rank 0 writes the directory and names it
+  if (root) ot__ckpt_cleanup(out);
+  if (!t->mom[0] || t->par) OT_TRY(ot_trainer_save(t, dir));
+  else OT_TRY(save_dir(t, dir, false));
+  if (root) {   // written right after the rename (its directory fsync covers both)
     OT_TRY(ot__join(latest, sizeof latest, out, "latest"));
     char text[40];
     snprintf(text, sizeof text, "%s\n", name);
@@ -173,75 +409,91 @@ ot_status ot_trainer_checkpoint(ot_trainer *t, char *path_out, size_t cap) {
 }
 
 // ------------------------------------------------------------------- load ---
-static bool has_ckpt(const char *dir) {
-  char p[OT_PATH_MAX + 64];
-  return ot__join(p, sizeof p, dir, "model.safetensors") == OT_OK && ot__exists(p);
-}
-
-ot_status ot_ckpt_resolve(const char *dir, char *out, size_t cap) {
-  OT_CHECK_PTR(dir, "ot_ckpt_resolve");
-  OT_CHECK_PTR(out, "ot_ckpt_resolve");
-  if (has_ckpt(dir)) {
-    if (strlen(dir) >= cap) return ot_error(OT_EINVAL, "checkpoint path too long: %s", dir);
-    snprintf(out, cap, "%s", dir);
-    return OT_OK;
-  }
-  char latest[OT_PATH_MAX + 32];
-  OT_TRY(ot__join(latest, sizeof latest, dir, "latest"));
-  if (!ot__exists(latest)) {
-    if (!ot__is_dir(dir)) return ot_error(OT_EIO, "checkpoint %s: no such directory", dir);
-    return ot_error(OT_EIO, "checkpoint %s: no model.safetensors and no 'latest' file in it", dir);
-  }
-  char *text = NULL;
-  size_t len = 0;
-  OT_TRY(ot__read_text(latest, 4096, &text, &len));
-  char *name = text;
-  while (*name == ' ' || *name == '\t') name++;
-  name[strcspn(name, "\r\n")] = 0;
-  ot_status s = OT_OK;
-  if (!name[0] || strchr(name, '/'))
-    s = ot_error(OT_EFORMAT, "%s: expected a checkpoint directory name such as step_000100, got '%.60s'",
-                 latest, name);
-  if (s == OT_OK) {
-    int n = snprintf(out, cap, "%s/%s", dir, name);
-    if (n < 0 || (size_t)n >= cap) s = ot_error(OT_EINVAL, "checkpoint path too long: %s/%s", dir, name);
-  }
-  free(text);
-  if (s == OT_OK && !has_ckpt(out))
-    s = ot_error(OT_EIO, "%s names %s, which holds no model.safetensors", latest, out);
-  return s;
-}
-
-static ot_status open_state(const char *dir, ot_st_file **f) {
+// Opens the optimizer state of checkpoint dir; with `tensors` every tensor is
+// checked against its checksum and for non-finite values.
+static ot_status open_state(const char *dir, ot_st_file **f, bool tensors) {
   char path[OT_PATH_MAX + 64];
   OT_TRY(ot__join(path, sizeof path, dir, "optimizer.safetensors"));
   if (!ot__exists(path))
     return ot_error(OT_EIO, "checkpoint %s: no optimizer.safetensors (a weights-only or Hugging Face "
                     "directory cannot be resumed; `ot eval` reads it)", dir);
   OT_TRY(ot_st_open(f, path));
-  const char *fmt = ot_st_meta(*f, "format");
-  if (!fmt || strcmp(fmt, FORMAT)) {
+  const char *fmt = ot_st_meta(*f, "format"), *ver = ot_st_meta(*f, "format_version");
+  ot_status s = OT_OK;
+  if (!fmt || strcmp(fmt, FORMAT))
+    s = ot_error(OT_EFORMAT, "%s: __metadata__ format is '%s', expected '%s'", path, fmt ? fmt : "(none)",
+                 FORMAT);
+  else if (ver && strcmp(ver, "1") && strcmp(ver, FORMAT_VERSION))
+    s = ot_error(OT_EFORMAT, "%s: format_version '%.20s' is not one this ot reads (1 or %s)", path, ver,
+                 FORMAT_VERSION);
+  else   // version 1 files (older ot) carry no checksums
+    s = ot__ckpt_check_file(*f, !ver || strcmp(ver, "1"), tensors);
+  if (s != OT_OK) {
     ot_st_close(*f);
     *f = NULL;
-    return ot_error(OT_EFORMAT, "%s: __metadata__ format is '%s', expected '%s'", path, fmt ? fmt : "(none)",
-                    FORMAT);
   }
+  return s;
+}
+
+// A stored path of checkpoint dir as this process sees it: relative ones
+// (format 2) are relative to the checkpoint directory.
+static ot_status stored_path(const char *dir, const char *v, char *out, size_t cap) {
+  const char *v0 = v;
+  int n = -1;
+  if (!v[0] || v[0] == '/') n = snprintf(out, cap, "%s", v);
+  char d[OT_PATH_MAX + 64];
+  snprintf(d, sizeof d, "%s", dir);
+  while (n < 0 && !strncmp(v, "..", 2) && (v[2] == '/' || !v[2])) {   // "<ckpt>/.." = the directory holding it
+    char *slash = strrchr(d, '/');
+    const char *last = slash ? slash + 1 : d;
+    if (!strcmp(last, ".") || !strcmp(last, "..") || !last[0]) break;
+    if (!slash) snprintf(d, sizeof d, ".");
+    else if (slash == d) d[1] = 0;
+    else *slash = 0;
+    v += v[2] ? 3 : 2;
+    if (!slash) break;
+  }
+  if (n < 0) n = v[0] ? snprintf(out, cap, "%s/%s", d, v) : snprintf(out, cap, "%s", d);
+  if (n < 0 || (size_t)n >= cap)
+    return ot_error(OT_EINVAL, "checkpoint %s: the stored path '%s' is longer than %zu bytes from there", dir,
+                    v0, cap - 1);
   return OT_OK;
 }
 
 ot_status ot_ckpt_read_config(const char *dir, ot_settings *l) {
   OT_CHECK_PTR(dir, "ot_ckpt_read_config");
   OT_CHECK_PTR(l, "ot_ckpt_read_config");
-  char d[OT_PATH_MAX + 64];
+  char d[OT_PATH_MAX + 64], path[OT_PATH_MAX + 96];
   OT_TRY(ot_ckpt_resolve(dir, d, sizeof d));
+  // format 2: the weights file holds the settings (evaluation needs no optimizer state)
   ot_st_file *f = NULL;
-  OT_TRY(open_state(d, &f));
+  OT_TRY(ot__join(path, sizeof path, d, "model.safetensors"));
+  bool v2 = false;
+  if (ot__exists(path)) {
+    OT_TRY(ot_st_open(&f, path));
+    v2 = ot_st_meta(f, "ot_checkpoint") != NULL;
+    ot_status s = v2 ? ot__ckpt_check_file(f, true, false) : OT_OK;
+    if (!v2) { ot_st_close(f); f = NULL; }
+    if (s != OT_OK) { ot_st_close(f); return s; }
+  }
+  if (!v2) OT_TRY(open_state(d, &f, false));
   ot_status s = OT_OK;
-  char origin[128];
+  char origin[128], v[OT_PATH_MAX];
   snprintf(origin, sizeof origin, "checkpoint %.100s", d);
+  const char *out = ot_st_meta(f, "cfg.out");
   for (int i = 0; i < ot_st_meta_count(f) && s == OT_OK; i++) {
-    const char *v = NULL, *k = ot_st_meta_at(f, i, &v);
-    if (k && v && !strncmp(k, "cfg.", 4)) s = ot_settings_add(l, k + 4, v, origin);
+    const char *val = NULL, *k = ot_st_meta_at(f, i, &val);
+    if (!k || !val || strncmp(k, "cfg.", 4)) continue;
+    snprintf(v, sizeof v, "%s", val);
+    if (v2 && is_path_key(k + 4)) {
+      s = stored_path(d, val, v, sizeof v);
+    } else if (!v2 && out && (!strcmp(k, "cfg.log") || !strcmp(k, "cfg.plot"))) {
+      // version 1 stored the defaults under out: drop them so that they follow --out
+      char dflt[OT_PATH_MAX + 16];
+      snprintf(dflt, sizeof dflt, "%s/%s", out, k[4] == 'l' ? "log.jsonl" : "loss.svg");
+      if (!strcmp(val, dflt)) v[0] = 0;
+    }
+    if (s == OT_OK) s = ot_settings_add(l, k + 4, v, origin);
   }
   ot_st_close(f);
   return s;
@@ -325,17 +577,16 @@ ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only) {
   static const char fn[] = "ot_trainer_load";
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(dir, fn);
-  char d[OT_PATH_MAX + 64], path[OT_PATH_MAX + 96];
+  char d[OT_PATH_MAX + 64];
   OT_TRY(ot_ckpt_resolve(dir, d, sizeof d));
   if (!weights_only && !t->mom[0])
     return ot_error(OT_EINVAL, "%s: an evaluation-only trainer can load weights only", fn);
   if (t->par) return ot__par_load(t, d, weights_only);
   ot_st_file *state = NULL;
-  if (!weights_only) OT_TRY(open_state(d, &state));
+  if (!weights_only) OT_TRY(open_state(d, &state, true));
   ot_status s = state ? check_model(t, state) : OT_OK;
   ot_st_file *w = NULL;
-  if (s == OT_OK) s = ot__join(path, sizeof path, d, "model.safetensors");
-  if (s == OT_OK) s = ot_st_open(&w, path);
+  if (s == OT_OK) s = ot_ckpt_open_weights(d, &w);
   if (s == OT_OK) s = ot_model_import(t->m, w, NULL, true);
   ot_st_close(w);
   if (s == OT_OK && state) s = load_state(t, state);

@@ -16,6 +16,10 @@ bool ot__key_is_saved(int i);          // stored in checkpoints
 ot_status ot__mkdirs(const char *dir);
 bool ot__exists(const char *path);
 bool ot__is_dir(const char *path);
+// Writes data[0, len) to path (created or truncated) and fsyncs it; a failed write removes it.
+ot_status ot__write_file(const char *path, const void *data, size_t len);
+// fsync of a directory (after a rename or a file created in it).
+ot_status ot__fsync_dir(const char *dir);
 // Writes text[0, len) to path atomically (path.tmp, fsync, rename, fsync dir).
 ot_status ot__write_atomic(const char *path, const void *data, size_t len);
 // Reads a whole (small) file into a malloc'd NUL-terminated buffer (max_bytes cap).
@@ -24,6 +28,33 @@ ot_status ot__read_text(const char *path, size_t max_bytes, char **out, size_t *
 ot_status ot__join(char *out, size_t cap, const char *dir, const char *name);
 // 64-bit hash of n floats' bit patterns (order-dependent, deterministic).
 uint64_t ot__hash_floats(const float *x, size_t n);
+// 64-bit hash of n bytes (deterministic; any length and alignment).
+uint64_t ot__hash_bytes(const void *data, size_t n);
+// path made absolute against the working directory ("" and absolute paths unchanged).
+ot_status ot__abs_path(const char *path, char *out, size_t cap);
+// Removes the files (not subdirectories) of dir, then dir; true when dir is gone.
+bool ot__remove_flat_dir(const char *dir);
+
+// ---- checkpoint files (ckpt_files.c)
+// Checksum of a file's __metadata__: every (key, value) pair but "meta_checksum",
+// in key order. keys/vals [n].
+uint64_t ot__meta_checksum(const char *const *keys, const char *const *vals, int n);
+// Checks an open checkpoint file: its "meta_checksum", every tensor against its
+// "checksum.<name>" (when the file carries checksums; `require`: it must), and
+// with `values` every F32/BF16/F16 value finite (exp_avg_sq.* also >= 0).
+// OT_EFORMAT naming the file and the tensor.
+ot_status ot__ckpt_check_file(const ot_st_file *f, bool require, bool values);
+// Refuses (OT_EINVAL naming the tensor) a trainer state holding a non-finite
+// weight or moment, or a negative second moment.
+ot_status ot__ckpt_check_state(ot_trainer *t, const char *dir);
+// Removes the leftovers of interrupted saves in a run directory: .step_*.tmp
+// and .step_*.del directories, latest.tmp, *.tmp files inside step_*
+// directories (and such a directory when nothing else is in it); a
+// .step_N.old directory goes back to step_N when that is missing, else away.
+void ot__ckpt_cleanup(const char *out);
+// True if dir holds a whole checkpoint (both files open and validate, their
+// metadata checksums hold, the files they name exist); no tensor is read.
+bool ot__ckpt_complete(const char *dir);
 
 // ---- trainer internals shared with ckpt.c and the parallel layer (src/dist)
 typedef struct { size_t off, n; bool decay; } ot__group;

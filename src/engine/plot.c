@@ -30,7 +30,7 @@ static int by_step(const void *a, const void *b) {
 
 // Sorted by step, the last record of each step kept.
 static void dedup(series *s) {
-  qsort(s->p, (size_t)s->n, sizeof *s->p, by_step);
+  if (s->n > 1) qsort(s->p, (size_t)s->n, sizeof *s->p, by_step);   // p is NULL when empty
   long k = 0;
   for (long i = 0; i < s->n; i++) {
     if (k > 0 && s->p[k - 1].step == s->p[i].step) s->p[k - 1] = s->p[i];

@@ -3,8 +3,10 @@
 #include "engine_impl.h"
 #include "io/json.h"
 #include "ot/dist.h"
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static double mem_mib(void) {
   size_t b = 0;
@@ -108,8 +110,12 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
   ot_train_config c = *cin;
   OT_TRY(ot_train_config_resolve(&c));
   if (!c.out[0]) snprintf(c.out, sizeof c.out, ".");
-  if (!c.log[0]) OT_TRY(ot__join(c.log, sizeof c.log, c.out, "log.jsonl"));
-  if (!c.plot[0]) OT_TRY(ot__join(c.plot, sizeof c.plot, c.out, "loss.svg"));
+  // the defaults follow out (also in the checkpoints, which store them empty)
+  char logp[OT_PATH_MAX + 16], plotp[OT_PATH_MAX + 16], tmp[OT_PATH_MAX + 32];
+  snprintf(logp, sizeof logp, "%s", c.log);
+  snprintf(plotp, sizeof plotp, "%s", c.plot);
+  if (!logp[0]) OT_TRY(ot__join(logp, sizeof logp, c.out, "log.jsonl"));
+  if (!plotp[0]) OT_TRY(ot__join(plotp, sizeof plotp, c.out, "loss.svg"));
   OT_TRY(ot__mkdirs(c.out));
 
   ot_trainer *t = NULL;
@@ -122,15 +128,23 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
     devnull = fopen("/dev/null", "w");
     if (!devnull) s = ot_error(OT_EIO, "cannot open /dev/null");
     out = devnull;
-    snprintf(c.log, sizeof c.log, "/dev/null");
+    snprintf(logp, sizeof logp, "/dev/null");
     c.profile[0] = 0;
     c.measure_peak = false;
+  } else {   // what interrupted saves and writes left in the run directory
+    ot__ckpt_cleanup(c.out);
+    const char *const left[2] = {logp, plotp};
+    for (int k = 0; k < 2; k++)
+      if (snprintf(tmp, sizeof tmp, "%s.tmp", left[k]) < (int)sizeof tmp) unlink(tmp);
   }
   if (c.resume[0]) {
-    s = ot_trainer_load(t, c.resume, false);
+    char from[OT_PATH_MAX + 64], note[2 * OT_PATH_MAX + 256];
+    s = ot_ckpt_find(c.resume, from, sizeof from, note, sizeof note);
+    if (s == OT_OK && note[0]) fprintf(out, "note: %s\n", note);
+    if (s == OT_OK) s = ot_trainer_load(t, from, false);
     const ot_train_config *rc = ot_trainer_config(t);
     if (s == OT_OK)
-      fprintf(out, "resumed from %s at step %lld\n", c.resume, (long long)ot_trainer_steps_done(t));
+      fprintf(out, "resumed from %s at step %lld\n", from, (long long)ot_trainer_steps_done(t));
     if (s == OT_OK && rc->lr_decay != OT_LR_CONSTANT && rc->steps > rc->decay_steps)
       fprintf(out, "note: the learning rate stays at --min-lr %g after step %lld (--decay-steps); pass "
               "--decay-steps %lld to stretch the decay over the longer run\n", rc->min_lr,
@@ -155,10 +169,10 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
   if (s == OT_OK && !c.quiet) print_header(t, &r);
   if (s == OT_OK && t->par) s = ot__par_report(t, out);
   const int64_t start = ot_trainer_steps_done(t);
-  if (s == OT_OK && start > 0 && root) s = truncate_log(c.log, start);
+  if (s == OT_OK && start > 0 && root) s = truncate_log(logp, start);
   if (s == OT_OK) {
-    r.log = fopen(c.log, start > 0 ? "a" : "w");
-    if (!r.log) s = ot_error(OT_EIO, "cannot open the log %s", c.log);
+    r.log = fopen(logp, start > 0 ? "a" : "w");
+    if (!r.log) s = ot_error(OT_EIO, "cannot open the log %s: %s", logp, strerror(errno));
   }
   if (s == OT_OK && c.profile[0]) {
     ot_prof_enable(true);
@@ -254,8 +268,16 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
     char title[160];
     snprintf(title, sizeof title, "%s: %lld steps, batch %lld tokens", c.model.name, (long long)done,
              (long long)c.grad_accum * c.batch_size * c.data_parallel * c.seq_len);
-    s = ot_train_plot(c.log, c.plot, title);
+    s = ot_train_plot(logp, plotp, title);
   }
+  // a run must end in a finite state: not on skipped steps, not on a non-finite held-out loss
+  if (s == OT_OK && streak > 0)
+    s = ot_error(OT_EINVAL, "the run ended on %lld skipped step%s (steps %lld-%lld: non-finite loss or gradient), "
+                 "so its final loss is not finite%s%s; lower --lr, raise --warmup, or check the data",
+                 (long long)streak, streak > 1 ? "s" : "", (long long)(done - streak + 1), (long long)done,
+                 ck[0] ? "; the weights before them are in " : "", ck);
+  if (s == OT_OK && has_val && !isfinite(val))
+    s = ot_error(OT_EINVAL, "the held-out loss at step %lld is not finite (%g)", (long long)done, val);
   if (s == OT_OK) {
     char took[32];
     fmt_dur(took, sizeof took, ot_now() - t_run);
@@ -263,7 +285,7 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
     if (isfinite(val)) snprintf(vs, sizeof vs, "held-out loss %.4f", val);
     else snprintf(vs, sizeof vs, "no held-out split");
     fprintf(out, "done: %lld steps in %s, final loss %.4f, %s%s; wrote %s, %s\n", (long long)(done - start),
-            took, loss, vs, skipped ? " (some steps skipped)" : "", c.log, c.plot);
+            took, loss, vs, skipped ? " (some steps skipped)" : "", logp, plotp);
   }
   fflush(out);
   if (final_loss) *final_loss = loss;

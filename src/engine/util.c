@@ -1,6 +1,8 @@
-// File utilities of the training engine: mkdir -p, atomic writes, small reads.
+// File utilities of the training engine: mkdir -p, atomic writes, small reads,
+// absolute paths, flat directory removal, hashes.
 #include "engine_impl.h"
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdlib.h>
@@ -42,31 +44,46 @@ ot_status ot__mkdirs(const char *dir) {
   return OT_OK;
 }
 
-ot_status ot__write_atomic(const char *path, const void *data, size_t len) {
-  char tmp[OT_PATH_MAX + 64];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-    return ot_error(OT_EINVAL, "path too long: %s", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ot_error(OT_EIO, "cannot create %s: %s", tmp, strerror(errno));
+ot_status ot__write_file(const char *path, const void *data, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ot_error(OT_EIO, "cannot create %s: %s", path, strerror(errno));
   const char *p = data;
   size_t left = len;
   while (left) {
     ssize_t w = write(fd, p, left);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      int e = errno;
+      int e = w < 0 ? errno : ENOSPC;
       close(fd);
-      unlink(tmp);
-      return ot_error(OT_EIO, "cannot write %s: %s", tmp, strerror(e));
+      unlink(path);
+      return ot_error(OT_EIO, "cannot write %s: %s", path, strerror(e));
     }
     p += w;
     left -= (size_t)w;
   }
   if (fsync(fd) != 0 || close(fd) != 0) {
     int e = errno;
-    unlink(tmp);
-    return ot_error(OT_EIO, "cannot sync %s: %s", tmp, strerror(e));
+    unlink(path);
+    return ot_error(OT_EIO, "cannot sync %s: %s", path, strerror(e));
   }
+  return OT_OK;
+}
+
+ot_status ot__fsync_dir(const char *dir) {
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ot_error(OT_EIO, "cannot open directory %s: %s", dir, strerror(errno));
+  int rc = fsync(dfd), e = errno;
+  close(dfd);
+  // some file systems cannot sync a directory (EINVAL): nothing more to do there
+  if (rc != 0 && e != EINVAL) return ot_error(OT_EIO, "cannot sync directory %s: %s", dir, strerror(e));
+  return OT_OK;
+}
+
+ot_status ot__write_atomic(const char *path, const void *data, size_t len) {
+  char tmp[OT_PATH_MAX + 64];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    return ot_error(OT_EINVAL, "path too long: %s", path);
+  OT_TRY(ot__write_file(tmp, data, len));
   if (rename(tmp, path) != 0) {
     int e = errno;
     unlink(tmp);
@@ -74,11 +91,7 @@ ot_status ot__write_atomic(const char *path, const void *data, size_t len) {
   }
   char dcopy[OT_PATH_MAX + 64];
   snprintf(dcopy, sizeof dcopy, "%s", path);
-  int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  if (ot__fsync_dir(dirname(dcopy)) != OT_OK) ot_clear_error();   // the file itself is in place
   return OT_OK;
 }
 
@@ -128,4 +141,54 @@ uint64_t ot__hash_floats(const float *x, size_t n) {
     r *= 0xbf58476d1ce4e5b9ull;
   }
   return r ^ (r >> 29);
+}
+
+uint64_t ot__hash_bytes(const void *data, size_t n) {
+  // the lanes of ot__hash_floats over whole 32-bit words, then the tail bytes
+  const unsigned char *b = data;
+  uint64_t h[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0x1234567887654321ull};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; k++) {
+      uint32_t w;
+      memcpy(&w, b + i + 4 * k, 4);
+      h[k] = (h[k] ^ w) * 0x100000001b3ull;
+    }
+  for (; i < n; i++) h[0] = (h[0] ^ b[i]) * 0x100000001b3ull;
+  uint64_t r = n;
+  for (int k = 0; k < 4; k++) {
+    r ^= h[k] + 0x9e3779b97f4a7c15ull + (r << 6) + (r >> 2);
+    r ^= r >> 31;
+    r *= 0xbf58476d1ce4e5b9ull;
+  }
+  return r ^ (r >> 29);
+}
+
+ot_status ot__abs_path(const char *path, char *out, size_t cap) {
+  if (!path[0] || path[0] == '/') {
+    if (strlen(path) >= cap) return ot_error(OT_EINVAL, "path too long: %s", path);
+    snprintf(out, cap, "%s", path);
+    return OT_OK;
+  }
+  char cwd[OT_PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return ot_error(OT_EIO, "cannot get the working directory: %s", strerror(errno));
+  while (path[0] == '.' && path[1] == '/') path += 2;
+  if (!strcmp(path, ".")) path = "";
+  int n = snprintf(out, cap, "%s%s%s", cwd, path[0] && strcmp(cwd, "/") ? "/" : "", path);
+  if (n < 0 || (size_t)n >= cap) return ot_error(OT_EINVAL, "path '%s/%s' is too long", cwd, path);
+  return OT_OK;
+}
+
+bool ot__remove_flat_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return !ot__exists(dir);
+  char p[OT_PATH_MAX + 300];
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (lstat(p, &st) == 0 && !S_ISDIR(st.st_mode)) unlink(p);
+  }
+  closedir(d);
+  return rmdir(dir) == 0;
 }

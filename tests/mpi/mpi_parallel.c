@@ -6,7 +6,8 @@
 // overlap, bf16, a Llama-style model); losses must match to 1e-5 (f32) and
 // the final weights (gathered through a checkpoint) to 1e-5 normalized error.
 // Also: resume in another layout, invalid layouts and their messages, the
-// ZeRO-1 optimizer memory and 1F1B vs GPipe activation memory.
+// ZeRO-1 optimizer memory and 1F1B vs GPipe activation memory, the refusal
+// of a parallel save of a non-finite state.
 //   mpirun -np N mpi_parallel [CKPT_OUT]   (N = 8 writes a step-3 checkpoint to CKPT_OUT)
 //   mpi_parallel --resume CKPT            (one process: resume it, compare steps 4-5)
 #include <mpi.h>
@@ -282,6 +283,38 @@ static void check_memory(void) {
              "%zu bytes (half)", a[0], a[1]);
 }
 
+// A parallel save (dp2, ZeRO-1) of a state with a NaN weight fails on every
+// rank, rank 0 naming the tensor, and leaves nothing; made finite, it saves.
+static void check_nonfinite_save(void) {
+  variant v = {"nan", 'a', 2, 1, 1, 1, 1, OT_RECOMPUTE_NONE, false, false, false, false};
+  ot_train_config c = config_of(&v);
+  ot_trainer *t = NULL;
+  if (!th_check(ot_trainer_create(&t, &c) == OT_OK, "nan: create: %s", ot_last_error())) return;
+  ot_step_info st;
+  th_check(ot_trainer_step_on(t, g_rows[0], &st) == OT_OK, "nan: step: %s", ot_last_error());
+  ot_model *m = ot_trainer_model(t);
+  const int i = ot_model_param_find(m, "h.1.mlp.c_proj.weight");
+  if (!th_check(i >= 0, "nan: parameter h.1.mlp.c_proj.weight")) { ot_trainer_free(t); return; }
+  float *w = ot_model_params(m) + ot_model_param_at(m, i)->offset, keep = w[3];
+  w[3] = NAN;   // on every rank (the weights are replicated over data-parallel ranks)
+  char dir[300], tmp[320];
+  snprintf(dir, sizeof dir, "%s/nan_ckpt", g_tmp);
+  snprintf(tmp, sizeof tmp, "%s/.nan_ckpt.tmp", g_tmp);
+  ot_status s = ot_trainer_save(t, dir);
+  if (g_rank == 0) th_check_error(s, OT_EINVAL, "h.1.mlp.c_proj.weight", "parallel save of a NaN weight");
+  else th_check(s != OT_OK, "rank %d: the parallel save of a NaN weight fails too", g_rank);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0) th_check(access(dir, F_OK) != 0 && access(tmp, F_OK) != 0, "nothing written for it");
+  w[3] = keep;
+  th_check(ot_trainer_save(t, dir) == OT_OK, "rank %d: the finite state saves: %s", g_rank, ot_last_error());
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    snprintf(tmp, sizeof tmp, "%s/nan_ckpt/optimizer.safetensors", g_tmp);
+    th_check(access(tmp, F_OK) == 0, "the parallel checkpoint is in place");
+  }
+  ot_trainer_free(t);
+}
+
 static int resume_single(const char *dir) {
   make_rows(61);
   ref_run ref;
@@ -379,6 +412,7 @@ int main(int argc, char **argv) {
   if (g_world == 2) {
     check_invalid();
     check_memory();
+    check_nonfinite_save();
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0 && g_tmp[0]) {
