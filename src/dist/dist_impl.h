@@ -26,7 +26,7 @@ typedef struct {
 ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, bool tied_pp, double timeout);
 void ot__grid_free(ot__grid *g);
 
-// Watchdog: blocking operations run between wd_begin and wd_end; one that
+// Watchdog (watchdog.c): blocking operations run between wd_begin and wd_end; one that
 // lasts longer than the grid's timeout prints "rank R: <what> did not complete
 // within S s ..." and ends the job (a dead or hung peer never hangs it).
 void ot__wd_begin(const ot__grid *g, const char *what, int peer);
