@@ -34,11 +34,12 @@ ot_status ot_dist_init(int *argc, char ***argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   g_active = true;
-  return OT_OK;
+  return ot__wd_start();
 }
 
 void ot_dist_finalize(void) {
   if (!g_active) return;
+  ot__wd_stop();   // the watchdog thread uses MPI for its heartbeat
   g_active = false;
   if (g_self_init) MPI_Finalize();
 }
