@@ -85,8 +85,9 @@ ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, bool tied_pp, dou
     return ot_error(OT_EINVAL, "parallel layout dp=%d tp=%d pp=%d: each must be >= 1", dp, tp, pp);
   if (g->world != dp * tp * pp)
     return ot_error(OT_EINVAL, "parallel layout: data_parallel %d x tensor_parallel %d x "
-                    "pipeline_stages %d = %d processes, but %d were started (run `mpirun -np %d "
-                    "...` or change the layout)", dp, tp, pp, dp * tp * pp, g->world, dp * tp * pp);
+                    "pipeline_stages %d = %d processes, but %d %s started (run `mpirun -np %d "
+                    "...` or change the layout)", dp, tp, pp, dp * tp * pp, g->world,
+                    g->world == 1 ? "was" : "were", dp * tp * pp);
   g->tp_rank = g->rank % tp;
   g->dp_rank = (g->rank / tp) % dp;
   g->pp_rank = g->rank / (tp * dp);

@@ -1,6 +1,6 @@
 // The watchdog's view of the other ranks (tests/mpi/watchdog.sh runs the
 // scenarios under mpirun and reads what the watchdog prints):
-//   mpirun -np 4 mpi_watchdog stop|deadlock|slow|left
+//   mpirun -np 4 mpi_watchdog stop|deadlock|slow|left     mpirun -np N mpi_watchdog layout
 // Every scenario runs a 2 (dp) x 2 (tp) grid:
 //   stop:     rank 3 stops itself (SIGSTOP) before its tensor-parallel all-reduce;
 //             rank 2 waits for it there; ranks 0 and 1 wait for ranks 2 and 3 in
@@ -13,6 +13,8 @@
 //   left:     rank 3 stops its watchdog and heartbeat as ot_dist_finalize does, while
 //             ranks 0-2 wait for it in a world all-reduce (timeout 1 s): rank 3 is
 //             named as having left.
+//   layout:   a grid of world + 1 ranks is refused: "but 1 was started" on one
+//             process, "but N were started" on more.
 #include <signal.h>
 #include <unistd.h>
 #include "dist/dist_impl.h"
@@ -53,14 +55,25 @@ static int scenario(const char *name, int rank) {
   return s != OT_OK;
 }
 
+static int layout(int world) {
+  ot__grid g;
+  char want[64];
+  snprintf(want, sizeof want, "%d processes, but %d %s started", world + 1, world,
+           world == 1 ? "was" : "were");
+  th_check_error(ot__grid_create(&g, world + 1, 1, 1, false, 1.0), OT_EINVAL, want,
+                 "a layout for one rank more than the world");
+  return th_finish();
+}
+
 int main(int argc, char **argv) {
   if (ot_dist_init(&argc, &argv) != OT_OK || !ot_dist_active() || argc != 2) {
-    printf("usage: mpirun -np 4 mpi_watchdog stop|deadlock|slow|left (%s)\n", ot_last_error());
+    printf("usage: mpirun -np 4 mpi_watchdog stop|deadlock|slow|left|layout (%s)\n", ot_last_error());
     return 2;
   }
   const int rank = ot_dist_world_rank();
   int rc = 2;
-  if (ot_dist_world_size() == 4) rc = scenario(argv[1], rank);
+  if (!strcmp(argv[1], "layout")) rc = layout(ot_dist_world_size());
+  else if (ot_dist_world_size() == 4) rc = scenario(argv[1], rank);
   else printf("run me with -np 4\n");
   ot_dist_finalize();
   return rc;

@@ -12,6 +12,7 @@
 # 3. slow: rank 3 joins 2.5 s late with a 1 s timeout: every rank answers the
 #    heartbeat meanwhile, so the job completes (exit 0), with no message.
 # 4. left: rank 3 has left MPI while the others wait: named as having left.
+# 5. layout: the start-up check says "but 1 was started" / "but 2 were started".
 set -u
 BIN=$(readlink -f "$1")
 tmp=$(mktemp -d /tmp/ot_watchdog_XXXXXX)
@@ -75,4 +76,8 @@ grep -q "stopped answering (no heartbeat" "$log" && { cat "$log"; fail "left: a 
 [ -z "$(alive left)" ] || { alive left; fail "left: processes of the job are alive after mpirun returned"; }
 echo "left: rank 3 is named as having left"
 
+for np in 1 2; do
+  "${MPI[@]}" -np $np "$BIN" layout >"$tmp/layout.log" 2>&1 || { cat "$tmp/layout.log"; fail "layout on $np ranks"; }
+done
+echo "layout: \"but 1 was started\", \"but 2 were started\""
 echo "1 passed, 0 failed"
