@@ -26,9 +26,19 @@ typedef struct {
 ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, bool tied_pp, double timeout);
 void ot__grid_free(ot__grid *g);
 
-// Watchdog: blocking operations run between wd_begin and wd_end; one that
-// lasts longer than the grid's timeout prints "rank R: <what> did not complete
-// within S s ..." and ends the job (a dead or hung peer never hangs it).
+// Watchdog (watchdog.c): blocking operations run between wd_begin and wd_end;
+// one that lasts longer than the grid's timeout prints "rank R (dp, tp, pp):
+// <what> did not complete within S s ..." naming the ranks that stopped
+// answering the heartbeat (world rank, coordinates, host, pid) and the ones
+// that wait, sends SIGKILL to a stopped one on this host and ends the job (a
+// dead or hung peer never hangs it).
+// start: collective, once MPI runs (ot_dist_init): the ranks' identities and the
+// heartbeat (world > 1 and MPI_THREAD_MULTIPLE), the watchdog thread.
+// stop: before MPI_Finalize; the thread and the heartbeat end.
+// thread: starts the watchdog thread without heartbeat when none runs (false: it cannot).
+ot_status ot__wd_start(void);
+void ot__wd_stop(void);
+bool ot__wd_thread(void);
 void ot__wd_begin(const ot__grid *g, const char *what, int peer);
 void ot__wd_end(void);
 // Seconds the calling thread has spent inside guarded (blocking) operations.
