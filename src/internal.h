@@ -24,6 +24,10 @@ void *ot_scratch(size_t bytes);
 // Frees this thread's scratch (tests use it to check the report returns to 0).
 void ot_scratch_release(void);
 
+// Levenshtein distance of two short strings (99 when either exceeds 63 bytes):
+// for "did you mean" suggestions of unknown keys, flags and commands.
+int ot__edit_distance(const char *a, const char *b);
+
 // Validation helpers for public entry points.
 #define OT_CHECK_PTR(p, fn) \
   do { if (!(p)) return ot_error(OT_EINVAL, "%s: argument '%s' is NULL", fn, #p); } while (0)

@@ -1,5 +1,6 @@
 // `ot`: the ops-transformer command line. Thin: parse, call the library.
 #include "cli.h"
+#include "internal.h"
 #include <errno.h>
 
 static void usage(FILE *f) {
@@ -73,20 +74,28 @@ bool cli_parse_weights(const char *flag, const char *val, ot_dtype *out) {
 
 int ot_cmd_quantize(int argc, char **argv);   // quantize.c
 
+typedef struct { const char *name; int (*run)(int argc, char **argv); } command;
+static const command k_commands[] = {
+    {"info", ot_cmd_info},         {"bench", ot_cmd_bench},       {"prepare", ot_cmd_prepare},
+    {"tokenize", ot_cmd_tokenize}, {"train", ot_cmd_train},       {"eval", ot_cmd_eval},
+    {"generate", ot_cmd_generate}, {"serve", ot_cmd_serve},       {"quantize", ot_cmd_quantize},
+};
+enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
+
 int main(int argc, char **argv) {
   if (argc < 2) { usage(stderr); return 2; }
   const char *cmd = argv[1];
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
-  if (!strcmp(cmd, "info")) return ot_cmd_info(argc - 2, argv + 2);
-  if (!strcmp(cmd, "bench")) return ot_cmd_bench(argc - 2, argv + 2);
-  if (!strcmp(cmd, "prepare")) return ot_cmd_prepare(argc - 2, argv + 2);
-  if (!strcmp(cmd, "tokenize")) return ot_cmd_tokenize(argc - 2, argv + 2);
-  if (!strcmp(cmd, "train")) return ot_cmd_train(argc - 2, argv + 2);
-  if (!strcmp(cmd, "eval")) return ot_cmd_eval(argc - 2, argv + 2);
-  if (!strcmp(cmd, "generate")) return ot_cmd_generate(argc - 2, argv + 2);
-  if (!strcmp(cmd, "serve")) return ot_cmd_serve(argc - 2, argv + 2);
-  if (!strcmp(cmd, "quantize")) return ot_cmd_quantize(argc - 2, argv + 2);
-  fprintf(stderr, "ot: unknown command '%s'\n\n", cmd);
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(cmd, k_commands[i].name)) return k_commands[i].run(argc - 2, argv + 2);
+  const char *near = NULL;
+  int best = 3;   // at most two edits away
+  for (int i = 0; i < NCOMMANDS; i++) {
+    int d = ot__edit_distance(cmd, k_commands[i].name);
+    if (d < best) { best = d; near = k_commands[i].name; }
+  }
+  if (near) fprintf(stderr, "ot: unknown command '%s' (did you mean '%s'?)\n\n", cmd, near);
+  else fprintf(stderr, "ot: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;
 }

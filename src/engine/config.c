@@ -189,22 +189,6 @@ bool ot_train_key_is_bool(const char *key) {
   return i >= 0 && k_keys[i].type == K_BOOL;
 }
 
-static int edit_distance(const char *a, const char *b) {
-  int la = (int)strlen(a), lb = (int)strlen(b);
-  if (la > 63 || lb > 63) return 99;
-  int d[64][64];
-  for (int i = 0; i <= la; i++) d[i][0] = i;
-  for (int j = 0; j <= lb; j++) d[0][j] = j;
-  for (int i = 1; i <= la; i++)
-    for (int j = 1; j <= lb; j++) {
-      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
-      d[i][j] = c;
-    }
-  return d[la][lb];
-}
-
 // Nearest canonical key (or the canonical key of the nearest alias), NULL if none is close.
 static const char *suggest(const char *key) {
   char norm[64];
@@ -212,7 +196,7 @@ static const char *suggest(const char *key) {
   int best = 99;
   const char *who = NULL;
   for (int i = 0; i < NKEYS; i++) {
-    int d = edit_distance(norm, k_keys[i].name);
+    int d = ot__edit_distance(norm, k_keys[i].name);
     if (d < best) { best = d; who = k_keys[i].name; }
     for (const char *p = k_keys[i].aliases; *p;) {
       while (*p == ' ') p++;
@@ -221,7 +205,7 @@ static const char *suggest(const char *key) {
       char tmp[64], a[64];
       snprintf(tmp, sizeof tmp, "%.*s", (int)n, p);
       normalize(tmp, a, sizeof a);
-      d = edit_distance(norm, a);
+      d = ot__edit_distance(norm, a);
       if (d < best) { best = d; who = k_keys[i].name; }
       p += n;
     }
