@@ -22,6 +22,7 @@
 #include "io/json.h"
 #include "engine/serve_impl.h"
 #include "sched_collect.h"
+#include "serve_client.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -259,62 +260,6 @@ static void server_stop(server *sv) {
   ot_server_stop(sv->s);
   pthread_join(sv->th, NULL);
   ot_server_free(sv->s);
-}
-
-static int dial(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct timeval tv = {20, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
-  return fd;
-}
-
-static bool send_all(int fd, const void *p, size_t n) {
-  const char *q = p;
-  while (n) {
-    ssize_t k = send(fd, q, n, MSG_NOSIGNAL);
-    if (k <= 0) return false;
-    q += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
-
-typedef struct { int status; char *all; size_t len; const char *body; } http_resp;
-
-// Reads until EOF; parses the status and finds the body.
-static void read_resp(int fd, http_resp *r) {
-  size_t cap = 1 << 16;
-  r->all = th_alloc(cap);
-  r->len = 0;
-  for (;;) {
-    if (r->len + 4096 > cap) { cap *= 2; r->all = realloc(r->all, cap); }
-    ssize_t k = recv(fd, r->all + r->len, cap - r->len - 1, 0);
-    if (k <= 0) break;
-    r->len += (size_t)k;
-  }
-  r->all[r->len] = 0;
-  r->status = 0;
-  if (r->len >= 12 && !strncmp(r->all, "HTTP/1.1 ", 9)) r->status = atoi(r->all + 9);
-  const char *b = strstr(r->all, "\r\n\r\n");
-  r->body = b ? b + 4 : r->all + r->len;
-}
-
-// Sends raw bytes (then half-closes when shut), reads the response.
-static http_resp raw_request(int port, const char *req, size_t n, bool shut) {
-  http_resp r = {0, NULL, 0, ""};
-  int fd = dial(port);
-  if (fd < 0) { r.all = th_alloc(1); r.all[0] = 0; r.body = r.all; return r; }
-  send_all(fd, req, n);
-  if (shut) shutdown(fd, SHUT_WR);
-  read_resp(fd, &r);
-  close(fd);
-  return r;
 }
 
 static http_resp post(int port, const char *path, const char *body) {
