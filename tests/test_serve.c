@@ -13,9 +13,10 @@
 //  - errors: malformed JSON, wrong types, n > 1, prompt beyond the context,
 //    body over max_body (413), header section over max_header (431), missing
 //    Content-Length (411), unknown path (404), wrong method (405), bad version
-//    (505), garbage, a slow client (408), too many clients (503), a client
-//    that disconnects mid-stream (its slot is cancelled, the server goes on),
-//    shutdown with a request in flight; fuzzed requests never crash it
+//    (505), garbage, a slow client (408), a client that disconnects
+//    mid-stream (its slot is cancelled, the server goes on), shutdown with a
+//    request in flight; fuzzed requests never crash it
+// (Connections: idle clients, 429, keep-alive and pipelining: test_serve_conn.c.)
 #define _GNU_SOURCE
 #include "harness.h"
 #include "ot/server.h"
@@ -649,7 +650,7 @@ static void test_errors(int port) {
   free(none.all);
 }
 
-// 408 for a slow client; 503 beyond max_clients.
+// 408 for a slow client (idle clients and saturation: test_serve_conn.c).
 static void test_limits(void) {
   server sv;
   if (!server_start(&sv, 2, 1, 300)) return;
@@ -662,22 +663,6 @@ static void test_limits(void) {
   const double dt = ot_now() - t0;
   th_check(dt < 5.0, "408 arrives soon (%.2f s)", dt);
   expect_error(r, 408, "300 ms", "a request slower than the timeout");
-  server_stop(&sv);
-
-  if (!server_start(&sv, 2, 1, 10000)) return;
-  int idle[2] = {dial(sv.port), dial(sv.port)};
-  sleep_ms(100);   // both accepted and waiting for their request
-  expect_error(get(sv.port, "GET", "/health"), 503, "busy", "a third client with max_clients 2");
-  close(idle[0]);
-  close(idle[1]);
-  int status = 0;
-  for (int i = 0; i < 100 && status != 200; i++) {   // their slots come back
-    http_resp h = get(sv.port, "GET", "/health");
-    status = h.status;
-    free(h.all);
-    if (status != 200) sleep_ms(20);
-  }
-  th_check(status == 200, "after the idle clients leave, requests are served again (%d)", status);
   server_stop(&sv);
 }
 

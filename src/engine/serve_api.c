@@ -307,18 +307,20 @@ static void run_completion(ot__conn *c, comp_req *q, completion *st) {
   uint64_t rid = 0;
   const ot_status sub = ot_sched_submit(s->sched, &rq, &rid);
   if (sub != OT_OK) {
-    if (sub == OT_ENOMEM) ot__respond_error(c, 503, NULL, "server_busy", "%s", ot_last_error());
+    if (sub == OT_ENOMEM)
+      ot__respond_error_h(c, 429, "Retry-After: 1\r\n", NULL, "server_busy", "%s", ot_last_error());
     else ot__respond_error(c, 400, NULL, NULL, "%s", ot_last_error());
     return;
   }
   c->tokens_in = q->n_prompt;
   ot__sbuf ev = {0}, text = {0}, ids = {0};
   bool cancelled = false;
-  if (q->stream) {
+  if (q->stream) {   // the stream ends with the connection
     static const char head[] =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         "Connection: close\r\nServer: ot\r\n\r\n";
     c->status = 200;
+    c->keep = false;
     ot__send(c, head, sizeof head - 1);
   }
   for (;;) {
