@@ -11,7 +11,8 @@
 //    text and ids equal the non-streaming answer; stop strings (plain and
 //    streamed); 10 concurrent clients on 3 sequence slots all exact
 //  - errors: malformed JSON, wrong types, n > 1, prompt beyond the context,
-//    body over max_body (413), header section over max_header (431), missing
+//    max_tokens beyond the context (400 saying how many fit), body over
+//    max_body (413), header section over max_header (431), missing
 //    Content-Length (411), unknown path (404), wrong method (405), bad version
 //    (505), garbage, a slow client (408), a client that disconnects
 //    mid-stream (its slot is cancelled, the server goes on), shutdown with a
@@ -604,15 +605,31 @@ static void test_errors(int port) {
   for (int i = 0; i < CTX + 1; i++) k += sprintf(big + k, i ? ",1" : "1");
   sprintf(big + k, "]}");
   expect_error(post(port, "/v1/completions", big), 400, "context_length_exceeded", "prompt beyond the context");
-  // max_tokens beyond the context is lowered: CTX - 100 + 1 tokens at most
+  // max_tokens beyond the context: 400 saying how many fit (CTX - 100 + 1 = 29; the
+  // last token is never fed back); 29 is served; without max_tokens the default
+  // (16) is lowered to fit
   k = sprintf(big, "{\"prompt\": [");
   for (int i = 0; i < 100; i++) k += sprintf(big + k, i ? ",1" : "1");
   sprintf(big + k, "], \"max_tokens\": 1000, \"temperature\": 0}");
+  expect_error(post(port, "/v1/completions", big), 400,
+               "max_tokens 1000 + prompt 100 tokens exceed the context of 128: at most 29 new tokens fit",
+               "max_tokens beyond the context");
+  expect_error(post(port, "/v1/completions", big), 400, "\"param\":\"max_tokens\"", "param of max_tokens");
+  sprintf(big + k, "], \"max_tokens\": 29, \"temperature\": 0, \"return_token_ids\": true}");
   http_resp r = post(port, "/v1/completions", big);
   completion_out o;
   parse_completion(&r, false, &o);
-  th_check(o.status == 200 && o.completion_tokens <= CTX - 100 + 1 && o.prompt_tokens == 100,
-           "max_tokens 1000 lowered to fit (%d tokens)", o.completion_tokens);
+  th_check(o.status == 200 && o.completion_tokens >= 1 && o.completion_tokens <= 29 && o.prompt_tokens == 100,
+           "max_tokens 29 with 100 prompt tokens fits (%d: %d tokens)", o.status, o.completion_tokens);
+  free(r.all);
+  k = sprintf(big, "{\"prompt\": [");
+  for (int i = 0; i < 120; i++) k += sprintf(big + k, i ? ",2" : "2");
+  sprintf(big + k, "], \"temperature\": 0}");
+  r = post(port, "/v1/completions", big);
+  parse_completion(&r, false, &o);
+  th_check(o.status == 200 && o.completion_tokens >= 1 && o.completion_tokens <= 9,
+           "no max_tokens, 120 prompt tokens: the default 16 lowered to the 9 that fit (%d: %d tokens)", o.status,
+           o.completion_tokens);
   free(r.all);
   // HTTP level
   const char too_big[] = "POST /v1/completions HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n";

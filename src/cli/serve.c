@@ -12,7 +12,7 @@ static void serve_usage(FILE *f) {
           "  POST /v1/completions   OpenAI completions: {\"prompt\": text or [token ids], \"max_tokens\",\n"
           "                         \"temperature\", \"top_p\", \"top_k\", \"seed\", \"stop\", \"stream\",\n"
           "                         \"stream_options\": {\"include_usage\"}, \"return_token_ids\"}; n = 1;\n"
-          "                         max_tokens is lowered to fit the context\n"
+          "                         max_tokens beyond the context: 400 saying how many fit\n"
           "  GET /v1/models         the model's id and context\n"
           "  GET /health            status and request counts\n"
           "options:\n"
