@@ -278,7 +278,7 @@ static void refuse(ot_server *s, int fd, double now) {
   c.nowait = true;
   c.t0 = now;
   char tmp[4096];
-  while (recv(fd, tmp, sizeof tmp, MSG_DONTWAIT) > 0) {}
+  for (int i = 0; i < 16 && recv(fd, tmp, sizeof tmp, MSG_DONTWAIT) > 0; i++) {}
   ot__respond_error_h(&c, 429, RETRY_AFTER, NULL, "server_busy", "the server is busy: %d connections are open "
                       "(max_connections); retry in a moment", s->cfg.max_connections);
   ot__log_request(&c);
