@@ -12,5 +12,17 @@ if [ "${1:-}" != "--no-sanitize" ]; then
   # oneDNN's JIT and OpenMP keep allocations alive until exit: not leaks of ours.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure --timeout 900)
+  # The server tests again with LeakSanitizer: every thread and request gives its memory back;
+  # tests/lsan.supp allows only oneDNN's and OpenMP's own allocations.
+  for t in test_serve test_serve_batched test_serve_conn test_serve_leak; do
+    if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+         LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp":print_suppressions=0 OMP_NUM_THREADS=2 \
+         timeout 900 "build-asan/$t" > "build-asan/lsan_$t.log" 2>&1; then
+      cat "build-asan/lsan_$t.log"
+      echo "LeakSanitizer: $t failed (its output above)"
+      exit 1
+    fi
+    echo "LeakSanitizer: $t: no leaks"
+  done
 fi
 echo "tests: done in $(( $(date +%s) - t0 )) s"

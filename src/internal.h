@@ -19,9 +19,10 @@
 
 // Per-calling-thread scratch, grow-only, tracked as OT_MEM_WORKSPACE. Valid
 // until the next ot_scratch call on the same thread; content undefined.
-// Returns NULL (with error set) on allocation failure.
+// Returns NULL (with error set) on allocation failure. Freed when its thread
+// exits (a pthread key destructor); the main thread's lives until the end.
 void *ot_scratch(size_t bytes);
-// Frees this thread's scratch (tests use it to check the report returns to 0).
+// Frees this thread's scratch now (tests use it to check the report returns to 0).
 void ot_scratch_release(void);
 
 // Levenshtein distance of two short strings (99 when either exceeds 63 bytes):

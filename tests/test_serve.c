@@ -11,17 +11,20 @@
 //    text and ids equal the non-streaming answer; stop strings (plain and
 //    streamed); 10 concurrent clients on 3 sequence slots all exact
 //  - errors: malformed JSON, wrong types, n > 1, prompt beyond the context,
-//    body over max_body (413), header section over max_header (431), missing
+//    max_tokens beyond the context (400 saying how many fit), body over
+//    max_body (413), header section over max_header (431), missing
 //    Content-Length (411), unknown path (404), wrong method (405), bad version
-//    (505), garbage, a slow client (408), too many clients (503), a client
-//    that disconnects mid-stream (its slot is cancelled, the server goes on),
-//    shutdown with a request in flight; fuzzed requests never crash it
+//    (505), garbage, a slow client (408), a client that disconnects
+//    mid-stream (its slot is cancelled, the server goes on), shutdown with a
+//    request in flight; fuzzed requests never crash it
+// (Connections: idle clients, 429, keep-alive and pipelining: test_serve_conn.c.)
 #define _GNU_SOURCE
 #include "harness.h"
 #include "ot/server.h"
 #include "io/json.h"
 #include "engine/serve_impl.h"
 #include "sched_collect.h"
+#include "serve_client.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -259,62 +262,6 @@ static void server_stop(server *sv) {
   ot_server_stop(sv->s);
   pthread_join(sv->th, NULL);
   ot_server_free(sv->s);
-}
-
-static int dial(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct timeval tv = {20, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
-  return fd;
-}
-
-static bool send_all(int fd, const void *p, size_t n) {
-  const char *q = p;
-  while (n) {
-    ssize_t k = send(fd, q, n, MSG_NOSIGNAL);
-    if (k <= 0) return false;
-    q += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
-
-typedef struct { int status; char *all; size_t len; const char *body; } http_resp;
-
-// Reads until EOF; parses the status and finds the body.
-static void read_resp(int fd, http_resp *r) {
-  size_t cap = 1 << 16;
-  r->all = th_alloc(cap);
-  r->len = 0;
-  for (;;) {
-    if (r->len + 4096 > cap) { cap *= 2; r->all = realloc(r->all, cap); }
-    ssize_t k = recv(fd, r->all + r->len, cap - r->len - 1, 0);
-    if (k <= 0) break;
-    r->len += (size_t)k;
-  }
-  r->all[r->len] = 0;
-  r->status = 0;
-  if (r->len >= 12 && !strncmp(r->all, "HTTP/1.1 ", 9)) r->status = atoi(r->all + 9);
-  const char *b = strstr(r->all, "\r\n\r\n");
-  r->body = b ? b + 4 : r->all + r->len;
-}
-
-// Sends raw bytes (then half-closes when shut), reads the response.
-static http_resp raw_request(int port, const char *req, size_t n, bool shut) {
-  http_resp r = {0, NULL, 0, ""};
-  int fd = dial(port);
-  if (fd < 0) { r.all = th_alloc(1); r.all[0] = 0; r.body = r.all; return r; }
-  send_all(fd, req, n);
-  if (shut) shutdown(fd, SHUT_WR);
-  read_resp(fd, &r);
-  close(fd);
-  return r;
 }
 
 static http_resp post(int port, const char *path, const char *body) {
@@ -658,15 +605,31 @@ static void test_errors(int port) {
   for (int i = 0; i < CTX + 1; i++) k += sprintf(big + k, i ? ",1" : "1");
   sprintf(big + k, "]}");
   expect_error(post(port, "/v1/completions", big), 400, "context_length_exceeded", "prompt beyond the context");
-  // max_tokens beyond the context is lowered: CTX - 100 + 1 tokens at most
+  // max_tokens beyond the context: 400 saying how many fit (CTX - 100 + 1 = 29; the
+  // last token is never fed back); 29 is served; without max_tokens the default
+  // (16) is lowered to fit
   k = sprintf(big, "{\"prompt\": [");
   for (int i = 0; i < 100; i++) k += sprintf(big + k, i ? ",1" : "1");
   sprintf(big + k, "], \"max_tokens\": 1000, \"temperature\": 0}");
+  expect_error(post(port, "/v1/completions", big), 400,
+               "max_tokens 1000 + prompt 100 tokens exceed the context of 128: at most 29 new tokens fit",
+               "max_tokens beyond the context");
+  expect_error(post(port, "/v1/completions", big), 400, "\"param\":\"max_tokens\"", "param of max_tokens");
+  sprintf(big + k, "], \"max_tokens\": 29, \"temperature\": 0, \"return_token_ids\": true}");
   http_resp r = post(port, "/v1/completions", big);
   completion_out o;
   parse_completion(&r, false, &o);
-  th_check(o.status == 200 && o.completion_tokens <= CTX - 100 + 1 && o.prompt_tokens == 100,
-           "max_tokens 1000 lowered to fit (%d tokens)", o.completion_tokens);
+  th_check(o.status == 200 && o.completion_tokens >= 1 && o.completion_tokens <= 29 && o.prompt_tokens == 100,
+           "max_tokens 29 with 100 prompt tokens fits (%d: %d tokens)", o.status, o.completion_tokens);
+  free(r.all);
+  k = sprintf(big, "{\"prompt\": [");
+  for (int i = 0; i < 120; i++) k += sprintf(big + k, i ? ",2" : "2");
+  sprintf(big + k, "], \"temperature\": 0}");
+  r = post(port, "/v1/completions", big);
+  parse_completion(&r, false, &o);
+  th_check(o.status == 200 && o.completion_tokens >= 1 && o.completion_tokens <= 9,
+           "no max_tokens, 120 prompt tokens: the default 16 lowered to the 9 that fit (%d: %d tokens)", o.status,
+           o.completion_tokens);
   free(r.all);
   // HTTP level
   const char too_big[] = "POST /v1/completions HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n";
@@ -704,7 +667,7 @@ static void test_errors(int port) {
   free(none.all);
 }
 
-// 408 for a slow client; 503 beyond max_clients.
+// 408 for a slow client (idle clients and saturation: test_serve_conn.c).
 static void test_limits(void) {
   server sv;
   if (!server_start(&sv, 2, 1, 300)) return;
@@ -717,22 +680,6 @@ static void test_limits(void) {
   const double dt = ot_now() - t0;
   th_check(dt < 5.0, "408 arrives soon (%.2f s)", dt);
   expect_error(r, 408, "300 ms", "a request slower than the timeout");
-  server_stop(&sv);
-
-  if (!server_start(&sv, 2, 1, 10000)) return;
-  int idle[2] = {dial(sv.port), dial(sv.port)};
-  sleep_ms(100);   // both accepted and waiting for their request
-  expect_error(get(sv.port, "GET", "/health"), 503, "busy", "a third client with max_clients 2");
-  close(idle[0]);
-  close(idle[1]);
-  int status = 0;
-  for (int i = 0; i < 100 && status != 200; i++) {   // their slots come back
-    http_resp h = get(sv.port, "GET", "/health");
-    status = h.status;
-    free(h.all);
-    if (status != 200) sleep_ms(20);
-  }
-  th_check(status == 200, "after the idle clients leave, requests are served again (%d)", status);
   server_stop(&sv);
 }
 

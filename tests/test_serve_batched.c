@@ -207,7 +207,7 @@ static void *serve_main(void *p) {
   return NULL;
 }
 
-// POSTs body to 127.0.0.1:port/v1/completions; the whole response into out.
+// POSTs body to 127.0.0.1:port/v1/completions (Connection: close); the whole response into out.
 static bool post(int port, const char *body, char *out, size_t cap) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
@@ -221,7 +221,8 @@ static bool post(int port, const char *body, char *out, size_t cap) {
   }
   char req[1024];
   const int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                         "application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+                         "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         strlen(body), body);
   bool ok = write(fd, req, (size_t)n) == n;
   size_t got = 0;
   ssize_t k;

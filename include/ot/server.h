@@ -100,8 +100,10 @@ void ot_sched_stats_get(ot_sched *s, ot_sched_stats *st);
 typedef struct {
   const char *host;        // numeric address to bind; NULL: "127.0.0.1" (local only)
   int port;                // 0: an ephemeral port (ot_server_port says which)
-  int max_clients;         // connections handled at once, a thread each (default 16);
-                           // more are answered 503
+  int max_clients;         // requests answered at once, a worker thread each (default 16);
+                           // a whole request beyond them is answered 429 with Retry-After
+  int max_connections;     // open connections, idle ones included (default 512, >= max_clients);
+                           // beyond: the longest idle keep-alive one is closed, else 429
   int max_batch;           // sequences generated at once (default 4)
   bool batched;            // batched decode engine (ot_sched_config.batched; default false)
   ot_dtype weights;        // with batched: OT_F32, OT_BF16 or OT_I8 linear weights
@@ -111,9 +113,13 @@ typedef struct {
   int max_seq;             // tokens per sequence; 0: the model's context
   size_t max_body;         // request body bytes (default 1 MiB); more: 413
   size_t max_header;       // request line + headers bytes (default 16 KiB); more: 431
+  int head_timeout_ms;     // the request line and headers must arrive within this after the
+                           // connection opened (or the request's first byte on a kept-alive
+                           // one), else 408 (default 5000)
   int timeout_ms;          // the whole request must arrive within this (default 30000),
                            // else 408; also bounds a stalled write to a client
-  int default_max_tokens;  // when a request has no max_tokens (default 16)
+  int keepalive_ms;        // an idle kept-alive connection is closed after this (default 5000)
+  int default_max_tokens;  // when a request has no max_tokens (default 16; lowered to fit)
   const char *model_id;    // "model" in responses and /v1/models; NULL: the config's name
   FILE *log;               // one line per request (method, path, status, tokens, time); NULL: none
 } ot_server_config;
@@ -132,12 +138,15 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
                            const ot_bpe *tok);
 int ot_server_port(const ot_server *s);     // the bound port
 ot_sched *ot_server_sched(ot_server *s);    // the scheduler requests go through
-// Accepts and serves connections on the calling thread until ot_server_stop;
-// then cancels in-flight requests, joins every connection thread and returns.
-// One request per connection (responses say Connection: close; a stream ends
-// when the connection closes). A client that closes the connection, or only
-// its sending side, while its completion is generated counts as gone: the
-// request is cancelled and its sequence slot freed.
+// Accepts connections and reads requests on the calling thread (poll: idle
+// and slow clients hold no worker) until ot_server_stop; each whole request
+// goes to one of up to max_clients worker threads. Then cancels in-flight
+// requests, joins the workers and returns. HTTP/1.1 connections stay open
+// (keep-alive) unless the request says Connection: close (HTTP/1.0: unless it
+// says keep-alive); pipelined requests are answered in order; a stream (SSE)
+// ends when the connection closes. A client that closes the connection, or
+// only its sending side, while its completion is generated counts as gone:
+// the request is cancelled and its sequence slot freed.
 ot_status ot_server_run(ot_server *s);
 // Makes ot_server_run return soon. Async-signal-safe (a flag and a pipe
 // write), callable from any thread or a signal handler, more than once.

@@ -12,7 +12,7 @@ static void serve_usage(FILE *f) {
           "  POST /v1/completions   OpenAI completions: {\"prompt\": text or [token ids], \"max_tokens\",\n"
           "                         \"temperature\", \"top_p\", \"top_k\", \"seed\", \"stop\", \"stream\",\n"
           "                         \"stream_options\": {\"include_usage\"}, \"return_token_ids\"}; n = 1;\n"
-          "                         max_tokens is lowered to fit the context\n"
+          "                         max_tokens beyond the context: 400 saying how many fit\n"
           "  GET /v1/models         the model's id and context\n"
           "  GET /health            status and request counts\n"
           "options:\n"
@@ -23,7 +23,10 @@ static void serve_usage(FILE *f) {
           "  --host ADDR            numeric address to listen on (default 127.0.0.1: this machine only)\n"
           "  --port N               port (default 8080; 0: any free port, printed)\n"
           "  --model-id NAME        the model's name in responses (default: the directory's name)\n"
-          "  --max-clients N        connections served at once, a thread each; more get 503 (default 16)\n"
+          "  --max-clients N        requests answered at once, a worker thread each; a request beyond\n"
+          "                         them gets 429 with Retry-After (default 16)\n"
+          "  --max-connections N    open connections, idle ones included; beyond them the longest idle\n"
+          "                         kept-alive one is closed, else 429 (default 512, at least max-clients)\n"
           "  --max-batch N          sequences generated at once (default 4)\n"
           "  --weights f32|bf16|int8  linear weights of the batched decode engine (default f32)\n"
           "  --group G              int8: input columns per scale, 32/64/128, 0 = per row (default 64)\n"
@@ -36,7 +39,10 @@ static void serve_usage(FILE *f) {
           "  --max-tokens N         completion length when a request gives none (default 16)\n"
           "  --max-body BYTES       largest request body; more is 413 (default 1048576)\n"
           "  --max-header BYTES     largest request line + headers; more is 431 (default 16384)\n"
-          "  --timeout S            seconds a request may take to arrive; then 408 (default 30)\n"
+          "  --head-timeout S       seconds for a request's line and headers to arrive; then 408 (default 5)\n"
+          "  --timeout S            seconds a whole request may take to arrive; then 408 (default 30)\n"
+          "  --keepalive S          seconds an idle kept-alive connection stays open; 0: one request per\n"
+          "                         connection (default 5)\n"
           "  --dtype f32|bf16       activation / GEMM dtype with --per-request (default f32)\n"
           "  --threads N            threads (default: OMP_NUM_THREADS)\n"
           "  --quiet                no startup summary and no request log on stderr\n");
@@ -64,6 +70,7 @@ int ot_cmd_serve(int argc, char **argv) {
   ot_server_config cfg = ot_server_config_default();
   cfg.port = 8080;
   int threads = 0, max_body = (int)cfg.max_body, max_header = (int)cfg.max_header, timeout_s = 30;
+  int head_timeout_s = 5, keepalive_s = 5, max_conns = 0;
   bool quiet = false, per_request = false;
   ot_dtype dt = OT_F32;
   float kv_mb = 0.0f;
@@ -84,12 +91,15 @@ int ot_cmd_serve(int argc, char **argv) {
     else if (!strcmp(a, "--model-id")) model_id = v;
     else if (!strcmp(a, "--port")) ok = cli_parse_int(a, v, 0, 65535, &cfg.port);
     else if (!strcmp(a, "--max-clients")) ok = cli_parse_int(a, v, 1, 65536, &cfg.max_clients);
+    else if (!strcmp(a, "--max-connections")) ok = cli_parse_int(a, v, 1, 1 << 20, &max_conns);
     else if (!strcmp(a, "--max-batch")) ok = cli_parse_int(a, v, 1, 4096, &cfg.max_batch);
     else if (!strcmp(a, "--context")) ok = cli_parse_int(a, v, 1, 1 << 24, &cfg.max_seq);
     else if (!strcmp(a, "--max-tokens")) ok = cli_parse_int(a, v, 1, 1 << 24, &cfg.default_max_tokens);
     else if (!strcmp(a, "--max-body")) ok = cli_parse_int(a, v, 1, INT32_MAX, &max_body);
     else if (!strcmp(a, "--max-header")) ok = cli_parse_int(a, v, 256, 1 << 24, &max_header);
     else if (!strcmp(a, "--timeout")) ok = cli_parse_int(a, v, 1, 86400, &timeout_s);
+    else if (!strcmp(a, "--head-timeout")) ok = cli_parse_int(a, v, 1, 86400, &head_timeout_s);
+    else if (!strcmp(a, "--keepalive")) ok = cli_parse_int(a, v, 0, 86400, &keepalive_s);
     else if (!strcmp(a, "--threads")) ok = cli_parse_int(a, v, 1, 4096, &threads);
     else if (!strcmp(a, "--group")) ok = cli_parse_int(a, v, 0, 4096, &cfg.group);
     else if (!strcmp(a, "--kv-mb")) ok = cli_parse_float(a, v, 0.001, 1e7, &kv_mb);
@@ -119,6 +129,10 @@ int ot_cmd_serve(int argc, char **argv) {
   cfg.max_body = (size_t)max_body;
   cfg.max_header = (size_t)max_header;
   cfg.timeout_ms = timeout_s * 1000;
+  cfg.head_timeout_ms = head_timeout_s * 1000;
+  if (max_conns) cfg.max_connections = max_conns;
+  else if (cfg.max_connections < cfg.max_clients) cfg.max_connections = cfg.max_clients;
+  cfg.keepalive_ms = keepalive_s * 1000;
   if (threads > 0) ot_threads_set(threads);
 
   ot_run_config run = {1, 1, dt, OT_RECOMPUTE_NONE, -1};

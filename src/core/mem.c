@@ -112,15 +112,42 @@ void ot_arena_destroy(ot_arena *a) {
 }
 
 // ---------------------------------------------------------------- scratch ---
+// The block of each thread sits in a _Thread_local pointer (the fast path) and
+// in a pthread key whose destructor frees it when the thread exits, so that no
+// thread the library or a caller starts (connection, scheduler, reduction,
+// watchdog threads, OpenMP workers) leaves its scratch behind. The key is set
+// only when the block is (re)allocated. Destructors do not run for the main
+// thread (its block lives until the process exits) nor, until their pool ends,
+// for OpenMP's threads.
 static _Thread_local void *g_scratch;
 static _Thread_local size_t g_scratch_cap;
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static bool g_scratch_keyed;   // the key exists (written once, under g_scratch_once)
+
+// Thread exit: frees the block (a later destructor that calls ot_scratch again
+// gets a fresh one, freed in the next destructor round).
+static void scratch_at_exit(void *p) {
+  if (p == g_scratch) { g_scratch = NULL; g_scratch_cap = 0; }
+  ot_mem_free(p);
+}
+
+static void scratch_key_init(void) {
+  g_scratch_keyed = pthread_key_create(&g_scratch_key, scratch_at_exit) == 0;
+}
 
 void *ot_scratch(size_t bytes) {
   if (bytes <= g_scratch_cap && g_scratch) return g_scratch;
   size_t cap = g_scratch_cap ? g_scratch_cap : 4096;
   while (cap < bytes) cap *= 2;
+  pthread_once(&g_scratch_once, scratch_key_init);
   void *p = ot_mem_alloc(cap, OT_MEM_WORKSPACE);
   if (!p) return NULL;
+  if (g_scratch_keyed && pthread_setspecific(g_scratch_key, p) != 0) {
+    ot_mem_free(p);   // only when out of memory: better no block than one that leaks
+    ot_error(OT_ENOMEM, "ot_scratch: cannot register %zu bytes of thread scratch", cap);
+    return NULL;
+  }
   ot_mem_free(g_scratch);
   g_scratch = p;
   g_scratch_cap = cap;
@@ -128,6 +155,7 @@ void *ot_scratch(size_t bytes) {
 }
 
 void ot_scratch_release(void) {
+  if (g_scratch && g_scratch_keyed) pthread_setspecific(g_scratch_key, NULL);
   ot_mem_free(g_scratch);
   g_scratch = NULL;
   g_scratch_cap = 0;

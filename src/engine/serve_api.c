@@ -233,7 +233,7 @@ static bool parse_request(ot__conn *c, const ot_json *root, comp_req *q, complet
     return BAD(NULL, "the request body must be a JSON object, not %s", ot_json_type_name(root->type));
   const ot_json *model = ot_json_get(root, "model");
   if (model && model->type != OT_JSTR && model->type != OT_JNULL) return BAD("model", "model must be a string");
-  int64_t n = 1, max_tokens = s->cfg.default_max_tokens, top_k = 0;
+  int64_t n = 1, max_tokens = -1, top_k = 0;
   int64_t seed = (int64_t)(atomic_fetch_add(&s->counter, 1) * 0x9e3779b97f4a7c15ull >> 1);
   double temperature = 1.0, top_p = 1.0;
   bool echo = false;
@@ -258,7 +258,14 @@ static bool parse_request(ot__conn *c, const ot_json *root, comp_req *q, complet
   if (!s->bpe) q->want_ids = true;   // no text without a tokenizer: the ids are the answer
   if (!get_stop(c, root, st) || !get_prompt(c, root, q)) return false;
   const int fit = s->ctx - q->n_prompt + 1;   // the last token is never fed back
-  q->max_tokens = max_tokens < fit ? (int)max_tokens : fit;
+  if (max_tokens > fit) {
+    ot__respond_error(c, 400, "max_tokens", "context_length_exceeded", "max_tokens %lld + prompt %d tokens "
+                      "exceed the context of %d: at most %d new tokens fit", (long long)max_tokens,
+                      q->n_prompt, s->ctx, fit);
+    return false;
+  }
+  if (max_tokens < 0) max_tokens = s->cfg.default_max_tokens < fit ? s->cfg.default_max_tokens : fit;
+  q->max_tokens = (int)max_tokens;
   q->smp.temperature = (float)temperature;
   q->smp.top_k = top_k < 0 ? 0 : (int)top_k;
   q->smp.top_p = (float)top_p;
@@ -307,18 +314,20 @@ static void run_completion(ot__conn *c, comp_req *q, completion *st) {
   uint64_t rid = 0;
   const ot_status sub = ot_sched_submit(s->sched, &rq, &rid);
   if (sub != OT_OK) {
-    if (sub == OT_ENOMEM) ot__respond_error(c, 503, NULL, "server_busy", "%s", ot_last_error());
+    if (sub == OT_ENOMEM)
+      ot__respond_error_h(c, 429, "Retry-After: 1\r\n", NULL, "server_busy", "%s", ot_last_error());
     else ot__respond_error(c, 400, NULL, NULL, "%s", ot_last_error());
     return;
   }
   c->tokens_in = q->n_prompt;
   ot__sbuf ev = {0}, text = {0}, ids = {0};
   bool cancelled = false;
-  if (q->stream) {
+  if (q->stream) {   // the stream ends with the connection
     static const char head[] =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         "Connection: close\r\nServer: ot\r\n\r\n";
     c->status = 200;
+    c->keep = false;
     ot__send(c, head, sizeof head - 1);
   }
   for (;;) {

@@ -1,17 +1,17 @@
-// HTTP/1.1 server: a listening socket, an accept loop on the caller's thread,
-// a thread per connection up to max_clients (more get 503), one request per
-// connection (Connection: close), bounded header section and body, a whole-
-// request deadline (408), and routing to the endpoints of serve_api.c.
-#define _GNU_SOURCE   // accept4, pipe2, POLLRDHUP
+// HTTP/1.1 messages: request heads parsed (for the accept loop of
+// serve_conn.c), responses and OpenAI-style errors written (Connection:
+// keep-alive or close), the routing of a whole request to the endpoints of
+// serve_api.c (on a worker thread); the server's config, socket and lifetime.
+#define _GNU_SOURCE   // pipe2, POLLRDHUP
 #include "serve_impl.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +29,7 @@ static const char *reason(int status) {
     case 411: return "Length Required";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -45,7 +46,7 @@ bool ot__send(ot__conn *c, const void *p, size_t n) {
     if (k > 0) { q += k; n -= (size_t)k; last = ot_now(); continue; }
     if (k < 0 && errno == EINTR) continue;
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (ot__stopping(c->srv) || ot_now() - last > c->srv->cfg.timeout_ms * 1e-3) break;
+      if (c->nowait || ot__stopping(c->srv) || ot_now() - last > c->srv->cfg.timeout_ms * 1e-3) break;
       struct pollfd pf = {c->fd, POLLOUT, 0};
       poll(&pf, 1, 100);
       continue;
@@ -67,8 +68,8 @@ void ot__respond(ot__conn *c, int status, const char *ctype, const char *body, s
                  const char *extra_headers) {
   char head[512];
   int k = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                   "Connection: close\r\nServer: ot\r\n%s\r\n", status, reason(status), ctype, n,
-                   extra_headers ? extra_headers : "");
+                   "Connection: %s\r\nServer: ot\r\n%s\r\n", status, reason(status), ctype, n,
+                   c->keep ? "keep-alive" : "close", extra_headers ? extra_headers : "");
   c->status = status;
   if (ot__send(c, head, (size_t)k) && n) ot__send(c, body, n);
 }
@@ -102,34 +103,15 @@ void ot__respond_error(ot__conn *c, int status, const char *param, const char *c
   va_end(ap);
 }
 
-static void respond_error_x(ot__conn *c, int status, const char *extra, const char *code,
-                            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void respond_error_x(ot__conn *c, int status, const char *extra, const char *code,
-                            const char *fmt, ...) {
+void ot__respond_error_h(ot__conn *c, int status, const char *extra, const char *param, const char *code,
+                         const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  respond_error_v(c, status, extra, NULL, code, fmt, ap);
+  respond_error_v(c, status, extra, param, code, fmt, ap);
   va_end(ap);
 }
 
-// Reads what is there into dst[0, cap) before the deadline: > 0 bytes, 0 end
-// of stream, -1 error or stopping, -2 deadline passed.
-static ssize_t recv_some(ot__conn *c, char *dst, size_t cap, double deadline) {
-  for (;;) {
-    if (ot__stopping(c->srv)) return -1;
-    ssize_t k = recv(c->fd, dst, cap, MSG_DONTWAIT);
-    if (k >= 0) return k;
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-    const double left = deadline - ot_now();
-    if (left <= 0) return -2;
-    struct pollfd pf = {c->fd, POLLIN, 0};
-    poll(&pf, 1, left < 0.1 ? (int)(left * 1e3) + 1 : 100);
-  }
-}
-
-// Offset just past the blank line ending the header section, or 0.
-static size_t head_end(const char *b, size_t n, size_t from) {
+size_t ot__head_end(const char *b, size_t n, size_t from) {
   for (size_t i = from; i < n; i++) {
     if (b[i] != '\n') continue;
     if (i + 1 < n && b[i + 1] == '\n') return i + 2;
@@ -138,21 +120,29 @@ static size_t head_end(const char *b, size_t n, size_t from) {
   return 0;
 }
 
-typedef struct {
-  bool has_len, has_te, expect_continue;
-  uint64_t len;
-  char err[160];     // why the head is malformed
-} head_info;
-
 static bool is_tchar(char ch) {
   return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
          (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
 
-// Parses h[0, n) (request line + header lines, CRLF or LF). Returns 0 or the
-// status to answer (hi->err says why).
-static int parse_head(const char *h, size_t n, ot__http_req *r, head_info *hi) {
+// Whether the comma-separated list v[0, n) holds token tok (any case).
+static bool has_token(const char *v, size_t n, const char *tok) {
+  const size_t tl = strlen(tok);
+  for (size_t i = 0; i < n;) {
+    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+    size_t e = i;
+    while (e < n && v[e] != ',') e++;
+    size_t te = e;
+    while (te > i && (v[te - 1] == ' ' || v[te - 1] == '\t')) te--;
+    if (te - i == tl && !strncasecmp(v + i, tok, tl)) return true;
+    i = e;
+  }
+  return false;
+}
+
+int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi) {
   memset(hi, 0, sizeof *hi);
+  hi->conn = -1;
   const char *p = h, *end = h + n;
   int line_no = 0;
   while (p < end) {
@@ -196,6 +186,7 @@ static int parse_head(const char *h, size_t n, ot__http_req *r, head_info *hi) {
                                                 : "malformed request line (want METHOD /path HTTP/1.1)");
         return http ? 505 : 400;
       }
+      hi->minor = sp2[8] - '0';
     } else if (le > p) {    // name: value
       const char *colon = memchr(p, ':', (size_t)(le - p));
       if (!colon || colon == p) { snprintf(hi->err, sizeof hi->err, "malformed header line"); return 400; }
@@ -220,6 +211,9 @@ static int parse_head(const char *h, size_t n, ot__http_req *r, head_info *hi) {
         hi->len = x;
       } else if (nl_ == 17 && !strncasecmp(p, "transfer-encoding", 17)) {
         hi->has_te = true;
+      } else if (nl_ == 10 && !strncasecmp(p, "connection", 10)) {
+        if (has_token(v, vl, "close")) hi->conn = 0;
+        else if (hi->conn != 0 && has_token(v, vl, "keep-alive")) hi->conn = 1;
       } else if (nl_ == 6 && !strncasecmp(p, "expect", 6)) {
         hi->expect_continue = vl == 12 && !strncasecmp(v, "100-continue", 12);
       }
@@ -229,206 +223,59 @@ static int parse_head(const char *h, size_t n, ot__http_req *r, head_info *hi) {
   return 0;
 }
 
-// Reads the body of `len` bytes (`have` of them already in `pre`).
-static int read_body(ot__conn *c, const char *pre, size_t have, size_t len, double deadline,
-                     char **out) {
-  char *b = malloc(len + 1);
-  if (!b) return 503;
-  size_t got = have < len ? have : len;
-  memcpy(b, pre, got);
-  while (got < len) {
-    ssize_t k = recv_some(c, b + got, len - got, deadline);
-    if (k <= 0) { free(b); return k == -2 ? 408 : k == 0 ? 400 : -1; }
-    got += (size_t)k;
-  }
-  b[len] = 0;
-  *out = b;
-  return 0;
+void ot__log_request(ot__conn *c) {
+  ot_server *s = c->srv;
+  if (!s->cfg.log || !c->status) return;
+  const ot__http_req *r = &c->req;
+  pthread_mutex_lock(&s->log_mu);
+  fprintf(s->cfg.log, "%s %s %d", r->method[0] ? r->method : "-", r->path[0] ? r->path : "-", c->status);
+  if (c->tokens_in || c->tokens_out) fprintf(s->cfg.log, " %d+%d tokens", c->tokens_in, c->tokens_out);
+  fprintf(s->cfg.log, " %.3f s%s%s\n", ot_now() - c->t0, c->dead ? " (client gone)" : "",
+          c->cancelled ? " (cancelled)" : "");
+  fflush(s->cfg.log);
+  pthread_mutex_unlock(&s->log_mu);
 }
 
-static void serve_conn(ot__conn *c) {
+void ot__serve_request(ot__conn *c) {
   ot_server *s = c->srv;
-  const double t0 = ot_now(), deadline = t0 + s->cfg.timeout_ms * 1e-3;
-  const size_t cap = s->cfg.max_header;
-  char *buf = malloc(cap), *body = NULL;
-  ot__http_req r;
-  memset(&r, 0, sizeof r);
-  size_t len = 0, he = 0;
-  if (!buf) { respond_error_x(c, 503, NULL, NULL, "out of memory"); return; }
-  while (!he) {
-    if (len == cap) {
-      respond_error_x(c, 431, NULL, NULL, "the request line and headers exceed %zu bytes", cap);
-      goto out;
-    }
-    const ssize_t k = recv_some(c, buf + len, cap - len, deadline);
-    if (k == -2) {
-      respond_error_x(c, 408, NULL, "timeout", "the request did not arrive within %d ms", s->cfg.timeout_ms);
-      goto out;
-    }
-    if (k < 0 || (k == 0 && len == 0)) goto out;   // stopping, error, or closed without a request
-    if (k == 0) { respond_error_x(c, 400, NULL, NULL, "the request head ended early"); goto out; }
-    const size_t from = len >= 2 ? len - 2 : 0;
-    len += (size_t)k;
-    he = head_end(buf, len, from);
-  }
-  head_info hi;
-  int st = parse_head(buf, he, &r, &hi);
-  if (st) { respond_error_x(c, st, NULL, NULL, "%s", hi.err); goto out; }
-  const bool post = !strcmp(r.method, "POST"), get = !strcmp(r.method, "GET");
-  if (!strcmp(r.path, "/v1/completions")) {
+  ot__http_req *r = &c->req;
+  const ot__head_info *hi = &c->hi;
+  if (ot__stopping(s)) { c->dead = true; return; }
+  const bool post = !strcmp(r->method, "POST"), get = !strcmp(r->method, "GET");
+  if (!strcmp(r->path, "/v1/completions")) {
     if (!post) {
-      respond_error_x(c, 405, "Allow: POST\r\n", NULL, "%s /v1/completions: use POST", r.method);
-      goto out;
+      ot__respond_error_h(c, 405, "Allow: POST\r\n", NULL, NULL, "%s /v1/completions: use POST", r->method);
+    } else if (!hi->has_len) {
+      c->keep = false;   // what follows the head is not a request we could frame
+      ot__respond_error_h(c, 411, NULL, NULL, NULL, "a Content-Length header is required");
+    } else {
+      r->body = c->buf + c->head_len;
+      r->body_len = (size_t)hi->len;
+      ot__api_completions(c, r);
     }
-    if (!hi.has_len) {
-      respond_error_x(c, 411, NULL, NULL, "%s", hi.has_te ? "chunked request bodies are not supported: "
-                      "send the body with a Content-Length header" : "a Content-Length header is required");
-      goto out;
-    }
-    if (hi.len > s->cfg.max_body) {
-      respond_error_x(c, 413, NULL, NULL, "the body of %llu bytes exceeds the limit of %zu bytes",
-                      (unsigned long long)hi.len, s->cfg.max_body);
-      goto out;
-    }
-    if (hi.expect_continue && len - he < hi.len) {
-      static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      if (!ot__send(c, cont, sizeof cont - 1)) goto out;
-    }
-    st = read_body(c, buf + he, len - he, (size_t)hi.len, deadline, &body);
-    if (st == 408)
-      respond_error_x(c, 408, NULL, "timeout", "the request body did not arrive within %d ms",
-                      s->cfg.timeout_ms);
-    else if (st == 400) respond_error_x(c, 400, NULL, NULL, "the body ended before Content-Length bytes");
-    else if (st == 503) respond_error_x(c, 503, NULL, NULL, "out of memory");
-    if (st) goto out;
-    r.body = body;
-    r.body_len = (size_t)hi.len;
-    ot__api_completions(c, &r);
-  } else if (!strcmp(r.path, "/v1/models") || !strcmp(r.path, "/health")) {
-    if (!get) { respond_error_x(c, 405, "Allow: GET\r\n", NULL, "%s %s: use GET", r.method, r.path); goto out; }
-    if (r.path[1] == 'v') ot__api_models(c);
+  } else if (!strcmp(r->path, "/v1/models") || !strcmp(r->path, "/health")) {
+    if (!get) ot__respond_error_h(c, 405, "Allow: GET\r\n", NULL, NULL, "%s %s: use GET", r->method, r->path);
+    else if (r->path[1] == 'v') ot__api_models(c);
     else ot__api_health(c);
   } else {
-    respond_error_x(c, 404, NULL, "not_found", "no endpoint %s %s (try POST /v1/completions, GET /v1/models, "
-                    "GET /health)", r.method, r.path);
+    ot__respond_error_h(c, 404, NULL, NULL, "not_found", "no endpoint %s %s (try POST /v1/completions, "
+                        "GET /v1/models, GET /health)", r->method, r->path);
   }
-out:
-  if (s->cfg.log && c->status) {
-    pthread_mutex_lock(&s->log_mu);
-    fprintf(s->cfg.log, "%s %s %d", r.method[0] ? r.method : "-", r.path[0] ? r.path : "-", c->status);
-    if (c->tokens_in || c->tokens_out) fprintf(s->cfg.log, " %d+%d tokens", c->tokens_in, c->tokens_out);
-    fprintf(s->cfg.log, " %.3f s%s%s\n", ot_now() - t0, c->dead ? " (client gone)" : "",
-            c->cancelled ? " (cancelled)" : "");
-    fflush(s->cfg.log);
-    pthread_mutex_unlock(&s->log_mu);
-  }
-  free(body);
-  free(buf);
+  ot__log_request(c);
 }
 
-// Half-closes, reads what the client still sends for a moment (so that
-// closing does not reset the connection before it read the response), closes.
-static void close_gently(int fd, int wait_ms, bool drain) {
-  shutdown(fd, SHUT_WR);
-  const double end = ot_now() + wait_ms * 1e-3;
-  char tmp[4096];
-  size_t total = 0;
-  while (drain && total < (1u << 20)) {
-    ssize_t k = recv(fd, tmp, sizeof tmp, MSG_DONTWAIT);
-    if (k > 0) { total += (size_t)k; continue; }
-    if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
-    const double left = end - ot_now();
-    if (left <= 0) break;
-    struct pollfd pf = {fd, POLLIN, 0};
-    poll(&pf, 1, (int)(left * 1e3) + 1);
-  }
-  close(fd);
-}
-
-static void *conn_main(void *arg) {
-  ot__conn *c = arg;
-  serve_conn(c);
-  close_gently(c->fd, 200, !ot__stopping(c->srv) && !c->dead);
-  atomic_store(&c->done, true);
-  return NULL;
-}
-
-// No free connection slot: answer 503 from the accept thread, briefly.
-static void reject(ot_server *s, int fd) {
-  char tmp[4096];
-  while (recv(fd, tmp, sizeof tmp, MSG_DONTWAIT) > 0) {}
-  char body[256], msg[512];
-  int bn = snprintf(body, sizeof body, "{\"error\":{\"message\":\"the server is busy: %d connections are "
-                    "served already; retry later\",\"type\":\"server_error\",\"param\":null,\"code\":"
-                    "\"server_busy\"}}\n", s->cfg.max_clients);
-  int n = snprintf(msg, sizeof msg, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                   "Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\nServer: ot\r\n\r\n%s",
-                   bn, body);
-  ssize_t k = send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-  (void)k;
-  close_gently(fd, 50, true);
-}
-
-static void reap(ot_server *s, bool all) {
-  for (int i = 0; i < s->cfg.max_clients; i++) {
-    ot__conn *c = &s->conns[i];
-    if (c->used && (all || atomic_load(&c->done))) {
-      pthread_join(c->th, NULL);
-      c->used = false;
-    }
-  }
-}
-
-ot_status ot_server_run(ot_server *s) {
-  static const char fn[] = "ot_server_run";
-  OT_CHECK_PTR(s, fn);
-  while (!ot__stopping(s)) {
-    struct pollfd pf[2] = {{s->lfd, POLLIN, 0}, {s->wake[0], POLLIN, 0}};
-    if (poll(pf, 2, 1000) <= 0) { reap(s, false); continue; }
-    if (pf[1].revents) break;
-    int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
-        struct timespec ts = {0, 50 * 1000000};
-        nanosleep(&ts, NULL);
-      }
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    reap(s, false);
-    ot__conn *c = NULL;
-    for (int i = 0; i < s->cfg.max_clients && !c; i++)
-      if (!s->conns[i].used) c = &s->conns[i];
-    if (!c) { reject(s, fd); continue; }
-    memset(c, 0, sizeof *c);
-    c->srv = s;
-    c->fd = fd;
-    atomic_init(&c->done, false);
-    if (pthread_create(&c->th, NULL, conn_main, c) != 0) { reject(s, fd); continue; }
-    c->used = true;
-  }
-  atomic_store(&s->stopping, true);
-  reap(s, true);
-  return OT_OK;
-}
-
-void ot_server_stop(ot_server *s) {
-  if (!s) return;
-  atomic_store(&s->stopping, true);
-  char b = 1;
-  ssize_t k = write(s->wake[1], &b, 1);
-  (void)k;
-}
-
+// ---------------------------------------------------------------- server ---
 ot_server_config ot_server_config_default(void) {
   ot_server_config c;
   memset(&c, 0, sizeof c);
   c.max_clients = 16;
+  c.max_connections = 512;
   c.max_batch = 4;
   c.max_body = 1u << 20;
   c.max_header = 16u << 10;
+  c.head_timeout_ms = 5000;
   c.timeout_ms = 30000;
+  c.keepalive_ms = 5000;
   c.default_max_tokens = 16;
   return c;
 }
@@ -480,10 +327,18 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
     return ot_error(OT_EINVAL, "%s: port=%d must be in [0, 65535] (0: any free port)", fn, c->port);
   if (c->max_clients < 1 || c->max_clients > 65536)
     return ot_error(OT_EINVAL, "%s: max_clients=%d must be in [1, 65536]", fn, c->max_clients);
+  if (c->max_connections < c->max_clients || c->max_connections > (1 << 20))
+    return ot_error(OT_EINVAL, "%s: max_connections=%d must be in [max_clients=%d, %d] (idle connections "
+                    "included)", fn, c->max_connections, c->max_clients, 1 << 20);
   if (c->max_body < 1) return ot_error(OT_EINVAL, "%s: max_body must be >= 1 byte", fn);
   if (c->max_header < 256)
     return ot_error(OT_EINVAL, "%s: max_header=%zu must be >= 256 bytes", fn, c->max_header);
   if (c->timeout_ms < 1) return ot_error(OT_EINVAL, "%s: timeout_ms=%d must be >= 1", fn, c->timeout_ms);
+  if (c->head_timeout_ms < 1)
+    return ot_error(OT_EINVAL, "%s: head_timeout_ms=%d must be >= 1", fn, c->head_timeout_ms);
+  if (c->keepalive_ms < 0)
+    return ot_error(OT_EINVAL, "%s: keepalive_ms=%d must be >= 0 (0: a connection per request)", fn,
+                    c->keepalive_ms);
   if (c->default_max_tokens < 1)
     return ot_error(OT_EINVAL, "%s: default_max_tokens=%d must be >= 1", fn, c->default_max_tokens);
   if (tok && ot_bpe_vocab_size(tok) > mc->vocab)
@@ -500,6 +355,8 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
   atomic_init(&s->stopping, false);
   atomic_init(&s->counter, (uint_fast64_t)s->started << 20);
   pthread_mutex_init(&s->log_mu, NULL);
+  pthread_mutex_init(&s->wmu, NULL);
+  pthread_cond_init(&s->wcv, NULL);
   snprintf(s->host, sizeof s->host, "%s", c->host ? c->host : "127.0.0.1");
   snprintf(s->model_id, sizeof s->model_id, "%s", c->model_id && c->model_id[0] ? c->model_id : mc->name);
   s->cfg.host = s->host;
@@ -509,8 +366,9 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
   ot_status st = ot_sched_create(&s->sched, m, &sc);
   if (st == OT_OK) {
     s->ctx = ot_sched_capacity(s->sched);
-    s->conns = calloc((size_t)c->max_clients, sizeof *s->conns);
-    if (!s->conns) st = ot_error(OT_ENOMEM, "%s: out of memory", fn);
+    s->conns = calloc((size_t)c->max_connections, sizeof *s->conns);
+    s->workers = calloc((size_t)c->max_clients, sizeof *s->workers);
+    if (!s->conns || !s->workers) st = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   }
   if (st == OT_OK && pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0)
     st = ot_error(OT_EIO, "%s: pipe: %s", fn, strerror(errno));
@@ -530,6 +388,9 @@ void ot_server_free(ot_server *s) {
   if (s->wake[0] >= 0) close(s->wake[0]);
   if (s->wake[1] >= 0) close(s->wake[1]);
   free(s->conns);
+  free(s->workers);
+  pthread_cond_destroy(&s->wcv);
+  pthread_mutex_destroy(&s->wmu);
   pthread_mutex_destroy(&s->log_mu);
   free(s);
 }

@@ -1,5 +1,6 @@
-// Private parts of the HTTP server (serve_http.c: sockets, request parsing,
-// responses; serve_api.c: the endpoints, JSON bodies, streaming text).
+// Private parts of the HTTP server (serve_conn.c: the accept loop, connections
+// and workers; serve_http.c: request parsing, responses, routing; serve_api.c:
+// the endpoints, JSON bodies, streaming text).
 #ifndef OT_SERVE_IMPL_H
 #define OT_SERVE_IMPL_H
 #include "internal.h"
@@ -31,17 +32,52 @@ typedef struct {
   size_t body_len;
 } ot__http_req;
 
+// What the header section says beyond the request line.
+typedef struct {
+  bool has_len, has_te, expect_continue;
+  uint64_t len;                // Content-Length
+  int minor;                   // HTTP/1.minor
+  int conn;                    // Connection: 1 keep-alive, 0 close, -1 neither
+  char err[160];               // why the head is malformed
+} ot__head_info;
+
+// Offset just past the blank line ending the header section in b[0, n)
+// (searched from `from`), or 0.
+size_t ot__head_end(const char *b, size_t n, size_t from);
+// Parses h[0, n) (request line + header lines, CRLF or LF). Returns 0 or the
+// status to answer (hi->err says why).
+int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi);
+
+// A connection: the accept loop (serve_conn.c) owns it while it waits for a
+// whole request (READ) or closes (LINGER), a worker while it answers (WORK).
+typedef enum { OT__CONN_READ, OT__CONN_WORK, OT__CONN_LINGER, OT__CONN_CLOSED } ot__conn_state;
+
 typedef struct ot__conn ot__conn;
 struct ot__conn {
   ot_server *srv;
   int fd;
+  ot__conn_state state;
+  // received bytes [0, len) of buf[cap]; the request being read or answered starts at 0
+  char *buf;
+  size_t len, cap;
+  size_t scanned;              // head: bytes searched for its end
+  size_t head_len, req_len;    // once the head is parsed: its bytes, head + body bytes
+  ot__http_req req;
+  ot__head_info hi;
+  double t0;                   // accepted, or the first byte of a later request arrived
+  double idle_since;           // the previous response ended (keep-alive wait)
+  double linger_end;
+  size_t drained;              // LINGER: bytes read and dropped
+  int served;                  // requests answered on this connection
+  bool eof;                    // the client shut its sending side
+  bool nowait;                 // sends give up instead of waiting (the accept loop's own answers)
+  bool keep;                   // the connection stays open after this response
+  // this request's answer
   bool dead;                   // a write failed or the client closed
   bool cancelled;              // its generation was cancelled (client gone or stopping)
   int status;                  // status sent (for the log)
   int tokens_in, tokens_out;   // for the log
-  pthread_t th;
-  bool used;                   // slot taken (accept thread only)
-  atomic_bool done;            // the thread has finished with the connection
+  ot__conn *next;              // the workers' queue, or the list of those they are done with
 };
 
 struct ot_server {
@@ -56,23 +92,42 @@ struct ot_server {
   atomic_bool stopping;
   atomic_uint_fast64_t counter; // request ids and default seeds
   int64_t started;             // unix time at create
-  ot__conn *conns;             // [max_clients]
   pthread_mutex_t log_mu;
+  // accept loop (the thread in ot_server_run)
+  ot__conn **conns;            // [max_connections] open connections, nconns of them
+  int nconns;
+  double accept_after;         // out of file descriptors: accept again after this time
+  // workers: up to max_clients threads, started as requests need them
+  pthread_mutex_t wmu;
+  pthread_cond_t wcv;
+  pthread_t *workers;          // [max_clients], nworkers started
+  int nworkers;
+  int busy;                    // requests handed to workers and not yet given back
+  bool quit;                   // workers end once the queue is empty
+  ot__conn *queue, *queue_tail; // whole requests waiting for a worker
+  ot__conn *given_back;        // connections the workers are done with
 };
 
 // serve_http.c
 // Sends p[0, n) whole. false: the client is gone, the write stalled past the
-// timeout, or the server is stopping (c->dead set).
+// timeout (at once with c->nowait), or the server is stopping (c->dead set).
 bool ot__send(ot__conn *c, const void *p, size_t n);
-// A complete response with Content-Length and Connection: close.
+// A complete response with Content-Length; Connection: keep-alive when c->keep, else close.
 void ot__respond(ot__conn *c, int status, const char *ctype, const char *body, size_t n,
                  const char *extra_headers);
 // An OpenAI-style error {"error":{"message","type","param","code"}} (param, code may be NULL).
 void ot__respond_error(ot__conn *c, int status, const char *param, const char *code,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+// The same with extra header lines ("Name: value\r\n" each; NULL: none).
+void ot__respond_error_h(ot__conn *c, int status, const char *extra, const char *param, const char *code,
+                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 // True when the client closed its side or the server is stopping (non-blocking check).
 bool ot__conn_gone(ot__conn *c);
 bool ot__stopping(const ot_server *s);
+// Worker: answers the whole request at c->buf (routing to the endpoints) and logs it.
+void ot__serve_request(ot__conn *c);
+// One log line for the answer c->status (when the server logs and one was sent).
+void ot__log_request(ot__conn *c);
 
 // serve_api.c: the endpoints after routing
 void ot__api_completions(ot__conn *c, const ot__http_req *r);
