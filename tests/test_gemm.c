@@ -98,6 +98,34 @@ static void test_cache(void) {
   free(A); free(B); free(C);
 }
 
+// A bounded cache: 20 distinct shapes (e.g. every prompt length a server sees)
+// keep at most the cap, the least recently used dropped; a dropped shape is
+// made again and still equals the reference; a recently used one survives.
+static void test_cache_bound(void) {
+  ot_gemm_cache_clear();
+  ot__gemm_cache_set_max(8);
+  const int N = 12, K = 10;
+  float *A = th_falloc(32 * K), *B = th_falloc((size_t)K * N), *C = th_falloc(32 * N),
+        *R = th_falloc(32 * N);
+  th_fill(&g_rng, A, 32 * K, -1, 1);
+  th_fill(&g_rng, B, (size_t)K * N, -1, 1);
+  for (int M = 1; M <= 20; M++) {
+    ot_gemm(OT_F32, OT_F32, false, false, M, N, K, 1, A, K, B, N, 0, C, N);
+    ot_gemm(OT_F32, OT_F32, false, false, 1, N, K, 1, A, K, B, N, 0, C, N);   // M = 1 stays hot
+  }
+  th_check(ot_gemm_cache_size() <= 8, "cache bounded by its cap: %d primitives", ot_gemm_cache_size());
+  int before = ot_gemm_cache_size();
+  ot_gemm(OT_F32, OT_F32, false, false, 1, N, K, 1, A, K, B, N, 0, C, N);
+  th_check(ot_gemm_cache_size() == before, "the recently used shape was kept");
+  ot_status s = ot_gemm(OT_F32, OT_F32, false, false, 3, N, K, 1, A, K, B, N, 0, C, N);   // dropped
+  ot_ref_gemm(false, false, 3, N, K, 1, A, K, B, N, 0, R, N);
+  th_check(s == OT_OK && th_nerr(C, R, (size_t)3 * N) < 1e-6, "a dropped shape is made again and "
+           "correct (nerr %.2e)", th_nerr(C, R, (size_t)3 * N));
+  th_check(ot_gemm_cache_size() <= 8, "still bounded: %d", ot_gemm_cache_size());
+  ot__gemm_cache_set_max(0);
+  free(A); free(B); free(C); free(R);
+}
+
 typedef struct { const float *A, *B; float *C; int reps; ot_status s; } thr_arg;
 static void *thr_main(void *p) {
   thr_arg *a = p;
@@ -189,6 +217,7 @@ int main(void) {
   th_check(ot_gemm_cache_size() == n0, "native request: repeat creates no primitive");
   ot__gemm_bf16_set_mode(-1);
   test_cache();
+  test_cache_bound();
   test_concurrent();
   test_determinism();
   test_bad_args();

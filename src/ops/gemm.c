@@ -8,7 +8,9 @@
 //    bias, GELU, alpha, beta) in a table under a mutex: creating one costs
 //    ~1-15 ms, so a training step reuses the ones made during warm-up. Each
 //    entry also keeps its memory objects (only their data handles change); a
-//    thread finding them busy uses temporary ones.
+//    thread finding them busy uses temporary ones. The table holds at most
+//    OT_GEMM_CACHE_MAX entries (~17 KB each): past that the least recently used
+//    idle one is dropped, so a server seeing every prompt length stays bounded.
 //  - bf16: oneDNN 2.6 only implements bf16 matmul on avx512_core and above. On
 //    CPUs with avx512_bf16 (or OT_GEMM_BF16=native) bf16 goes to oneDNN; else
 //    (or when oneDNN refuses it, or picks a reference kernel) the bf16 operands
@@ -31,12 +33,17 @@ typedef struct {
   dnnl_memory_desc_t md[4];           // src, weights, dst, bias
   dnnl_memory_t mem[4];               // reused while not busy
   int busy;                           // atomic
+  int users;                          // atomic: threads between lookup and the end of exec
+  uint64_t tick;                      // last lookup (under g_mu)
   char impl[48];
 } mm_entry;
 
+#define OT_GEMM_CACHE_MAX 512
+
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static mm_entry **g_tab;
-static int g_n, g_cap, g_nprim;
+static int g_n, g_cap, g_nprim, g_max = OT_GEMM_CACHE_MAX;
+static uint64_t g_tick;
 static dnnl_engine_t g_eng;
 static dnnl_status_t g_eng_st = dnnl_success;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -148,7 +155,34 @@ static bool verbose(void) {
   return g_verbose;
 }
 
-// Finds or creates the entry for m (never NULL on OT_OK; e->prim may be NULL).
+// With g_mu held and the table full: drops the least recently used entry that no
+// thread is using (none dropped when all are in use: the table grows past g_max).
+static void evict_one(void) {
+  int best = -1;
+  for (int i = 0; i < g_n; i++)
+    if (__atomic_load_n(&g_tab[i]->users, __ATOMIC_ACQUIRE) == 0 &&
+        (best < 0 || g_tab[i]->tick < g_tab[best]->tick))
+      best = i;
+  if (best < 0) return;
+  if (g_tab[best]->prim) g_nprim--;
+  entry_destroy(g_tab[best]);
+  memmove(&g_tab[best], &g_tab[best + 1], (size_t)(g_n - best - 1) * sizeof *g_tab);
+  g_n--;
+}
+
+void ot__gemm_cache_set_max(int n) {
+  pthread_mutex_lock(&g_mu);
+  g_max = n > 0 ? n : OT_GEMM_CACHE_MAX;
+  while (g_n > g_max) {
+    int before = g_n;
+    evict_one();
+    if (g_n == before) break;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+// Finds or creates the entry for m (never NULL on OT_OK; e->prim may be NULL)
+// and counts the caller as its user until release().
 static ot_status lookup(const ot_mm *m, mm_entry **out, const char *fn) {
   mm_key k;
   make_key(&k, m);
@@ -157,8 +191,15 @@ static ot_status lookup(const ot_mm *m, mm_entry **out, const char *fn) {
     return ot_error(OT_EINTERNAL, "%s: oneDNN CPU engine creation failed (status %d)", fn, (int)g_eng_st);
   pthread_mutex_lock(&g_mu);
   for (int i = g_n - 1; i >= 0; i--)
-    if (memcmp(&g_tab[i]->key, &k, sizeof k) == 0) { *out = g_tab[i]; pthread_mutex_unlock(&g_mu); return OT_OK; }
+    if (memcmp(&g_tab[i]->key, &k, sizeof k) == 0) {
+      *out = g_tab[i];
+      g_tab[i]->tick = ++g_tick;
+      __atomic_add_fetch(&g_tab[i]->users, 1, __ATOMIC_ACQ_REL);
+      pthread_mutex_unlock(&g_mu);
+      return OT_OK;
+    }
   ot_status s = OT_OK;
+  if (g_n >= g_max) evict_one();
   mm_entry *e = ot_mem_alloc(sizeof *e, OT_MEM_OTHER);
   if (!e || !grow((void **)&g_tab, &g_cap, g_n + 1, sizeof *g_tab)) { ot_mem_free(e); s = OT_ENOMEM; goto out; }
   memset(e, 0, sizeof *e);
@@ -184,12 +225,16 @@ static ot_status lookup(const ot_mm *m, mm_entry **out, const char *fn) {
   } else {
     g_nprim++;
   }
+  e->tick = ++g_tick;
+  e->users = 1;
   g_tab[g_n++] = e;
   *out = e;
 out:
   pthread_mutex_unlock(&g_mu);
   return s;
 }
+
+static void release(mm_entry *e) { __atomic_sub_fetch(&e->users, 1, __ATOMIC_ACQ_REL); }
 
 static ot_status exec(mm_entry *e, const ot_mm *m, const char *fn) {
   dnnl_stream_t s = NULL;
@@ -258,7 +303,12 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
   mm_entry *e;
   if (m->adt == m->bdt && (m->adt == OT_F32 ? m->cdt == OT_F32 : ot__gemm_bf16_native())) {
     OT_TRY(lookup(m, &e, fn));
-    if (e->prim) return exec(e, m, fn);
+    if (e->prim) {
+      ot_status s = exec(e, m, fn);
+      release(e);
+      return s;
+    }
+    release(e);
   }
   // conversion path: every bf16 operand -> f32, f32 GEMM, C back to bf16
   size_t sz[3], need = cvt_sizes(m, sz);
@@ -283,7 +333,10 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
   }
   OT_PROF_STOP();
   ot_status s = lookup(&f, &e, fn);
-  if (s == OT_OK) s = exec(e, &f, fn);
+  if (s == OT_OK) {
+    s = exec(e, &f, fn);
+    release(e);
+  }
   if (s == OT_OK && sz[2]) OT_KPICK(k_lin_copy2d)(m->C, 1, (size_t)m->ldc, f.C, 0, (size_t)m->N, m->M, m->N);
   return s;
 }

@@ -32,6 +32,9 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn);
 // true when bf16 x bf16 goes to oneDNN directly (CPU with avx512_bf16, or
 // OT_GEMM_BF16=native); false: converted to f32 first (OT_GEMM_BF16=convert).
 bool ot__gemm_bf16_native(void);
+// Most primitives the GEMM cache keeps (least recently used idle ones dropped
+// beyond); n <= 0: the default, OT_GEMM_CACHE_MAX (tests make it small).
+void ot__gemm_cache_set_max(int n);
 // Overrides that choice (1 native, 0 convert, -1 back to the default); for
 // benchmarks and tests, not to be called while GEMMs run.
 void ot__gemm_bf16_set_mode(int mode);
