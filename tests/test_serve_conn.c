@@ -203,6 +203,58 @@ static void test_saturation(void) {
   server_stop(&sv);
 }
 
+typedef struct { hold *h; int ms; } delayed;
+static void *release_later(void *p) {
+  delayed *d = p;
+  struct timespec ts = {0, d->ms * 1000000L};
+  nanosleep(&ts, NULL);
+  hold_release(d->h);
+  return NULL;
+}
+
+// A whole request that finds every worker busy waits for one for a moment
+// instead of a 429 at once: the only worker is freed 150 ms after the request
+// arrives, and it is answered 200. Then 40 requests sent back to back, each on
+// a new connection the moment the previous answer was read, are all answered
+// (the worker may still be finishing the previous one when the next arrives).
+static void test_busy_wait(void) {
+  server sv;
+  ot_server_config c = config(1);
+  c.max_batch = 1;
+  if (!server_start(&sv, &c)) return;
+  ot_sched *s = ot_server_sched(sv.s);
+  hold h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  static const int32_t one = 1;
+  ot_sched_request rq = {&one, 1, 2, -1, {0.0f, 0, 1.0f, 1}, hold_token, NULL, &h};
+  th_check(ot_sched_submit(s, &rq, NULL) == OT_OK, "hold submit: %s", ot_last_error());
+  char req[512];
+  const size_t n = post_bytes(req, sizeof req, "/v1/completions", k_comp, true);
+  const int a = dial(sv.port);   // takes the only worker, waits behind the held request
+  send_all(a, req, n);
+  wait_submitted(s, 2);
+  delayed d = {&h, 150};
+  pthread_t th;
+  pthread_create(&th, NULL, release_later, &d);
+  const char hq[] = "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n";
+  http_resp b = raw_request(sv.port, hq, sizeof hq - 1, false);
+  pthread_join(th, NULL);
+  http_resp ra;
+  read_resp(a, &ra);
+  close(a);
+  th_check(b.status == 200 && ra.status == 200, "a request finding the only worker busy waits for "
+           "it: %d (and the held one %d)", b.status, ra.status);
+  free(b.all);
+  free(ra.all);
+  int ok = 0;
+  for (int i = 0; i < 40; i++) {
+    http_resp r = raw_request(sv.port, hq, sizeof hq - 1, false);
+    ok += r.status == 200;
+    free(r.all);
+  }
+  th_check(ok == 40, "40 back-to-back requests on one worker: %d answered 200", ok);
+  server_stop(&sv);
+}
+
 // A full connection table: the longest idle kept-alive connection makes room; else 429.
 static void test_max_connections(void) {
   server sv;
@@ -362,6 +414,7 @@ int main(void) {
   test_idle();
   test_head_timeout();
   test_saturation();
+  test_busy_wait();
   test_max_connections();
   test_keepalive();
   test_pipelining();

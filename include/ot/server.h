@@ -101,7 +101,8 @@ typedef struct {
   const char *host;        // numeric address to bind; NULL: "127.0.0.1" (local only)
   int port;                // 0: an ephemeral port (ot_server_port says which)
   int max_clients;         // requests answered at once, a worker thread each (default 16);
-                           // a whole request beyond them is answered 429 with Retry-After
+                           // a whole request beyond them waits up to 0.5 s for a free worker
+                           // (at most max_clients wait), then is answered 429 with Retry-After
   int max_connections;     // open connections, idle ones included (default 512, >= max_clients);
                            // beyond: the longest idle keep-alive one is closed, else 429
   int max_batch;           // sequences generated at once (default 4)

@@ -24,7 +24,7 @@ static void serve_usage(FILE *f) {
           "  --port N               port (default 8080; 0: any free port, printed)\n"
           "  --model-id NAME        the model's name in responses (default: the directory's name)\n"
           "  --max-clients N        requests answered at once, a worker thread each; a request beyond\n"
-          "                         them gets 429 with Retry-After (default 16)\n"
+          "                         them waits up to 0.5 s, then gets 429 with Retry-After (default 16)\n"
           "  --max-connections N    open connections, idle ones included; beyond them the longest idle\n"
           "                         kept-alive one is closed, else 429 (default 512, at least max-clients)\n"
           "  --max-batch N          sequences generated at once (default 4)\n"

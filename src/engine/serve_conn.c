@@ -5,8 +5,10 @@
 // timeout_ms for the whole request (then 408), keepalive_ms of idleness
 // between requests (then it is closed). A whole request goes to a worker
 // thread (up to max_clients, started as requests need them, kept until the
-// loop ends); when all of them are taken the loop answers 429 with
-// Retry-After. A worker answers and gives the connection back; the loop then
+// loop ends); when all of them are taken it waits (up to max_clients requests,
+// WAIT_MS each) for one to come back, and past that the loop answers 429 with
+// Retry-After: a client that sends its next request the moment it has read an
+// answer is not refused for the instant its worker is still finishing. A worker answers and gives the connection back; the loop then
 // reads its next request (pipelined bytes already read stay in the buffer, so
 // requests are answered in order) or closes it: a half-close, then what the
 // client still sends is read and dropped for a moment (LINGER), so that
@@ -26,6 +28,7 @@
 #define LINGER_MS 200
 #define LINGER_MAX (1u << 20)   // bytes dropped while lingering before closing anyway
 #define RETRY_AFTER "Retry-After: 1\r\n"
+#define WAIT_MS 500   // a whole request waits this long for a free worker before its 429
 
 static void wake_loop(ot_server *s) {
   char b = 1;
@@ -118,14 +121,14 @@ static void conn_fail(ot__conn *c, int status, const char *extra, const char *co
   conn_finish(c);
 }
 
-// A whole request: to a worker, or 429 when every one is taken.
-static void conn_dispatch(ot__conn *c) {
+// Hands a whole request to a worker; false when every one is taken (or none can start).
+static bool to_worker(ot__conn *c) {
   ot_server *s = c->srv;
   pthread_mutex_lock(&s->wmu);
-  const bool room = s->busy < s->cfg.max_clients;
   // a worker for each request handed out; if one cannot start, the request
   // waits for one that is busy
-  const bool served = room && ((s->nworkers > s->busy || worker_start(s)) || s->nworkers > 0);
+  const bool served = s->busy < s->cfg.max_clients &&
+                      (s->nworkers > s->busy || worker_start(s) || s->nworkers > 0);
   if (served) {
     s->busy++;
     c->state = OT__CONN_WORK;
@@ -137,11 +140,48 @@ static void conn_dispatch(ot__conn *c) {
     pthread_cond_signal(&s->wcv);
   }
   pthread_mutex_unlock(&s->wmu);
-  if (!room)
+  return served;
+}
+
+static void refuse_busy(ot__conn *c) {
+  ot_server *s = c->srv;
+  if (s->nworkers == 0)
+    conn_fail(c, 503, RETRY_AFTER, "server_busy", "cannot start a worker thread; retry in a moment");
+  else
     conn_fail(c, 429, RETRY_AFTER, "server_busy", "the server is busy: all %d request slots (max_clients) are "
               "taken; retry in a moment", s->cfg.max_clients);
-  else if (!served)
-    conn_fail(c, 503, RETRY_AFTER, "server_busy", "cannot start a worker thread; retry in a moment");
+}
+
+// A whole request: to a worker, else it waits for one (up to max_clients
+// requests wait), else 429.
+static void conn_dispatch(ot__conn *c) {
+  ot_server *s = c->srv;
+  if (to_worker(c)) return;
+  if (s->nwait >= s->cfg.max_clients) { refuse_busy(c); return; }
+  c->state = OT__CONN_WAIT;
+  c->wait_end = ot_now() + WAIT_MS * 1e-3;
+  c->wait_seq = ++s->wait_seq;
+  s->nwait++;
+}
+
+// Waiting requests to the workers that came back, first come first served;
+// those that waited WAIT_MS get their 429.
+static void serve_waiting(ot_server *s, double now) {
+  while (s->nwait > 0) {
+    ot__conn *first = NULL;
+    for (int i = 0; i < s->nconns; i++) {
+      ot__conn *c = s->conns[i];
+      if (c->state == OT__CONN_WAIT && (!first || c->wait_seq < first->wait_seq)) first = c;
+    }
+    if (!first || !to_worker(first)) break;
+    s->nwait--;
+  }
+  for (int i = 0; i < s->nconns && s->nwait > 0; i++) {
+    ot__conn *c = s->conns[i];
+    if (c->state != OT__CONN_WAIT || now < c->wait_end) continue;
+    s->nwait--;
+    refuse_busy(c);
+  }
 }
 
 // Looks at what arrived: the head once it is whole, then the body; hands a
@@ -231,6 +271,7 @@ static void conn_drain(ot__conn *c) {
 static double conn_deadline(const ot__conn *c) {
   const ot_server_config *k = &c->srv->cfg;
   if (c->state == OT__CONN_LINGER) return c->linger_end;
+  if (c->state == OT__CONN_WAIT) return c->wait_end;
   if (c->len == 0 && c->served > 0) return c->idle_since + k->keepalive_ms * 1e-3;
   if (!c->head_len) return c->t0 + (k->head_timeout_ms < k->timeout_ms ? k->head_timeout_ms : k->timeout_ms) * 1e-3;
   return c->t0 + k->timeout_ms * 1e-3;
@@ -354,6 +395,7 @@ ot_status ot_server_run(ot_server *s) {
     const int first = np;
     for (int i = 0; i < s->nconns; i++) {
       ot__conn *c = s->conns[i];
+      if (c->state == OT__CONN_WAIT && c->wait_end < next) next = c->wait_end;
       if (c->state != OT__CONN_READ && c->state != OT__CONN_LINGER) continue;
       const double d = conn_deadline(c);
       if (d < next) next = d;
@@ -369,6 +411,7 @@ ot_status ot_server_run(ot_server *s) {
     }
     if (ot__stopping(s)) break;
     take_given_back(s, now);
+    serve_waiting(s, now);
     for (int i = first; i < np && n > 0; i++) {
       if (!pf[i].revents) continue;
       if (who[i]->state == OT__CONN_READ) conn_read(who[i], now);

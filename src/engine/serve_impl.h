@@ -49,8 +49,9 @@ size_t ot__head_end(const char *b, size_t n, size_t from);
 int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi);
 
 // A connection: the accept loop (serve_conn.c) owns it while it waits for a
-// whole request (READ) or closes (LINGER), a worker while it answers (WORK).
-typedef enum { OT__CONN_READ, OT__CONN_WORK, OT__CONN_LINGER, OT__CONN_CLOSED } ot__conn_state;
+// whole request (READ), holds a whole request until a worker is free (WAIT) or
+// closes (LINGER), a worker while it answers (WORK).
+typedef enum { OT__CONN_READ, OT__CONN_WAIT, OT__CONN_WORK, OT__CONN_LINGER, OT__CONN_CLOSED } ot__conn_state;
 
 typedef struct ot__conn ot__conn;
 struct ot__conn {
@@ -67,6 +68,8 @@ struct ot__conn {
   double t0;                   // accepted, or the first byte of a later request arrived
   double idle_since;           // the previous response ended (keep-alive wait)
   double linger_end;
+  double wait_end;             // WAIT: 429 if no worker is free by then
+  uint64_t wait_seq;           // WAIT: order of arrival (served first come, first served)
   size_t drained;              // LINGER: bytes read and dropped
   int served;                  // requests answered on this connection
   bool eof;                    // the client shut its sending side
@@ -103,6 +106,8 @@ struct ot_server {
   pthread_t *workers;          // [max_clients], nworkers started
   int nworkers;
   int busy;                    // requests handed to workers and not yet given back
+  int nwait;                   // connections in WAIT (at most max_clients)
+  uint64_t wait_seq;
   bool quit;                   // workers end once the queue is empty
   ot__conn *queue, *queue_tail; // whole requests waiting for a worker
   ot__conn *given_back;        // connections the workers are done with
