@@ -13,7 +13,8 @@
 #   probe single        f32 / bf16 training losses, grad norms and final weights of
 #                       the GPT-2 and Llama families in every recompute mode with
 #                       grad-accum, the data loader and resume; KV-cache greedy
-#                       decoding (tokens + logits' bits); the batched engine with
+#                       decoding (tokens + logits' bits); the sampler on crafted
+#                       logits (ties, 1-ulp leads, NaN); the batched engine with
 #                       f32 / bf16 / int8 (per group, per row) weights  (OMP_NUM_THREADS=2)
 #   probe mpi           the parallel matrix of tests/mpi/mpi_parallel.c (dp2, tp2, pp2,
 #                       dp2xtp2, dp2xpp2, tp2xpp2, dp2xtp2xpp2; ZeRO-1/2, recompute,
@@ -75,6 +76,7 @@ describe() {   # what a side is, for the report
   fi
 }
 
+cp "$here/probe.c" "$tmp/probe.c"   # one snapshot for both sides
 log "old: $(describe "$old_rev")"
 log "new: $(describe "$new_arg")"
 export_rev "$old_rev" "$tmp/old/src"
@@ -102,7 +104,7 @@ build_side() {   # side: library + CLI with the side's CMake, then the probe aga
   cli=$(find "$d/build" -name ot -type f -perm -u+x | head -n 1)
   [ -n "$lib" ] && [ -n "$cli" ] || die "$1: no libot.a or ot executable under $d/build"
   ln -s "$cli" "$d/ot"
-  "${cc_mpi[@]}" -O2 -std=gnu11 -Wall -Wextra -fopenmp -I"$d/src/include" "$here/probe.c" "$lib" \
+  "${cc_mpi[@]}" -O2 -std=gnu11 -Wall -Wextra -fopenmp -I"$d/src/include" "$tmp/probe.c" "$lib" \
     -ldnnl "${mpi_libs[@]}" -lm -lpthread -o "$d/probe" 2>"$d/probe.log" ||
     { cat "$d/probe.log" >&2; die "$1: the probe does not compile against it"; }
   log "$1: built in $((SECONDS - t0)) s"

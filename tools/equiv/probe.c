@@ -8,7 +8,7 @@
 //   probe single --tmp DIR             one process: training (GPT-2 and Llama
 //                                      families, f32/bf16, every recompute mode,
 //                                      grad-accum, the data loader, resume), KV-cache
-//                                      decoding and the batched engine
+//                                      decoding, the sampler and the batched engine
 //   mpirun -np N probe mpi --tmp DIR DPxTPxPP ...
 //                                      the parallel matrix of each layout (world rank
 //                                      0 prints; DIR must be the same path on every rank)
@@ -19,6 +19,7 @@
 #include <ot/ot.h>
 #include <ot/serve.h>
 #include <ot/dist.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +312,43 @@ out:
   ot_model_free(m);
 }
 
+// ---------------------------------------------------------------- sampler ---
+// The sampler on crafted logits: exact ties, a 1-ulp lead, NaN and -inf, then
+// seeded draws with temperature / top-k / top-p over logits that hold ties.
+static void sampler_case(const char *c) {
+  enum { V = 61 };
+  float lg[V];
+  uint64_t seed = 31;
+  for (int i = 0; i < V; i++) lg[i] = (float)(mix(&seed) % 1000) / 250.0f - 2.0f;
+  static const ot_sampler_config cfgs[] = {
+      {0.0f, 0, 1.0f, 1}, {0.7f, 0, 1.0f, 3}, {1.0f, 5, 1.0f, 4}, {1.3f, 0, 0.8f, 5},
+      {0.9f, 12, 0.95f, 6}, {0.5f, 1, 1.0f, 7}, {2.0f, 0, 0.05f, 8}};
+  char buf[512];
+  for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
+    ot_sampler *s = NULL;
+    if (!ok(ot_sampler_create(&s, &cfgs[k], V), c, "create")) return;
+    int32_t out[40];
+    int n = 0;
+    for (int t = 0; t < 8; t++) {   // crafted rows
+      float x[V];
+      memcpy(x, lg, sizeof x);
+      if (t == 1) x[9] = x[40] = 5.0f;                                  // exact tie
+      if (t == 2) { x[9] = 5.0f; x[40] = nextafterf(5.0f, 10.0f); }      // 1 ulp apart
+      if (t == 3) { x[0] = NAN; x[20] = 5.0f; }
+      if (t == 4) for (int i = 0; i < V; i++) x[i] = i % 7 ? -INFINITY : 1.0f;
+      if (t == 5) for (int i = 0; i < V; i++) x[i] = 0.0f;              // all tied
+      if (t == 6) { x[3] = x[4] = 4.0f; x[5] = nextafterf(4.0f, 0.0f); }
+      if (t == 7) x[V - 1] = 3.999f;
+      if (!ok(ot_sampler_sample(s, x, &out[n]), c, "sample")) break;
+      n++;
+    }
+    for (int t = 0; t < 32 && n < 40; t++)   // draws from the plain row
+      if (!ok(ot_sampler_sample(s, lg, &out[n++]), c, "sample")) break;
+    rec(c, "config %zu:%s", k, ids_text(buf, sizeof buf, out, n));
+    ot_sampler_free(s);
+  }
+}
+
 // ---------------------------------------------------------------- engine ---
 // Four requests (one sampled) through an engine of 2 slots and 4-token blocks:
 // every event with the logits it was sampled from, each sequence's tokens, and
@@ -412,6 +450,7 @@ static int run_single(const char *tmp) {
       snprintf(c, sizeof c, "decode.%s.%s", f ? "llama" : "gpt2", dts[d].dt);
       decode_case(c, f ? 'l' : 'g', dts[d].d);
     }
+  sampler_case("sampler");
   engine_family('g', tmp);
   engine_family('l', tmp);
   return g_fail;
