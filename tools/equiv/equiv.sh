@@ -28,8 +28,9 @@
 # "same" or "DIFFERENT" with the first differing line. Exit status: 0 when every
 # case is the same, 1 when any differs, 2 when a build, the probe or a command failed.
 # Needs: git, cmake, a C compiler, oneDNN, OpenMP, Open MPI (mpicc, mpirun), awk.
-# Takes about 330 s of CPU time, most of it the two builds. EQUIV_KEEP=1 keeps the
-# temporary directory (its path is printed); JOBS sets the build parallelism.
+# Takes about 300 s of CPU time, most of it the two builds (5 minutes on 2 quiet
+# cores, more on a busy machine). EQUIV_KEEP=1 keeps the temporary directory (its
+# path is printed); JOBS sets the build parallelism (default 2).
 # The harness relies only on CMakeLists.txt building the targets `ot` and `ot_cli`
 # and on the public headers in include/ot/, not on where sources live in src/.
 set -euo pipefail
@@ -54,7 +55,6 @@ die() { printf 'equiv: %s\n' "$*" >&2; exit 2; }
 # ------------------------------------------------------------- sources ---
 # A git revision -> dst (git archive).
 export_rev() {
-  git -C "$repo" rev-parse --verify -q "$1^{commit}" >/dev/null || die "'$1' is not a revision of $repo"
   mkdir -p "$2"
   git -C "$repo" archive --format=tar "$1" | tar -x -C "$2"
 }
@@ -76,12 +76,18 @@ describe() {   # what a side is, for the report
   fi
 }
 
+is_rev() { git -C "$repo" rev-parse --verify -q "$1^{commit}" >/dev/null; }
+is_rev "$old_rev" || die "OLD_REV '$old_rev' is not a revision of $repo"
+if [ -d "$new_arg" ]; then
+  git -C "$new_arg" rev-parse --show-toplevel >/dev/null 2>&1 || die "NEW '$new_arg' is not a git working tree"
+else
+  is_rev "$new_arg" || die "NEW '$new_arg' is neither a revision of $repo nor a directory"
+fi
 cp "$here/probe.c" "$tmp/probe.c"   # one snapshot for both sides
 log "old: $(describe "$old_rev")"
 log "new: $(describe "$new_arg")"
 export_rev "$old_rev" "$tmp/old/src"
 if [ -d "$new_arg" ]; then
-  git -C "$new_arg" rev-parse --show-toplevel >/dev/null 2>&1 || die "$new_arg is not a git working tree"
   export_tree "$new_arg" "$tmp/new/src"
 else
   export_rev "$new_arg" "$tmp/new/src"
