@@ -63,6 +63,10 @@ ot_status ot_linear_dw_rows(ot_dtype dt, float *dw, const void *dy, const void *
 // Hkv divides Hq (grouped-query; Hkv == Hq is multi-head, 1 is multi-query).
 ot_status ot_qkv_fwd(ot_dtype dt, void *q, void *k, void *v, const void *x, const void *w,
                      const float *b, int B, int T, int C, int Hq, int Hkv, int D);
+// The scatter half alone: qkv [B*T, (Hq + 2*Hkv) * D] f32 token-major (rows as
+// the GEMM above writes them) -> q, k, v in the per-head layouts above (dt).
+ot_status ot_qkv_split(ot_dtype dt, void *q, void *k, void *v, const float *qkv, int B, int T,
+                       int Hq, int Hkv, int D);
 // dq/dk/dv in the per-head layouts above (dt) -> dx: [B, T, C] (dt, overwritten),
 // dw f32 +=, db f32 += (NULL: skip).
 ot_status ot_qkv_bwd(ot_dtype dt, void *dx, float *dw, float *db, const void *dq,

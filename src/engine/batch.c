@@ -23,10 +23,8 @@ static ot_status plan_ws(ot_engine *e) {
                  &e->rstd, &e->qh, &e->kh, &e->vh, &e->oh, &e->logits};
   const size_t fn[] = {R * C, R * C, R * C, R * C, R * e->QKV, R * e->HD,
                        e->mc.mlp == OT_MLP_SWIGLU ? R * e->Fa : 0, R * e->F, R, R,
-                       (size_t)e->cfg.max_prompt * e->HD,
-                       (size_t)e->cfg.max_prompt * e->Hkv * e->D,
-                       (size_t)e->cfg.max_prompt * e->Hkv * e->D,
-                       (size_t)e->cfg.max_prompt * e->HD, (size_t)e->LR * e->V};
+                       R * e->HD, R * e->Hkv * e->D, R * e->Hkv * e->D, R * e->HD,
+                       (size_t)e->LR * e->V};
   int32_t **iv[] = {&e->tok, &e->pos, &e->kvl, &e->tabs};
   const size_t in[] = {ms, ms, ms, ms * mb};
   size_t bytes = 0;
@@ -100,16 +98,20 @@ ot_status ot_engine_create_q(ot_engine **out, ot_qmodel *q, const ot_engine_conf
   e->R = k.max_seqs > k.max_prompt ? k.max_seqs : k.max_prompt;
   e->LR = k.max_seqs > 64 ? k.max_seqs : 64;
   if (e->LR > e->R) e->LR = e->R;
-  e->ly = calloc((size_t)e->L, sizeof *e->ly);
+  e->blk = calloc((size_t)e->L, sizeof *e->blk);
   e->seq = calloc((size_t)k.max_seqs, sizeof *e->seq);
   e->order = calloc((size_t)k.max_seqs, sizeof *e->order);
   e->ev = calloc((size_t)k.max_seqs, sizeof *e->ev);
   e->row_id = malloc(sizeof(int) * (size_t)e->LR);
-  if (!e->ly || !e->seq || !e->order || !e->ev || !e->row_id)
+  if (!e->blk || !e->seq || !e->order || !e->ev || !e->row_id)
     s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   for (int i = 0; s == OT_OK && i < k.max_seqs; i++) e->seq[i].id = -1;
   for (int i = 0; s == OT_OK && i < e->LR; i++) e->row_id[i] = -1;
-  if (s == OT_OK) s = ot__eng_weights(e);
+  if (s == OT_OK && c->pos == OT_POS_ROPE) {
+    e->rope = ot_mem_alloc(sizeof(float) * (size_t)c->max_seq * e->D, OT_MEM_PARAMS);
+    if (!e->rope) s = ot_error(OT_ENOMEM, "%s: no memory for the RoPE table", fn);
+  }
+  if (s == OT_OK) s = ot__qmodel_graph(q, &e->g, e->blk, &e->lm, e->rope);
   if (s == OT_OK) {
     const int mb = (k.max_len + k.block_tokens - 1) / k.block_tokens;
     ot_kvpool_config pc = {e->L, e->Hkv, e->D, k.block_tokens, k.kv_dtype, k.kv_bytes, k.max_seqs,
@@ -154,7 +156,7 @@ void ot_engine_free(ot_engine *e) {
   ot_mem_free(e->rope);
   ot_kvpool_free(e->pool);
   ot_arena_destroy(&e->a_ws);
-  free(e->ly);
+  free(e->blk);
   free(e->seq);
   free(e->order);
   free(e->ev);
@@ -171,8 +173,8 @@ size_t ot_engine_weight_bytes(const ot_engine *e) {
   if (!e) return 0;
   size_t b = ot_qweight_bytes(&e->lm);
   for (int l = 0; l < e->L; l++)
-    b += ot_qweight_bytes(e->ly[l].qkv) + ot_qweight_bytes(e->ly[l].o) +
-         ot_qweight_bytes(e->ly[l].fc) + ot_qweight_bytes(e->ly[l].proj);
+    b += ot_qweight_bytes(e->blk[l].qkv.q) + ot_qweight_bytes(e->blk[l].o.q) +
+         ot_qweight_bytes(e->blk[l].fc.q) + ot_qweight_bytes(e->blk[l].proj.q);
   return b;
 }
 

@@ -1,18 +1,16 @@
 // Private interface of the batched serving engine (batch.c: creation, sequence
-// admission / removal, events; batch_weights.c: the weights from a quantized
-// model; batch_fwd.c: the prefill, decode and scoring passes over the paged cache).
+// admission / removal, events; batch_fwd.c: the prefill, decode and scoring
+// passes: the model graph's blocks over the paged cache).
 #ifndef OT_ENGINE_BATCH_IMPL_H
 #define OT_ENGINE_BATCH_IMPL_H
-#include "internal.h"
-#include "ot/quant.h"
+#include "model/graph.h"
 #include "ot/serve.h"
 
-// One block's weights (inside the engine's ot_qmodel): matrices [out, in] and
-// f32 vectors (NULL: absent).
+// The block pool as the blocks' key/value source (batch_fwd.c).
 typedef struct {
-  const ot_qweight *qkv, *o, *fc, *proj;
-  const float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *qkv_b, *o_b, *fc_b, *proj_b;
-} ot__eng_layer;
+  ot__kvsrc base;
+  ot_engine *e;
+} ot__eng_src;
 
 // A sequence slot (index = its pool slot).
 typedef struct {
@@ -30,11 +28,13 @@ struct ot_engine {
   ot_model_config mc;
   int C, L, Hq, Hkv, D, F, Fa, V, QKV, HD;
   ot_qmodel *q;                // the weights (owned)
-  ot__eng_layer *ly;           // [L]
-  const ot_qweight *wte;       // [Vp, C] token embedding (tied: also the head)
+  ot__graph g;                 // the model graph over q's tensors (f32 activations)
+  ot__block_w *blk;            // [L] the graph's block weights
   ot_qweight lm;               // view of the head's first V rows (not owned)
-  const float *wpe, *lnf_w, *lnf_b;  // [max_seq, C] or NULL, [C], [C] or NULL
   float *rope;                 // [max_seq, D] or NULL (OT_MEM_PARAMS)
+  ot__eng_src src;             // the pool as the blocks' K/V source
+  bool fwd_decode;             // the running forward: decode (n sequences) or prefill (one)
+  int fwd_slot;                // prefill: the pool slot its K/V go to (< 0: none, scoring)
   ot_kvpool *pool;
   ot__eng_seq *seq;            // [max_seqs]
   int *order;                  // [max_seqs] active slots in admission order
@@ -49,16 +49,11 @@ struct ot_engine {
   float *att;                  // [R, HD] attention output, token-major
   float *pre, *h;              // [R, Fa] (SwiGLU only), [R, F]
   float *mean, *rstd;          // [R]
-  float *qh, *kh, *vh, *oh;    // prefill, head-major: [Hq | Hkv, P, D]
+  float *qh, *kh, *vh, *oh;    // head-major q, k, v, attention output: [R, Hq | Hkv, D]
   float *logits;               // [LR, V]
   int32_t *tok, *pos, *kvl;    // [max_seqs] step inputs: token, position, keys after it
   int32_t *tabs;               // [max_seqs, max_blocks] the step rows' block tables
 };
-
-// Points e->ly, wte, lm, wpe, lnf_*, rope at e->q's tensors (checked against
-// e->mc: names, shapes, f32 vectors); OT_EINVAL naming a missing or mis-shaped
-// tensor (batch_weights.c).
-ot_status ot__eng_weights(ot_engine *e);
 
 // Forward passes (batch_fwd.c). Prefill: P tokens of a new sequence at
 // positions [0, P); K/V go into pool slot `slot` (< 0: scoring, nothing kept);

@@ -1,13 +1,21 @@
-// KV cache and the incremental forward: the model's blocks over new tokens only,
-// their K/V appended to a per-layer cache and attention computed against it.
-// Same operators and weights as src/model/forward.c; the residual adds are
-// fused into the following norm (res_out), which is the same f32 sum.
-#include "model/model_impl.h"
+// KV cache and the incremental forward: the model graph's blocks (the one
+// block forward of src/model/block.c) over new tokens only, their K/V
+// appended to a per-layer cache, the cache being the blocks' key/value source.
+#include "model/graph.h"
 #include "ot/infer.h"
 #include <stdlib.h>
 
+// The cache as the blocks' key/value source.
+typedef struct {
+  ot__kvsrc base;
+  ot_kvcache *c;
+} kv_src;
+
 struct ot_kvcache {
   const ot_model *m;
+  const ot__graph *g;      // the model's graph (its weights are read at each step)
+  kv_src src;
+  int C, D, Hq, Hkv, L, Vp;
   ot_kv_config cfg;        // resolved
   int S, len, R;           // capacity, tokens held, logit rows (B*chunk or B)
   ot_dtype dt;
@@ -27,6 +35,9 @@ struct ot_kvcache {
   float *logits;           // [R, Vp] f32
 };
 
+static ot_status cache_attend(ot__kvsrc *self, const ot__graph *g, int l, void *o, float *lse,
+                              const void *q, const void *k, const void *v, int B, int T);
+
 // Bump planner: counts bytes (a == NULL) or allocates from the arena.
 typedef struct { ot_arena *a; size_t bytes; bool failed; } planner;
 static void *take(planner *p, size_t bytes) {
@@ -38,21 +49,20 @@ static void *take(planner *p, size_t bytes) {
 }
 
 static void plan_kv(ot_kvcache *c, planner *p) {
-  const ot_model *m = c->m;
-  const size_t per = (size_t)c->cfg.B * m->Hkv * c->S * m->D * c->es;
-  c->k = take(p, sizeof(void *) * m->L);
-  c->v = take(p, sizeof(void *) * m->L);
+  const size_t per = (size_t)c->cfg.B * c->Hkv * c->S * c->D * c->es;
+  c->k = take(p, sizeof(void *) * c->L);
+  c->v = take(p, sizeof(void *) * c->L);
   c->kv_len = take(p, sizeof(int32_t) * c->cfg.B);
-  for (int l = 0; l < m->L; l++) {
+  for (int l = 0; l < c->L; l++) {
     void *k = take(p, per), *v = take(p, per);
     if (p->a && c->k && c->v) { c->k[l] = k; c->v[l] = v; }
   }
 }
 
 static void plan_ws(ot_kvcache *c, planner *p) {
-  const ot_model *m = c->m;
+  const ot__arch *a = &c->g->a;
   const size_t N = (size_t)c->cfg.B * c->cfg.chunk, B = (size_t)c->cfg.B, es = c->es;
-  const size_t C = (size_t)m->C, HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
+  const size_t C = (size_t)a->C, HD = (size_t)a->Hq * a->D, KD = (size_t)a->Hkv * a->D;
   c->tok = take(p, N * sizeof(int32_t));
   c->x = take(p, N * C * es);
   c->x2 = take(p, N * C * es);
@@ -63,16 +73,16 @@ static void plan_ws(ot_kvcache *c, planner *p) {
   c->vn = take(p, N * KD * es);
   c->oh = take(p, N * HD * es);
   c->att = take(p, N * HD * es);
-  c->pre = take(p, N * (size_t)m->Fa * es);
-  c->h = take(p, N * (size_t)m->F * es);
+  c->pre = take(p, N * (size_t)a->Fa * es);
+  c->h = take(p, N * (size_t)a->F * es);
   c->mean = take(p, N * sizeof(float));
   c->rstd = take(p, N * sizeof(float));
   c->xl = take(p, B * C * es);
   c->al = take(p, B * C * es);
   c->rl = take(p, B * C * es);
   c->yl = take(p, B * C * es);
-  c->lgdt = c->dt == OT_F32 ? NULL : take(p, (size_t)c->R * m->Vp * es);
-  c->logits = take(p, (size_t)c->R * m->Vp * sizeof(float));
+  c->lgdt = c->dt == OT_F32 ? NULL : take(p, (size_t)c->R * c->Vp * es);
+  c->logits = take(p, (size_t)c->R * c->Vp * sizeof(float));
 }
 
 ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *cfg) {
@@ -80,12 +90,14 @@ ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *
   OT_CHECK_PTR(out, fn);
   *out = NULL;
   OT_CHECK_PTR(m, fn);
-  if (!ot__is_whole(m))
+  const ot_model_part *part = ot_model_part_of(m);
+  if (part->tp != 1 || !ot_model_is_first(m) || !ot_model_is_last(m))
     return ot_error(OT_EINVAL, "%s: the model is one part of a parallel layout; generation needs "
                     "the whole model", fn);
   OT_CHECK_PTR(cfg, fn);
   ot_kv_config k = *cfg;
-  const int ms = m->cfg.max_seq;
+  const ot_model_config *mc = ot_model_config_of(m);
+  const int ms = mc->max_seq;
   if (k.B <= 0 || k.B > 65536)
     return ot_error(OT_EINVAL, "%s: B=%d must be in [1, 65536]", fn, k.B);
   if (k.max_seq == 0) k.max_seq = ms;
@@ -99,10 +111,15 @@ ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *
   ot_kvcache *c = calloc(1, sizeof *c);
   if (!c) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
   c->m = m;
+  c->g = ot__model_graph(m);
+  c->src.base.attend = cache_attend;
+  c->src.c = c;
+  c->C = c->g->a.C; c->D = c->g->a.D; c->Hq = c->g->a.Hq; c->Hkv = c->g->a.Hkv;
+  c->L = c->g->L; c->Vp = ot_model_vocab_padded(mc);
   c->cfg = k;
   c->S = k.max_seq;
   c->R = k.all_logits ? k.B * k.chunk : k.B;
-  c->dt = m->run.dt;
+  c->dt = c->g->dt;
   c->es = ot_dtype_size(c->dt);
   planner dk = {0}, dw = {0};
   plan_kv(c, &dk);
@@ -143,109 +160,55 @@ size_t ot_kv_cache_bytes(const ot_kvcache *c) { return c ? c->a_kv.cap : 0; }
 size_t ot_kv_workspace_bytes(const ot_kvcache *c) { return c ? c->a_ws.cap : 0; }
 
 // ------------------------------------------------------------- helpers ------
-// y = norm(x + r) with res_out = x + r (r, res_out may be NULL), rows N.
-static ot_status norm(const ot_kvcache *c, void *y, void *res_out, const void *x, const void *r,
-                      int gi, int bi, int N) {
-  const ot_model *m = c->m;
-  if (m->cfg.norm == OT_NORM_LAYERNORM)
-    return ot_layernorm_fwd(c->dt, y, c->mean, c->rstd, res_out, x, r, ot__pw(m, gi),
-                            ot__pw(m, bi), N, m->C, m->cfg.eps);
-  return ot_rmsnorm_fwd(c->dt, y, c->rstd, res_out, x, r, ot__pw(m, gi), N, m->C, m->cfg.eps);
-}
-
-// [B, H, T, D] head-major -> [B, T, H, D] token-major (element size es).
-static void heads_to_tokens(size_t es, void *dst, const void *src, int B, int T, int H, int D) {
-  const size_t row = (size_t)D * es;
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < H; h++)
-      for (int t = 0; t < T; t++)
-        memcpy((char *)dst + (((size_t)b * T + t) * H + h) * row,
-               (const char *)src + (((size_t)b * H + h) * T + t) * row, row);
-}
-
 // New K/V rows [B, Hkv, T, D] -> cache [B, Hkv, S, D] at positions [pos0, pos0 + T).
 static void append(const ot_kvcache *c, void *cache, const void *rows, int T, int pos0) {
-  const ot_model *m = c->m;
-  const size_t row = (size_t)m->D * c->es;
-  for (int bh = 0; bh < c->cfg.B * m->Hkv; bh++)
+  const size_t row = (size_t)c->D * c->es;
+  for (int bh = 0; bh < c->cfg.B * c->Hkv; bh++)
     memcpy((char *)cache + ((size_t)bh * c->S + pos0) * row, (const char *)rows + (size_t)bh * T * row,
            (size_t)T * row);
 }
 
-// Attention sub-block of layer l on c->y (norm1 output) -> c->abuf (o_proj output).
-static ot_status attention(ot_kvcache *c, int l, int T, int pos0) {
-  const ot_model *m = c->m;
-  const ot__layer_params *P = &m->lp[l];
-  const ot_dtype dt = c->dt;
-  const int B = c->cfg.B, N = B * T;
-  OT_TRY(ot_qkv_fwd(dt, c->q, c->kn, c->vn, c->y, ot__pdt(m, P->qkv_w), ot__pw(m, P->qkv_b), B, T,
-                    m->C, m->Hq, m->Hkv, m->D));
-  if (m->rope) {
-    OT_TRY(ot_rope_fwd(dt, c->q, m->rope, m->cfg.max_seq, B, m->Hq, T, m->D, m->D, pos0,
-                       m->cfg.rope_style));
-    OT_TRY(ot_rope_fwd(dt, c->kn, m->rope, m->cfg.max_seq, B, m->Hkv, T, m->D, m->D, pos0,
-                       m->cfg.rope_style));
-  }
-  append(c, c->k[l], c->kn, T, pos0);
-  append(c, c->v[l], c->vn, T, pos0);
+// Block l's attention: the new rows' K/V appended at the cache's length, then
+// the rows against the cache (flash attention over themselves when it was empty).
+static ot_status cache_attend(ot__kvsrc *self, const ot__graph *g, int l, void *o, float *lse,
+                              const void *q, const void *k, const void *v, int B, int T) {
+  ot_kvcache *c = ((kv_src *)self)->c;
+  const int pos0 = c->len;
+  append(c, c->k[l], k, T, pos0);
+  append(c, c->v[l], v, T, pos0);
   if (pos0 == 0) {   // prefill of an empty cache: plain causal flash attention
-    ot_attn_shape s = {B, m->Hq, m->Hkv, T, T, m->D, true, NULL, 0.0f};
-    OT_TRY(ot_attn_flash_fwd(dt, c->oh, NULL, c->q, c->kn, c->vn, &s));
-  } else {           // new rows against the cache, aligned to its length
-    ot_attn_shape s = {B, m->Hq, m->Hkv, T, c->S, m->D, true, c->kv_len, 0.0f};
-    OT_TRY(ot_attn_decode(dt, c->oh, NULL, c->q, c->k[l], c->v[l], &s));
+    ot_attn_shape s = ot__self_shape(g, B, T, NULL);
+    return ot_attn_flash_fwd(g->dt, o, lse, q, k, v, &s);
   }
-  const void *att = c->oh;   // [B, Hq, 1, D] is already token-major
-  if (T > 1) {
-    heads_to_tokens(c->es, c->att, c->oh, B, T, m->Hq, m->D);
-    att = c->att;
-  }
-  return ot_linear_fwd(dt, c->abuf, NULL, att, ot__pdt(m, P->o_w), ot__pw(m, P->o_b), N, m->C,
-                       m->Hq * m->D, OT_ACT_NONE);
+  // new rows against the cache, aligned to its length
+  ot_attn_shape s = {B, g->a.Hq, g->a.Hkv, T, c->S, g->a.D, g->a.causal, c->kv_len, 0.0f};
+  return ot_attn_decode(g->dt, o, lse, q, c->k[l], c->v[l], &s);
 }
-
-// MLP sub-block of layer l on c->y (norm2 output) -> c->abuf (down projection output).
-static ot_status mlp(ot_kvcache *c, int l, int N) {
-  const ot_model *m = c->m;
-  const ot__layer_params *P = &m->lp[l];
-  const ot_dtype dt = c->dt;
-  if (m->cfg.mlp == OT_MLP_GELU) {
-    OT_TRY(ot_linear_fwd(dt, c->h, NULL, c->y, ot__pdt(m, P->fc_w), ot__pw(m, P->fc_b), N, m->F,
-                         m->C, OT_ACT_GELU));
-  } else {
-    OT_TRY(ot_linear_fwd(dt, c->pre, NULL, c->y, ot__pdt(m, P->fc_w), ot__pw(m, P->fc_b), N, m->Fa,
-                         m->C, OT_ACT_NONE));
-    OT_TRY(ot_swiglu_fwd(dt, c->h, c->pre, N, m->F));
-  }
-  return ot_linear_fwd(dt, c->abuf, NULL, c->h, ot__pdt(m, P->proj_w), ot__pw(m, P->proj_b), N,
-                       m->C, m->F, OT_ACT_NONE);
-}
-
-static int lm_index(const ot_model *m) { return m->cfg.tied ? m->wte : m->lm_head; }
 
 // One chunk: T <= chunk new tokens per sequence at positions [len, len + T).
 static ot_status step(ot_kvcache *c, const int32_t *tokens, int T, bool all) {
-  const ot_model *m = c->m;
+  const ot__graph *g = c->g;
   const ot_dtype dt = c->dt;
   const int B = c->cfg.B, N = B * T, pos0 = c->len;
-  const size_t es = c->es, row = (size_t)m->C * es;
+  const size_t row = (size_t)c->C * c->es;
   for (int b = 0; b < B; b++) c->kv_len[b] = pos0 + T;
-  const void *wpe = m->wpe < 0 ? NULL : (const char *)ot__pdt(m, m->wpe) + (size_t)pos0 * row;
-  OT_TRY(ot_embed_fwd(dt, c->x, tokens, ot__pdt(m, m->wte), wpe, B, T, m->C, m->V));
-  for (int l = 0; l < m->L; l++) {
-    const ot__layer_params *P = &m->lp[l];
-    // x = x2 + abuf of the previous block (the residual add), y = norm1(x)
-    if (l == 0) OT_TRY(norm(c, c->y, NULL, c->x, NULL, P->ln1_w, P->ln1_b, N));
-    else OT_TRY(norm(c, c->y, c->x, c->x2, c->abuf, P->ln1_w, P->ln1_b, N));
-    OT_TRY(attention(c, l, T, pos0));
-    OT_TRY(norm(c, c->y, c->x2, c->x, c->abuf, P->ln2_w, P->ln2_b, N));
-    OT_TRY(mlp(c, l, N));
+  OT_TRY(ot__embed_fwd(g, c->x, tokens, B, T, pos0, NULL));
+  // every block's tensors in the step buffers; a block's output (x2 + abuf) is
+  // added by the next norm
+  ot__layer_acts A = {c->x, c->mean, c->rstd, c->y, c->q, c->kn, c->vn, T > 1 ? c->att : NULL,
+                      NULL, c->x2, c->mean, c->rstd, c->y,
+                      g->a.mlp == OT_MLP_SWIGLU ? c->pre : NULL, c->h};
+  ot__block_io io = {B, T, c->x, NULL, &A, c->abuf, c->oh, NULL, pos0, NULL, &c->src.base};
+  for (int l = 0; l < c->L; l++) {
+    OT_TRY(ot__block_fwd(g, l, &io, true));
+    io.x = c->x2;
+    io.r = c->abuf;
   }
-  // final norm of the last block's output x2 + abuf, then the logits
+  // final norm of the last block's output, then the logits
   const void *yin;
   int rows;
   if (all) {
-    OT_TRY(norm(c, c->y, c->x, c->x2, c->abuf, m->lnf_w, m->lnf_b, N));
+    OT_TRY(ot__norm_fwd(g, c->y, c->mean, c->rstd, c->x, c->x2, c->abuf, g->lnf_w, g->lnf_b, N));
     yin = c->y;
     rows = N;
   } else {
@@ -254,14 +217,13 @@ static ot_status step(ot_kvcache *c, const int32_t *tokens, int T, bool all) {
       memcpy((char *)c->xl + b * row, (const char *)c->x2 + last, row);
       memcpy((char *)c->al + b * row, (const char *)c->abuf + last, row);
     }
-    OT_TRY(norm(c, c->yl, c->rl, c->xl, c->al, m->lnf_w, m->lnf_b, B));
+    OT_TRY(ot__norm_fwd(g, c->yl, c->mean, c->rstd, c->rl, c->xl, c->al, g->lnf_w, g->lnf_b, B));
     yin = c->yl;
     rows = B;
   }
   void *lg = dt == OT_F32 ? (void *)c->logits : c->lgdt;
-  OT_TRY(ot_linear_fwd(dt, lg, NULL, yin, ot__pdt(m, lm_index(m)), NULL, rows, m->Vp, m->C,
-                       OT_ACT_NONE));
-  if (dt != OT_F32) OT_TRY(ot_convert(lg, dt, c->logits, OT_F32, (size_t)rows * m->Vp));
+  OT_TRY(ot__wlinear(dt, lg, NULL, yin, &g->head, NULL, rows, c->Vp, c->C, OT_ACT_NONE));
+  if (dt != OT_F32) OT_TRY(ot_convert(lg, dt, c->logits, OT_F32, (size_t)rows * c->Vp));
   c->len = pos0 + T;
   return OT_OK;
 }
@@ -272,11 +234,11 @@ ot_status ot_kv_forward(ot_kvcache *c, const int32_t *tokens, int T, bool all,
   OT_CHECK_PTR(c, fn);
   OT_CHECK_PTR(tokens, fn);
   OT_CHECK_POS(T, fn);
-  const ot_model *m = c->m;
+  const ot_model_config *mc = ot_model_config_of(c->m);
   if (T > c->S - c->len)
     return ot_error(OT_EINVAL, "%s: %d new tokens after %d exceed the KV cache capacity of %d "
                     "tokens (create the cache with a larger max_seq, at most the model's %d, or "
-                    "start over with ot_kv_reset)", fn, T, c->len, c->S, m->cfg.max_seq);
+                    "start over with ot_kv_reset)", fn, T, c->len, c->S, mc->max_seq);
   if (all && !c->cfg.all_logits)
     return ot_error(OT_EINVAL, "%s: all=true needs a cache created with all_logits", fn);
   if (all && T > c->cfg.chunk)
@@ -284,9 +246,9 @@ ot_status ot_kv_forward(ot_kvcache *c, const int32_t *tokens, int T, bool all,
                     "the cache with a larger chunk)", fn, T, c->cfg.chunk);
   const int B = c->cfg.B;
   for (int i = 0; i < B * T; i++)   // validate before any state changes
-    if (tokens[i] < 0 || tokens[i] >= m->V)
+    if (tokens[i] < 0 || tokens[i] >= mc->vocab)
       return ot_error(OT_EINVAL, "%s: token %d at index %d outside [0, vocab=%d)", fn, tokens[i],
-                      i, m->V);
+                      i, mc->vocab);
   OT_PROF_BEGIN("kv_forward", 0.0, 0.0);
   ot_status s = OT_OK;
   const int ch = c->cfg.chunk;
@@ -305,6 +267,6 @@ ot_status ot_kv_forward(ot_kvcache *c, const int32_t *tokens, int T, bool all,
   OT_PROF_STOP();
   if (s != OT_OK) return s;
   if (logits) *logits = c->logits;
-  if (ld) *ld = m->Vp;
+  if (ld) *ld = c->Vp;
   return OT_OK;
 }

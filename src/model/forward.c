@@ -1,8 +1,9 @@
-// Model forward and backward over the operators of ot/ops.h and the flash
-// attention of ot/attn.h. Every buffer comes from the plan (plan.c); the only
-// memory the step itself touches beyond that is the operators' ot_scratch.
-// The same calls run in the forward and in every recompute, so recompute
-// none | selective | full give bitwise-identical losses and gradients.
+// Model forward and backward for training: the embedding, the blocks (the one
+// block forward and backward of block.c, over the current sequence), the final
+// norm, the head and the loss; pipeline stages, vocabulary-parallel parts and
+// the vocabulary-row gradient chunks of ZeRO-2. Every buffer comes from the
+// plan (plan.c); the only memory a step touches beyond that is the operators'
+// ot_scratch.
 #include "model_impl.h"
 #include <math.h>
 #include <omp.h>
@@ -38,169 +39,12 @@ static void add_rows(ot_dtype dt, void *y, const void *a, const void *b, size_t 
   }
 }
 
-// [B, T, H, D] <-> [B, H, T, D] (element size es). to_heads: token-major src ->
-// head-major dst; otherwise head-major src -> token-major dst.
-static void transpose_heads(size_t es, void *dst, const void *src, int B, int T, int H, int D,
-                            bool to_heads) {
-  const size_t row = (size_t)D * es;
-  const long n = (long)B * T;
-#pragma omp parallel for schedule(static) if (n * H * D >= 65536)
-  for (long bt = 0; bt < n; bt++) {
-    const long b = bt / T, t = bt % T;
-    for (int h = 0; h < H; h++) {
-      size_t tok = ((size_t)bt * H + h) * row, head = (((size_t)b * H + h) * T + t) * row;
-      if (to_heads) memcpy((char *)dst + head, (const char *)src + tok, row);
-      else memcpy((char *)dst + tok, (const char *)src + head, row);
-    }
-  }
-}
-
-// Sum of buf [n] (dt) over the tensor group (no-op without tensor parallelism).
-static ot_status tp_sum(const ot_model *m, void *buf, size_t n) {
-  if (m->part.tp == 1) return OT_OK;
-  return m->part.comm.allreduce(m->part.comm.ctx, buf, n, m->run.dt, OT_RED_SUM);
-}
-// A row-parallel layer's bias is added by tp rank 0 only (then summed once).
-static const float *rp_bias(const ot_model *m, int i) {
-  return m->part.tp_rank == 0 ? ot__pw(m, i) : NULL;
-}
-static void grads_ready(const ot_model *m, size_t from) {
-  if (m->part.comm.grads_ready) m->part.comm.grads_ready(m->part.comm.ctx, from);
-}
-
-static ot_status norm_fwd(const ot_model *m, void *y, float *mean, float *rstd, void *res_out,
-                          const void *x, const void *r, int gi, int bi, int N) {
-  if (m->cfg.norm == OT_NORM_LAYERNORM)
-    return ot_layernorm_fwd(m->run.dt, y, mean, rstd, res_out, x, r, ot__pw(m, gi), ot__pw(m, bi),
-                            N, m->C, m->cfg.eps);
-  return ot_rmsnorm_fwd(m->run.dt, y, rstd, res_out, x, r, ot__pw(m, gi), N, m->C, m->cfg.eps);
-}
-
-static ot_status norm_bwd(const ot_model *m, void *dx, int gi, int bi, const void *dy,
-                          const void *dres, const void *res, const float *mean, const float *rstd,
-                          int N) {
-  if (m->cfg.norm == OT_NORM_LAYERNORM)
-    return ot_layernorm_bwd(m->run.dt, dx, ot__pg(m, gi), ot__pg(m, bi), dy, dres, res, mean, rstd,
-                            ot__pw(m, gi), N, m->C);
-  return ot_rmsnorm_bwd(m->run.dt, dx, ot__pg(m, gi), dy, dres, res, rstd, ot__pw(m, gi), N, m->C);
-}
-
-static ot_attn_shape attn_shape(const ot_model *m, int B, int T) {
-  ot_attn_shape s = {B, m->Hq, m->Hkv, T, T, m->D, true, NULL, 0.0f};
-  return s;
-}
-
-// Attention core: flash forward into the head-major workspace, then the
-// token-major copy the output projection reads.
-static ot_status attn_core_fwd(ot_model *m, ot__layer_acts *A, int B, int T) {
-  ot_attn_shape s = attn_shape(m, B, T);
-  OT_TRY(ot_attn_flash_fwd(m->run.dt, m->ohead, A->lse, A->q, A->k, A->v, &s));
-  transpose_heads(ot_dtype_size(m->run.dt), A->atty, m->ohead, B, T, m->Hq, m->D, false);
-  return OT_OK;
-}
-
-// MLP activation: h = gelu(pre) or silu(gate) * up.
-static ot_status mlp_act_fwd(ot_model *m, ot__layer_acts *A, int N) {
-  if (m->cfg.mlp == OT_MLP_GELU) return ot_gelu_fwd(m->run.dt, A->h, A->pre, (size_t)N * m->F);
-  return ot_swiglu_fwd(m->run.dt, A->h, A->pre, N, m->F);
-}
-
-// ------------------------------------------------------------- block --------
-// Forward of block l from its input la[l].res. out: also compute the MLP
-// output and the block output (the next block's input); false when the
-// backward reruns the block (full recompute) and only needs its internals.
-static ot_status block_fwd(ot_model *m, int l, int B, int T, bool out) {
-  ot__layer_acts *A = &m->la[l];
-  const ot__layer_params *P = &m->lp[l];
-  const ot_dtype dt = m->run.dt;
-  const int N = B * T, C = m->C, HD = m->Hq * m->D;
-  OT_TRY(norm_fwd(m, A->y1, A->mean1, A->rstd1, NULL, A->res, NULL, P->ln1_w, P->ln1_b, N));
-  OT_TRY(ot_qkv_fwd(dt, A->q, A->k, A->v, A->y1, ot__pdt(m, P->qkv_w), ot__pw(m, P->qkv_b), B, T, C,
-                    m->Hq, m->Hkv, m->D));
-  if (m->rope) {
-    OT_TRY(ot_rope_fwd(dt, A->q, m->rope, m->cfg.max_seq, B, m->Hq, T, m->D, m->D, 0,
-                       m->cfg.rope_style));
-    OT_TRY(ot_rope_fwd(dt, A->k, m->rope, m->cfg.max_seq, B, m->Hkv, T, m->D, m->D, 0,
-                       m->cfg.rope_style));
-  }
-  OT_TRY(attn_core_fwd(m, A, B, T));
-  OT_TRY(ot_linear_fwd(dt, m->abuf, NULL, A->atty, ot__pdt(m, P->o_w), rp_bias(m, P->o_b), N, C,
-                       HD, OT_ACT_NONE));
-  OT_TRY(tp_sum(m, m->abuf, (size_t)N * C));
-  OT_TRY(norm_fwd(m, A->y2, A->mean2, A->rstd2, A->res2, A->res, m->abuf, P->ln2_w, P->ln2_b, N));
-  if (m->cfg.mlp == OT_MLP_GELU) {
-    OT_TRY(ot_linear_fwd(dt, A->h, A->pre, A->y2, ot__pdt(m, P->fc_w), ot__pw(m, P->fc_b), N, m->F,
-                         C, OT_ACT_GELU));
-  } else {
-    OT_TRY(ot_linear_fwd(dt, A->pre, NULL, A->y2, ot__pdt(m, P->fc_w), ot__pw(m, P->fc_b), N, m->Fa,
-                         C, OT_ACT_NONE));
-    OT_TRY(mlp_act_fwd(m, A, N));
-  }
-  if (!out) return OT_OK;
-  OT_TRY(ot_linear_fwd(dt, m->abuf, NULL, A->h, ot__pdt(m, P->proj_w), rp_bias(m, P->proj_b), N,
-                       C, m->F, OT_ACT_NONE));
-  OT_TRY(tp_sum(m, m->abuf, (size_t)N * C));
-  void *next = l + 1 < m->L ? m->la[l + 1].res : m->resf;
-  add_rows(dt, next, A->res2, m->abuf, (size_t)N * C);
-  return OT_OK;
-}
-
-// Backward of block l: m->dres holds the gradient of the block output on entry
-// and of its input on exit; parameter gradients accumulate.
-static ot_status block_bwd(ot_model *m, int l, int B, int T) {
-  ot__layer_acts *A = &m->la[l];
-  const ot__layer_params *P = &m->lp[l];
-  const ot_dtype dt = m->run.dt;
-  const ot_recompute rc = m->run.recompute;
-  const int N = B * T, C = m->C, HD = m->Hq * m->D;
-  if (rc == OT_RECOMPUTE_FULL) OT_TRY(block_fwd(m, l, B, T, false));
-  if (rc == OT_RECOMPUTE_SELECTIVE) OT_TRY(mlp_act_fwd(m, A, N));
-  // MLP
-  OT_TRY(ot_linear_bwd(dt, m->dh, ot__pg(m, P->proj_w), ot__pg(m, P->proj_b), m->dres, NULL, A->h,
-                       ot__pdt(m, P->proj_w), N, C, m->F, OT_ACT_NONE));
-  grads_ready(m, m->params[P->proj_w].offset);
-  if (m->cfg.mlp == OT_MLP_GELU) {
-    OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dh, A->pre, A->y2,
-                         ot__pdt(m, P->fc_w), N, m->F, C, OT_ACT_GELU));
-  } else {
-    OT_TRY(ot_swiglu_bwd(dt, m->dfc, A->pre, m->dh, N, m->F));
-    OT_TRY(ot_linear_bwd(dt, m->dy, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dfc, NULL, A->y2,
-                         ot__pdt(m, P->fc_w), N, m->Fa, C, OT_ACT_NONE));
-  }
-  grads_ready(m, m->params[P->fc_w].offset);
-  OT_TRY(tp_sum(m, m->dy, (size_t)N * C));
-  OT_TRY(norm_bwd(m, m->dres, P->ln2_w, P->ln2_b, m->dy, m->dres, A->res2, A->mean2, A->rstd2, N));
-  grads_ready(m, m->params[P->ln2_w].offset);
-  // attention
-  if (rc == OT_RECOMPUTE_SELECTIVE) OT_TRY(attn_core_fwd(m, A, B, T));
-  OT_TRY(ot_linear_bwd(dt, m->datty, ot__pg(m, P->o_w), ot__pg(m, P->o_b), m->dres, NULL, A->atty,
-                       ot__pdt(m, P->o_w), N, C, HD, OT_ACT_NONE));
-  grads_ready(m, m->params[P->o_w].offset);
-  const size_t es = ot_dtype_size(dt);
-  transpose_heads(es, m->dohead, m->datty, B, T, m->Hq, m->D, true);
-  if (rc == OT_RECOMPUTE_NONE) transpose_heads(es, m->ohead, A->atty, B, T, m->Hq, m->D, true);
-  ot_attn_shape s = attn_shape(m, B, T);
-  OT_TRY(ot_attn_flash_bwd(dt, m->dq, m->dk, m->dv, m->dohead, m->ohead, A->lse, A->q, A->k, A->v,
-                           &s));
-  if (m->rope) {
-    OT_TRY(ot_rope_bwd(dt, m->dq, m->rope, m->cfg.max_seq, B, m->Hq, T, m->D, m->D, 0,
-                       m->cfg.rope_style));
-    OT_TRY(ot_rope_bwd(dt, m->dk, m->rope, m->cfg.max_seq, B, m->Hkv, T, m->D, m->D, 0,
-                       m->cfg.rope_style));
-  }
-  OT_TRY(ot_qkv_bwd(dt, m->dy, ot__pg(m, P->qkv_w), ot__pg(m, P->qkv_b), m->dq, m->dk, m->dv, A->y1,
-                    ot__pdt(m, P->qkv_w), B, T, C, m->Hq, m->Hkv, m->D));
-  grads_ready(m, m->params[P->qkv_w].offset);
-  OT_TRY(tp_sum(m, m->dy, (size_t)N * C));
-  OT_TRY(norm_bwd(m, m->dres, P->ln1_w, P->ln1_b, m->dy, m->dres, A->res, A->mean1, A->rstd1, N));
-  return OT_OK;
-}
-
 // ------------------------------------------------------------- model --------
 static int lm_index(const ot_model *m) { return m->cfg.tied ? m->wte : m->lm_head; }
 
 static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                          float count, bool want_grad, double *loss) {
+  const ot__graph *g = &m->graph;
   const ot_dtype dt = m->run.dt;
   const int N = B * T;
   if (m->first) {
@@ -208,15 +52,24 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
     if (m->part.vocab_parallel && m->part.tp > 1)
       OT_TRY(ot__vp_embed_fwd(m, m->la[0].res, m->tokens, B, T));
     else
-      OT_TRY(ot_embed_fwd(dt, m->la[0].res, m->tokens, ot__pdt(m, m->wte), ot__pdt(m, m->wpe), B,
-                          T, m->C, m->V));
+      OT_TRY(ot__embed_fwd(g, m->la[0].res, m->tokens, B, T, 0, NULL));
   }
-  for (int l = 0; l < m->L; l++) OT_TRY(block_fwd(m, l, B, T, true));
-  if (!m->last) {
+  // blocks: each one's output (res2 + abuf) is added by the next one's first norm
+  ot__kv_self src = ot__kv_self_make(NULL);
+  ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base};
+  for (int l = 0; l < m->L; l++) {
+    io.A = &m->la[l];
+    OT_TRY(ot__block_fwd(g, l, &io, true));
+    io.x = m->la[l].res2;
+    io.r = m->abuf;
+  }
+  if (!m->last) {   // the stage output, materialized for the next stage
+    add_rows(dt, m->resf, io.x, io.r, (size_t)N * m->C);
     m->have_grad_state = want_grad;
     return OT_OK;
   }
-  OT_TRY(norm_fwd(m, m->yf, m->meanf, m->rstdf, NULL, m->resf, NULL, m->lnf_w, m->lnf_b, N));
+  OT_TRY(ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, m->resf, io.x, io.r, m->graph.lnf_w,
+                      m->graph.lnf_b, N));
   OT_TRY(ot_linear_fwd(dt, m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), NULL, N, m->Vl, m->C,
                        OT_ACT_NONE));
   if (!targets) return OT_OK;
@@ -318,13 +171,13 @@ static ot_status backward(ot_model *m) {
     OT_TRY(ot_linear_bwd(dt, m->dy, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)), NULL,
                          m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N, m->Vl, m->C,
                          OT_ACT_NONE));
-    if (m->part.vocab_parallel) OT_TRY(tp_sum(m, m->dy, (size_t)N * m->C));
-    OT_TRY(norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
-    grads_ready(m, m->params[m->lnf_w].offset);
+    if (m->part.vocab_parallel) OT_TRY(ot__tp_sum(&m->graph, m->dy, (size_t)N * m->C));
+    OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
+    ot__grads_ready(m, m->params[m->lnf_w].offset);
   }
   for (int l = m->L - 1; l >= 0; l--) {
-    OT_TRY(block_bwd(m, l, B, T));
-    if (l > 0 || m->first) grads_ready(m, block_start(m, l));
+    OT_TRY(ot__block_bwd(m, l, B, T));
+    if (l > 0 || m->first) ot__grads_ready(m, block_start(m, l));
   }
   if (m->first) {
     if (vocab_chunked(m))
@@ -335,7 +188,7 @@ static ot_status backward(ot_model *m) {
       OT_TRY(ot_embed_bwd(dt, ot__pg(m, m->wte), ot__pg(m, m->wpe), m->dres, m->tokens, B, T, m->C,
                           m->V));
   }
-  grads_ready(m, 0);
+  ot__grads_ready(m, 0);
   return OT_OK;
 }
 

@@ -3,31 +3,13 @@
 #ifndef OT_MODEL_IMPL_H
 #define OT_MODEL_IMPL_H
 
-#include "internal.h"
-#include "ot/attn.h"
-#include "ot/model.h"
+#include "model/graph.h"
 
 // Indices into the parameter table for one block (-1: absent).
 typedef struct {
   int ln1_w, ln1_b, qkv_w, qkv_b, o_w, o_b, ln2_w, ln2_b, fc_w, fc_b, proj_w, proj_b;
 } ot__layer_params;
 
-// Activations of one block. `res` is the block input (the residual stream) and
-// always saved per layer; the rest is saved per layer or points into the shared
-// set, depending on the recompute policy (see plan.c).
-typedef struct {
-  void *res;               // [N, C] block input = norm1 input
-  float *mean1, *rstd1;    // [N] (mean: LayerNorm only)
-  void *y1;                // [N, C] norm1 output
-  void *q, *k, *v;         // [B, Hq|Hkv, T, D] after RoPE
-  void *atty;              // [N, Hq*D] attention output, token-major (o_proj input)
-  float *lse;              // [B, Hq, T]
-  void *res2;              // [N, C] = res + o_proj output = norm2 input
-  float *mean2, *rstd2;    // [N]
-  void *y2;                // [N, C] norm2 output
-  void *pre;               // [N, Fa] fc output (GELU: pre-activation; SwiGLU: [gate | up])
-  void *h;                 // [N, F] activation output (down projection input)
-} ot__layer_acts;
 
 // Where parameter i of a part lives in the whole tensor of the same name:
 // nseg row ranges (cols = false) or one column range (cols = true), whole[g0,
@@ -93,6 +75,9 @@ struct ot_model {
   void *dres, *dy, *datty, *dohead, *dq, *dk, *dv, *dh, *dfc;
   float *rope;                // [max_seq, D] or NULL
   float *xred;                // [3 N] vocab-parallel cross-entropy reductions (last stage)
+  // the graph the forward runs on (weights.c): dense views of the buffers above
+  ot__graph graph;
+  ot__block_w *blkw;          // [L]
   // state of the last forward (mirrors the current slot)
   int B, T;
   bool have_grad_state;
@@ -117,6 +102,24 @@ ot_status ot__init_params(ot_model *m, uint64_t seed);
 // The initial values of a whole tensor of `kind` with whole-model index gidx [numel] (layout.c).
 void ot__init_tensor(const ot_model *m, ot_param_kind kind, int gidx, float *x, size_t numel,
                      uint64_t seed);
+// The model's graph over its buffers (weights.c), after the layout and the buffers.
+ot_status ot__graph_build(ot_model *m);
+// Backward of block l of the current slot (block.c): m->dres holds the gradient of
+// the block output on entry and of its input on exit; parameter gradients accumulate.
+ot_status ot__block_bwd(ot_model *m, int l, int B, int T);
+// Gradient of a norm (block.c): dx = norm backward of dy (+ dres), gain gi / beta bi
+// gradients accumulated into their bound storage.
+ot_status ot__norm_bwd(const ot_model *m, void *dx, int gi, int bi, const void *dy,
+                       const void *dres, const void *res, const float *mean, const float *rstd,
+                       int N);
+// Sum of buf [n] over the graph's tensor group (no-op on one rank).
+static inline ot_status ot__tp_sum(const ot__graph *g, void *buf, size_t n) {
+  return g->tp_sum ? g->tp_sum(g->tp_ctx, buf, n, g->dt) : OT_OK;
+}
+// The partition's data-parallel hook: every gradient at offsets >= from is final.
+static inline void ot__grads_ready(const ot_model *m, size_t from) {
+  if (m->part.comm.grads_ready) m->part.comm.grads_ready(m->part.comm.ctx, from);
+}
 // Vocabulary-parallel embedding and cross-entropy (vocab_par.c).
 ot_status ot__vp_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B, int T);
 void ot__vp_embed_bwd(ot_model *m, const void *dout, const int32_t *tokens, int B, int T);

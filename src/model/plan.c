@@ -276,6 +276,7 @@ void ot_model_free(ot_model *m) {
   free(m->slots);
   free(m->slices);
   free(m->gp);
+  free(m->blkw);
   free(m);
 }
 
@@ -340,6 +341,7 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
     memset(m->a_ws.base, 0, m->a_ws.cap);
     if (m->rope) s = ot_rope_table(m->rope, c->max_seq, m->D, c->rope_base);
     ot__select_slot(m, 0);
+    if (s == OT_OK) s = ot__graph_build(m);
   }
   if (s != OT_OK) {
     ot_model_free(m);

@@ -50,6 +50,20 @@ ot_status ot_qkv_fwd(ot_dtype dt, void *q, void *k, void *v, const void *x, cons
   return s;
 }
 
+// qkv: [B*T, (Hq+2Hkv)D] f32 token-major (a projection computed elsewhere, e.g.
+// from quantized weights) -> q: [B,Hq,T,D], k, v: [B,Hkv,T,D] (dt).
+ot_status ot_qkv_split(ot_dtype dt, void *q, void *k, void *v, const float *qkv, int B, int T,
+                       int Hq, int Hkv, int D) {
+  static const char fn[] = "ot_qkv_split";
+  OT_TRY(check_qkv(fn, dt, B, T, 1, Hq, Hkv, D));
+  OT_CHECK_PTR(q, fn);
+  OT_CHECK_PTR(k, fn);
+  OT_CHECK_PTR(v, fn);
+  OT_CHECK_PTR(qkv, fn);
+  OT_KPICK(k_qkv_scatter)(q, k, v, dt == OT_BF16, qkv, B, T, Hq, Hkv, D);
+  return OT_OK;
+}
+
 // dq: [B,Hq,T,D], dk, dv: [B,Hkv,T,D] (dt) -> dx: [B,T,C] (dt, overwritten),
 // dw: [(Hq+2Hkv)D, C] f32 +=, db: [(Hq+2Hkv)D] f32 += (NULL: skip).
 ot_status ot_qkv_bwd(ot_dtype dt, void *dx, float *dw, float *db, const void *dq,

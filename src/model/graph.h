@@ -1,0 +1,163 @@
+// The model graph as every forward pass reads it: the architecture of the
+// blocks, their weights through one interface (dense f32/bf16 matrices of a
+// model's buffers, or quantized ones of an ot_qmodel), and the ONE block
+// forward that training, KV-cache decoding and the batched serving engine
+// share. What differs between those callers is passed in:
+//  - where keys and values come from and go (ot__kvsrc): the current sequence
+//    (training, scoring), a contiguous cache (src/infer/kvcache.c) or the paged
+//    block pool (src/infer/engine_fwd.c);
+//  - how a weight is read (ot__wref): dense in the activation dtype, through
+//    ot_linear_fwd / ot_qkv_fwd, or quantized (f32 / bf16 / int8 per row or per
+//    group) through ot_qlinear_fwd with f32 activations;
+//  - where the block's tensors go (ot__layer_acts): saved per layer for the
+//    backward, or one shared set of buffers.
+// The backward of a block (training only) is ot__block_bwd in src/model/block.c.
+//
+// A block (pre-norm), on the residual stream x [N = B*T, C]:
+//   res  = x_in (+ r_in)             materialized by the first norm
+//   res2 = res + attn(norm1(res))    (the add fused into norm2)
+//   out  = res2 + mlp(norm2(res2))   left as the pair (res2, abuf): the next
+//                                    block's norm1 (or the final norm) adds it
+#ifndef OT_MODEL_GRAPH_H
+#define OT_MODEL_GRAPH_H
+#include "internal.h"
+#include "ot/attn.h"
+#include "ot/model.h"
+#include "ot/quant.h"
+
+// ---------------------------------------------------------------- weights ---
+// One matrix [out, in] as a forward reads it: exactly one of the two is set.
+typedef struct {
+  const void *dense;        // in the graph's activation dtype (f32, or the bf16 copy)
+  const ot_qweight *q;      // quantized storage; activations f32
+} ot__wref;
+
+// y [N, out] = act(x [N, in] W^T + b), b [out] f32 or NULL. Dense: ot_linear_fwd
+// (pre [N, out], when non-NULL, keeps x W^T + b for the backward); quantized:
+// ot_qlinear_fwd, then the activation in place (dt must be f32; pre unused).
+ot_status ot__wlinear(ot_dtype dt, void *y, void *pre, const void *x, const ot__wref *w,
+                      const float *b, int N, int out, int in, ot_act act);
+
+// The weights of one block (biases and norm gains f32; NULL: absent).
+typedef struct {
+  ot__wref qkv, o, fc, proj;   // [QKV, C], [C, Hq*D], [Fa, C], [C, F]
+  const float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *qkv_b, *o_b, *fc_b, *proj_b;
+} ot__block_w;
+
+// ----------------------------------------------------------- architecture ---
+typedef struct {
+  int C, Hq, Hkv, D, F, Fa;  // this process's heads and MLP width (tensor parallel: local)
+  ot_norm_kind norm;
+  ot_mlp_kind mlp;
+  bool causal;               // self-attention masks later keys (decoder) or not (encoder)
+  float eps;                 // norm epsilon
+  const float *rope;         // [rope_len, D] RoPE table, NULL: no RoPE
+  int rope_len;
+  ot_rope_style rope_style;
+} ot__arch;
+
+typedef struct {
+  ot__arch a;
+  ot_dtype dt;               // activation storage: f32, or bf16 (dense weights only)
+  int L;                     // blocks
+  const ot__block_w *blk;    // [L]
+  // embedding, final norm, head
+  ot__wref wte;              // [Vp | Vl, C] token embedding
+  const void *wpe;           // [max_seq, C] learned positions (dt), NULL: none
+  int V;                     // token ids in [0, V)
+  const float *lnf_w, *lnf_b;
+  ot__wref head;             // [head_rows, C] output projection (the embedding when tied)
+  int head_rows;             // logits per row
+  // tensor parallelism: row-parallel outputs summed over the tensor group
+  // (NULL: one rank); the row-parallel biases are added by the lead rank only
+  ot_status (*tp_sum)(void *ctx, void *buf, size_t n, ot_dtype dt);
+  void *tp_ctx;
+  bool tp_lead;
+} ot__graph;
+
+// ------------------------------------------------------------ activations ---
+// The tensors of one block. `res` is the block input (the residual stream);
+// the caller points each field at a saved per-layer buffer or a shared one.
+// A NULL `pre` with GELU keeps no pre-activation; a NULL `atty` with T = 1
+// lets the output projection read the head-major attention output directly.
+typedef struct {
+  void *res;               // [N, C] block input = norm1 input
+  float *mean1, *rstd1;    // [N] (mean: LayerNorm only)
+  void *y1;                // [N, C] norm1 output
+  void *q, *k, *v;         // [B, Hq|Hkv, T, D] after RoPE
+  void *atty;              // [N, Hq*D] attention output, token-major (o_proj input)
+  float *lse;              // [B, Hq, T] or NULL (not kept)
+  void *res2;              // [N, C] = res + o_proj output = norm2 input
+  float *mean2, *rstd2;    // [N]
+  void *y2;                // [N, C] norm2 output
+  void *pre;               // [N, Fa] fc output (GELU: pre-activation; SwiGLU: [gate | up])
+  void *h;                 // [N, F] activation output (down projection input)
+} ot__layer_acts;
+
+// ------------------------------------------------------------ keys/values ---
+typedef struct ot__kvsrc ot__kvsrc;
+struct ot__kvsrc {
+  // Attention of block l for the step's new rows (after RoPE): q [B,Hq,T,D],
+  // k, v [B,Hkv,T,D] (dt) -> o [B,Hq,T,D] (dt), lse [B,Hq,T] f32 when non-NULL.
+  // The source also keeps k and v where its later steps read them (a cache,
+  // the block pool), or nowhere (the current sequence).
+  ot_status (*attend)(ot__kvsrc *self, const ot__graph *g, int l, void *o, float *lse,
+                      const void *q, const void *k, const void *v, int B, int T);
+};
+
+// The current sequence: flash attention of the rows over themselves, causal
+// as the architecture says; kv_len [B] (NULL: none) masks keys j >= kv_len[b].
+typedef struct {
+  ot__kvsrc base;
+  const int32_t *kv_len;
+} ot__kv_self;
+ot__kv_self ot__kv_self_make(const int32_t *kv_len);
+// The shape the current-sequence source gives the flash kernels (forward and backward).
+ot_attn_shape ot__self_shape(const ot__graph *g, int B, int T, const int32_t *kv_len);
+
+// ------------------------------------------------------------------ block ---
+typedef struct {
+  int B, T;                  // B sequences of T new tokens each (token-major rows)
+  const void *x, *r;         // the block input is x + r (r may be NULL), [N, C]
+  ot__layer_acts *A;         // where the block's tensors go (A->res receives x + r)
+  void *abuf;                // [N, C] projection output (on return: the MLP's)
+  void *ohead;               // [B, Hq, T, D] attention output, head-major
+  void *qkv_tok;             // [N, QKV] f32 scratch for quantized QKV weights (else unused)
+  int pos0;                  // RoPE: every sequence's first new token sits at pos0 ...
+  const int32_t *pos;        // ... or sequence b's at pos[b] (non-NULL)
+  ot__kvsrc *kv;
+} ot__block_io;
+
+// Forward of block l. On return the block output is A->res2 + io->abuf (the
+// next block's norm1 or the final norm adds it); with mlp = false it stops
+// after the MLP activation A->h (a full recompute needs only the internals).
+ot_status ot__block_fwd(const ot__graph *g, int l, const ot__block_io *io, bool mlp);
+
+// y = norm(x + r) with res_out = x + r (r, res_out may be NULL; res_out may
+// equal x), gain g, beta b (NULL: none), over N rows of the graph's width.
+ot_status ot__norm_fwd(const ot__graph *g, void *y, float *mean, float *rstd, void *res_out,
+                       const void *x, const void *r, const float *gain, const float *beta, int N);
+// Token + position embedding of B sequences of T tokens (ids checked by the
+// caller) into x [B*T, C] (dt): sequence b's token t at position pos0 + t, or
+// pos[b] + t when pos is non-NULL.
+ot_status ot__embed_fwd(const ot__graph *g, void *x, const int32_t *tokens, int B, int T, int pos0,
+                        const int32_t *pos);
+// [B, T, H, D] <-> [B, H, T, D] (element size es); to_heads: token-major src ->
+// head-major dst, else head-major src -> token-major dst.
+void ot__transpose_heads(size_t es, void *dst, const void *src, int B, int T, int H, int D,
+                         bool to_heads);
+
+// ----------------------------------------------------------------- graphs ---
+// The graph of a model over its own buffers (built by ot_model_create: dense
+// weights in the run dtype, tensor-parallel hooks of its partition).
+const ot__graph *ot__model_graph(const ot_model *m);
+
+// The graph of a whole quantized model (f32 activations): every tensor found
+// by the model's parameter names and checked for shape (matrices [out, in],
+// vectors stored f32) against q->config; the head reads the first V rows.
+// blk [n_layers] and rope [max_seq * head_dim] (RoPE models) are the caller's.
+// OT_EINVAL names a missing or mis-shaped tensor.
+ot_status ot__qmodel_graph(const ot_qmodel *q, ot__graph *g, ot__block_w *blk, ot_qweight *head,
+                           float *rope);
+
+#endif
