@@ -33,7 +33,7 @@
 // Threads: OMP_NUM_THREADS. Asserts nothing; exits 1 only on a library error.
 #include "ot/ot.h"
 #include "ot/quant.h"
-#include "ot/serve.h"
+#include "ot/infer.h"
 #include "internal.h"
 #include <math.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 //   OMP_NUM_THREADS=2 ./build/bench_paged [--keys N] [--kv f32|bf16] [--reps N]
 #include "internal.h"
 #include "ot/ot.h"
-#include "ot/serve.h"
+#include "ot/infer.h"
 #include <stdlib.h>
 #include <string.h>
 

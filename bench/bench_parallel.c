@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include "ot/ot.h"
 #include "ot/dist.h"
-#include "engine/engine_impl.h"
+#include "train/train_impl.h"
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

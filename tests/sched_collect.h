@@ -3,7 +3,7 @@
 #ifndef OT_TEST_SCHED_COLLECT_H
 #define OT_TEST_SCHED_COLLECT_H
 #include "harness.h"
-#include "ot/server.h"
+#include "ot/serve.h"
 #include <pthread.h>
 #include <time.h>
 

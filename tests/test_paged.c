@@ -17,7 +17,7 @@
 #include "harness.h"
 #include "model_common.h"
 #include "ot/quant.h"
-#include "ot/serve.h"
+#include "ot/infer.h"
 #include <omp.h>
 #include <unistd.h>
 

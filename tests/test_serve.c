@@ -20,9 +20,9 @@
 // (Connections: idle clients, 429, keep-alive and pipelining: test_serve_conn.c.)
 #define _GNU_SOURCE
 #include "harness.h"
-#include "ot/server.h"
+#include "ot/serve.h"
 #include "io/json.h"
-#include "engine/serve_impl.h"
+#include "serve/serve_impl.h"
 #include "sched_collect.h"
 #include "serve_client.h"
 #include <arpa/inet.h>

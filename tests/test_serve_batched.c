@@ -12,7 +12,6 @@
 //  - the HTTP server with batched decode answers a completion.
 #include "model_common.h"
 #include "ot/serve.h"
-#include "ot/server.h"
 #include "sched_collect.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -15,7 +15,7 @@
 //  - pipelining: three requests in one write are answered in order.
 #define _GNU_SOURCE
 #include "model_common.h"
-#include "ot/server.h"
+#include "ot/serve.h"
 #include "serve_client.h"
 #include <pthread.h>
 #include <time.h>

@@ -14,7 +14,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "internal.h"
-#include "ot/server.h"
+#include "ot/serve.h"
 #include "serve_client.h"
 #include <omp.h>
 #include <pthread.h>

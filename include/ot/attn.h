@@ -1,5 +1,6 @@
-// ops-transformer fused attention kernels: flash (forward/backward),
-// block-sparse and decode. Shapes and masks: ot_attn_shape in ot/ops.h.
+// ops-transformer attention kernels: the shape every kernel takes, the
+// materialized baseline, flash (forward/backward), block-sparse, decode over a
+// contiguous cache and over the paged block pool, and their scalar references.
 //
 // Semantics shared with ot_ref_attn_* / ot_attn_mat_*:
 //  - q: [B, Hq, Tq, D], k, v: [B, Hkv, Tk, D], o: [B, Hq, Tq, D] (dt = f32 or
@@ -25,6 +26,30 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// ------------------------------------------------------------- attention ----
+// Shapes shared by every attention kernel. q: [B, Hq, Tq, D]; k, v: [B, Hkv, Tk, D];
+// o: [B, Hq, Tq, D]. Query head h uses kv head h / (Hq / Hkv).
+// causal: aligned bottom-right (as FlashAttention-2): query i sees key j iff
+// j <= i + (Tk - Tq). kv_len: [B] valid key count per sequence (keys j >=
+// kv_len[b] are masked) or NULL. A query row that sees no key gets o = 0 and
+// lse = -inf. scale 0 means 1/sqrt(D).
+typedef struct {
+  int B, Hq, Hkv, Tq, Tk, D;
+  bool causal;
+  const int32_t *kv_len;
+  float scale;
+} ot_attn_shape;
+ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn);
+
+// Materialized attention (GEMM + softmax); the baseline the flash kernels beat.
+// att: [B, Hq, Tq, Tk] f32 receives the probabilities (kept for the backward).
+ot_status ot_attn_mat_fwd(ot_dtype dt, void *o, float *att, const void *q, const void *k,
+                          const void *v, const ot_attn_shape *s);
+// dq: [B,Hq,Tq,D], dk/dv: [B,Hkv,Tk,D] (dt, overwritten); datt: [B,Hq,Tq,Tk] f32 scratch.
+ot_status ot_attn_mat_bwd(ot_dtype dt, void *dq, void *dk, void *dv, float *datt,
+                          const void *dout, const float *att, const void *q, const void *k,
+                          const void *v, const ot_attn_shape *s);
 
 // ------------------------------------------------------------ flash ---------
 // q: [B,Hq,Tq,D], k, v: [B,Hkv,Tk,D] (dt) -> o: [B,Hq,Tq,D] (dt),
@@ -85,6 +110,45 @@ double ot_attn_pairs(const ot_attn_shape *s, const ot_attn_sparse_layout *l);
 // the thread count. K/V are read once per kv head for all its query heads.
 ot_status ot_attn_decode(ot_dtype dt, void *o, float *lse, const void *q, const void *kc,
                          const void *vc, const ot_attn_shape *s);
+
+// ------------------------------------------------ paged decode attention ---
+// One new query row per sequence against its paged keys/values. Row r has
+// kv_len[r] >= 1 valid keys (the last one its own new token) in the blocks
+// tables[r * table_stride + i], i < ceil(kv_len[r] / block_tokens); the
+// block_tokens K rows (D elements each) of kv head h in block b start at
+// k + h * head_stride + b * block_stride elements (V likewise from v), element
+// type kv_dt. (The pool's layout: block_stride = block_tokens * D, head_stride
+// = blocks * block_stride.)
+typedef struct {
+  int n, Hq, Hkv, D;        // rows, query heads, kv heads (divides Hq), head dim
+  int block_tokens;
+  int n_blocks;             // blocks in the pool: every table entry used is checked < n_blocks
+  ot_dtype kv_dt;           // OT_F32 or OT_BF16
+  const void *k, *v;
+  size_t block_stride;      // elements from one block to the next (>= block_tokens * D)
+  size_t head_stride;       // elements from one kv head to the next
+  const int32_t *tables;    // [n, table_stride]
+  int table_stride;
+  const int32_t *kv_len;    // [n]
+  float scale;              // 0: 1/sqrt(D)
+} ot_paged_attn;
+
+// q: row r at q + r * ldq holds [Hq, D] f32 -> o: row r at o + r * ldo gets
+// [Hq, D] f32 = softmax(q k^T * scale) v over the row's keys (query head h
+// reads kv head h / (Hq / Hkv)). The keys are split in fixed chunks of whole
+// blocks; partial (max, sum, accumulator) triples are merged in chunk order,
+// so results do not depend on the thread count.
+ot_status ot_attn_paged_decode(float *o, int ldo, const float *q, int ldq, const ot_paged_attn *p);
+// Scalar reference of the same contract (tests).
+void ot_ref_attn_paged_decode(float *o, int ldo, const float *q, int ldq, const ot_paged_attn *p);
+
+
+// -------------------------------------------------- scalar references (f32) --
+// lse: [B, Hq, Tq] f32 or NULL.
+void ot_ref_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
+                     const ot_attn_shape *s);
+void ot_ref_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                     const float *k, const float *v, const ot_attn_shape *s);
 
 #ifdef __cplusplus
 }

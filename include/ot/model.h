@@ -17,6 +17,7 @@
 #define OT_MODEL_H
 #include "ot/ops.h"
 #include "ot/io.h"
+#include "ot/quant.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -311,6 +312,49 @@ ot_status ot_model_backward(ot_model *m);
 // Logits of the last forward: [B*T, *ld] (dt of the run, ld = vocab_padded;
 // columns >= V are padding). After a forward with want_grad they hold dlogits.
 const void *ot_model_logits(const ot_model *m, int *ld);
+
+// ------------------------------------------------------ quantized models ---
+// One named tensor of a quantized model. 2-D parameters are [out, in]
+// (nn.Linear orientation; GPT-2's Conv1D weights already transposed, the
+// embedding with its padding rows); 1-D ones (norm gains, biases) are F32
+// with rows = 1, cols = numel.
+typedef struct {
+  char name[80];          // the model's parameter name (ot_param.name: HF names for GPT-2;
+                          // Llama's fused "...qkv_proj..." / "...gate_up_proj...")
+  int ndim;               // 1 or 2
+  ot_qweight w;
+} ot_qtensor;
+
+typedef struct {
+  ot_model_config config;
+  ot_qw_kind kind;        // what the matrices were quantized to
+  int group;              // INT8 group (0: per-channel)
+  int n;
+  ot_qtensor *t;          // [n] in the model's parameter order
+} ot_qmodel;
+
+// Quantizes every matrix of a model (linear weights, token embedding, untied
+// lm_head) to `kind` (group as ot_qweight_quantize); learned positions, norms
+// and biases stay F32. A matrix whose columns `group` does not divide:
+// OT_EINVAL naming it and the groups that fit. *out = NULL on failure.
+ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group);
+void ot_qmodel_free(ot_qmodel *q);            // NULL ok
+const ot_qtensor *ot_qmodel_find(const ot_qmodel *q, const char *name);   // NULL if absent
+size_t ot_qmodel_bytes(const ot_qmodel *q);   // all tensors' bytes (data + scales)
+
+// Writes one safetensors file atomically: INT8 matrices as "<name>" (I8,
+// [out, in]) + "<name>.scales" (F32, [out, in/group] or [out] per-channel),
+// BF16 ones as BF16, everything else F32; __metadata__: format
+// "ot-quantized", dtype, group, layout "out_in" and the model config
+// ("config.<field>" keys, floats round-trip exactly).
+ot_status ot_quant_file_save(const ot_qmodel *q, const char *path);
+// Reads such a file into owned tensors, in file order (the file is closed on
+// return): I8 tensors with their ".scales" as INT8 (group from the metadata),
+// BF16 as BF16, F32 as F32. Another format, an invalid config, a tensor of
+// another dtype or rank, scales missing or of the wrong shape: OT_EFORMAT
+// naming the tensor. Names and shapes against the config are the user's to
+// check (ot_qmodel_find). *out = NULL on failure.
+ot_status ot_quant_file_load(ot_qmodel **out, const char *path);
 
 #ifdef __cplusplus
 }

@@ -164,30 +164,6 @@ double ot_sumsq(const float *g, size_t n);
 // max_norm <= 0. Non-finite norm returns NaN (the caller skips the step).
 float ot_clip_coef(double norm, float max_norm);
 
-// ------------------------------------------------------------- attention ----
-// Shapes shared by every attention kernel. q: [B, Hq, Tq, D]; k, v: [B, Hkv, Tk, D];
-// o: [B, Hq, Tq, D]. Query head h uses kv head h / (Hq / Hkv).
-// causal: aligned bottom-right (as FlashAttention-2): query i sees key j iff
-// j <= i + (Tk - Tq). kv_len: [B] valid key count per sequence (keys j >=
-// kv_len[b] are masked) or NULL. A query row that sees no key gets o = 0 and
-// lse = -inf. scale 0 means 1/sqrt(D).
-typedef struct {
-  int B, Hq, Hkv, Tq, Tk, D;
-  bool causal;
-  const int32_t *kv_len;
-  float scale;
-} ot_attn_shape;
-ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn);
-
-// Materialized attention (GEMM + softmax); the baseline the flash kernels beat.
-// att: [B, Hq, Tq, Tk] f32 receives the probabilities (kept for the backward).
-ot_status ot_attn_mat_fwd(ot_dtype dt, void *o, float *att, const void *q, const void *k,
-                          const void *v, const ot_attn_shape *s);
-// dq: [B,Hq,Tq,D], dk/dv: [B,Hkv,Tk,D] (dt, overwritten); datt: [B,Hq,Tq,Tk] f32 scratch.
-ot_status ot_attn_mat_bwd(ot_dtype dt, void *dq, void *dk, void *dv, float *datt,
-                          const void *dout, const float *att, const void *q, const void *k,
-                          const void *v, const ot_attn_shape *s);
-
 // -------------------------------------------------- scalar references (f32) --
 // Same contracts as above with dt = f32, straightforward loops, single thread.
 void ot_ref_gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A,
@@ -228,11 +204,12 @@ void ot_ref_xent(float *logits, int ld, const int32_t *targets, int N, int V, in
                  float count, float *row_loss, float *mean_loss, bool want_grad);
 void ot_ref_adamw(float *p, const float *g, float *m, float *v, size_t n,
                   const ot_adamw_cfg *cfg, float grad_scale);
-// lse: [B, Hq, Tq] f32 or NULL.
-void ot_ref_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
-                     const ot_attn_shape *s);
-void ot_ref_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                     const float *k, const float *v, const ot_attn_shape *s);
+
+// ------------------------------------------------------------ measurement ---
+// Measured f32 FMA peak of this machine on all OpenMP threads (GFLOP/s): the
+// best of a few ~20 ms runs of independent FMA chains (the vector unit's peak
+// with the active ISA). The same probe `ot bench ops` prints.
+double ot_measure_fma_peak(void);
 
 #ifdef __cplusplus
 }

@@ -4,9 +4,12 @@
 #include "ot/core.h"
 #include "ot/ops.h"
 #include "ot/attn.h"
+#include "ot/quant.h"
 #include "ot/io.h"
-#include "ot/model.h"
 #include "ot/data.h"
+#include "ot/model.h"
+#include "ot/dist.h"
 #include "ot/train.h"
 #include "ot/infer.h"
+#include "ot/serve.h"
 #endif

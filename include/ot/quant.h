@@ -1,14 +1,14 @@
 // ops-transformer weight-only quantization for inference: a weight matrix
 // stored as f32, bf16 or symmetric int8 (per-channel or per-group scales), the
 // linear layer over it (GEMV kernels that stream the weight once for decode,
-// tiles dequantized into the oneDNN GEMM for prefill), and the quantized model
-// file written by `ot quantize`.
+// tiles dequantized into the oneDNN GEMM for prefill). The quantized model
+// (every matrix of a model, and the file `ot quantize` writes) is in ot/model.h.
 //
 // Arithmetic is f32 with f32 activations in every case ("weight-only"): the
 // result equals x @ dequant(W)^T up to f32 accumulation order.
 #ifndef OT_QUANT_H
 #define OT_QUANT_H
-#include "ot/model.h"
+#include "ot/ops.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,49 +56,6 @@ ot_status ot_qweight_dequantize(const ot_qweight *w, float *out);
 ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
 // Plain scalar reference of the same (double accumulation over dequantized weights).
 ot_status ot_ref_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
-
-// ------------------------------------------------------ quantized models ---
-// One named tensor of a quantized model. 2-D parameters are [out, in]
-// (nn.Linear orientation; GPT-2's Conv1D weights already transposed, the
-// embedding with its padding rows); 1-D ones (norm gains, biases) are F32
-// with rows = 1, cols = numel.
-typedef struct {
-  char name[80];          // the model's parameter name (ot_param.name: HF names for GPT-2;
-                          // Llama's fused "...qkv_proj..." / "...gate_up_proj...")
-  int ndim;               // 1 or 2
-  ot_qweight w;
-} ot_qtensor;
-
-typedef struct {
-  ot_model_config config;
-  ot_qw_kind kind;        // what the matrices were quantized to
-  int group;              // INT8 group (0: per-channel)
-  int n;
-  ot_qtensor *t;          // [n] in the model's parameter order
-} ot_qmodel;
-
-// Quantizes every matrix of a model (linear weights, token embedding, untied
-// lm_head) to `kind` (group as ot_qweight_quantize); learned positions, norms
-// and biases stay F32. A matrix whose columns `group` does not divide:
-// OT_EINVAL naming it and the groups that fit. *out = NULL on failure.
-ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group);
-void ot_qmodel_free(ot_qmodel *q);            // NULL ok
-const ot_qtensor *ot_qmodel_find(const ot_qmodel *q, const char *name);   // NULL if absent
-size_t ot_qmodel_bytes(const ot_qmodel *q);   // all tensors' bytes (data + scales)
-
-// Writes one safetensors file atomically: INT8 matrices as "<name>" (I8,
-// [out, in]) + "<name>.scales" (F32, [out, in/group] or [out] per-channel),
-// BF16 ones as BF16, everything else F32; __metadata__: format
-// "ot-quantized", dtype, group, layout "out_in" and the model config
-// ("config.<field>" keys, floats round-trip exactly).
-ot_status ot_quant_file_save(const ot_qmodel *q, const char *path);
-// Reads such a file into owned tensors, in file order (the file is closed on
-// return): I8 tensors with their ".scales" as INT8 (group from the metadata),
-// BF16 as BF16, F32 as F32. Another format, an invalid config, a tensor of
-// another dtype or rank, scales missing or of the wrong shape: OT_EFORMAT
-// naming the tensor. Names and shapes against the config are the user's to
-// check (ot_qmodel_find). *out = NULL on failure.
-ot_status ot_quant_file_load(ot_qmodel **out, const char *path);
 
 #ifdef __cplusplus
 }

@@ -265,10 +265,6 @@ ot_status ot_ckpt_open_weights(const char *dir, ot_st_file **f);
 ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only);
 
 // -------------------------------------------------------------- the run ---
-// Measured f32 FMA peak of this machine on all OpenMP threads (GFLOP/s): the
-// best of a few ~20 ms runs of independent FMA chains (the vector unit's peak
-// with the active ISA). The same probe `ot bench ops` prints.
-double ot_measure_fma_peak(void);
 
 // The whole training run of a config: creates the trainer (resumes when
 // c->resume is set), prints the settings and the memory plan to `out`, then

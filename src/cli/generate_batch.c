@@ -4,7 +4,7 @@
 // join as soon as a sequence ends and frees its slot and KV blocks
 // (continuous batching). Each sequence is printed when it ends.
 #include "generate_batch.h"
-#include "ot/serve.h"
+#include "ot/infer.h"
 #include <errno.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 // `ot serve`: load a model (and its tokenizer) as `ot generate` does and serve
 // an OpenAI-compatible completions API over HTTP until SIGINT / SIGTERM.
 #include "cli.h"
-#include "ot/server.h"
+#include "ot/serve.h"
 #include <pthread.h>
 #include <signal.h>
 

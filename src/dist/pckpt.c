@@ -5,7 +5,7 @@
 // keeps each rank's slices. So a checkpoint from any layout loads into any
 // other layout (or one process) and continues with the same losses.
 #include "dist_impl.h"
-#include "engine/engine_impl.h"
+#include "train/train_impl.h"
 #include <stdlib.h>
 
 // A one-process trainer over a whole model (B = T = 1: no training

@@ -19,7 +19,7 @@
 // clipping, AdamW; with ZeRO-1 each data-parallel rank updates its 1/dp shard
 // of the buffer (its share of the moments only) and the shards are gathered.
 #include "dist_impl.h"
-#include "engine/engine_impl.h"
+#include "train/train_impl.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>

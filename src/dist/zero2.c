@@ -18,7 +18,7 @@
 // step. Gradient memory: the shard (n / dp) plus the staging (Z2_BUFS units +
 // one chunk + the small globals).
 #include "dist_impl.h"
-#include "engine/engine_impl.h"
+#include "train/train_impl.h"
 #include <stdlib.h>
 
 static float *zalloc(size_t n) {

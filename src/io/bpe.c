@@ -76,7 +76,7 @@ ot_status ot__bpe_create(ot_bpe **out, int cap_vocab, size_t cap_bytes, int cap_
 }
 
 int32_t ot__bpe_find(const ot_bpe *t, const uint8_t *p, size_t n) {
-  for (size_t h = ot__hash_bytes(p, n) & t->tmask;; h = (h + 1) & t->tmask) {
+  for (size_t h = ot__key_hash(p, n) & t->tmask;; h = (h + 1) & t->tmask) {
     int32_t id = t->tidx[h];
     if (id < 0) return -1;
     if (t->off[id + 1] - t->off[id] == n && memcmp(t->bytes + t->off[id], p, n) == 0) return id;
@@ -91,7 +91,7 @@ int32_t ot__bpe_add(ot_bpe *t, const uint8_t *p, size_t n, bool raw) {
   t->n_bytes += n;
   t->off[id + 1] = (uint32_t)t->n_bytes;
   t->raw[id] = raw;
-  size_t h = ot__hash_bytes(p, n) & t->tmask;
+  size_t h = ot__key_hash(p, n) & t->tmask;
   while (t->tidx[h] >= 0) h = (h + 1) & t->tmask;
   t->tidx[h] = id;
   return id;

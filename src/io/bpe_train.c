@@ -59,7 +59,7 @@ static int32_t *new_table(size_t cap) {
 // ---------------------------------------------------------------- words ----
 static ot_status add_word(trainer *T, size_t off, size_t len) {
   const uint8_t *p = (const uint8_t *)T->text + off;
-  uint64_t h = ot__hash_bytes(p, len);
+  uint64_t h = ot__key_hash(p, len);
   size_t i = h & T->wmask;
   for (; T->wtab[i] >= 0; i = (i + 1) & T->wmask) {
     int32_t w = T->wtab[i];

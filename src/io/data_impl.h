@@ -25,7 +25,7 @@ static inline uint64_t ot__mix64(uint64_t x) {
   x ^= x >> 27; x *= 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-static inline uint64_t ot__hash_bytes(const uint8_t *p, size_t n) {
+static inline uint64_t ot__key_hash(const uint8_t *p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull ^ n;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {

@@ -2,7 +2,7 @@
 // one-file safetensors format `ot quantize` writes and inference loads
 // (__metadata__ format "ot-quantized" with the model config).
 #include "internal.h"
-#include "ot/quant.h"
+#include "ot/model.h"
 #include <errno.h>
 #include <stdlib.h>
 

@@ -5,6 +5,7 @@
 // gather and dK/dV come out summed over the group by the GEMM itself.
 // Keys at or beyond kv_len[b] are never read (padding may hold garbage).
 #include "internal.h"
+#include "ot/attn.h"
 #include "ot/ops.h"
 #include <math.h>
 

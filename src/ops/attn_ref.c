@@ -1,6 +1,7 @@
 // Scalar reference attention (tests only): plain loops, one query row at a
 // time, accumulation in double. Shapes and masking as in ops.h.
 #include "internal.h"
+#include "ot/attn.h"
 #include "ot/ops.h"
 #include <math.h>
 #include <stdlib.h>

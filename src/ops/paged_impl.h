@@ -4,7 +4,7 @@
 #define OT_OPS_PAGED_IMPL_H
 
 #include "internal.h"
-#include "ot/serve.h"
+#include "ot/attn.h"
 
 // Keys per split-KV chunk (rounded to whole blocks): fixed, so results do not
 // depend on the thread count; the same size as the contiguous decode kernel's.

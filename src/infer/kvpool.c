@@ -2,7 +2,7 @@
 // list of block ids, and a block table per sequence slot. Reservation is all
 // or nothing, so a refused request leaves the pool exactly as it was.
 #include "internal.h"
-#include "ot/serve.h"
+#include "ot/infer.h"
 #include <stdlib.h>
 
 struct ot_kvpool {

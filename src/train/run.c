@@ -1,6 +1,6 @@
 // The training run: trainer + progress lines + JSONL log + held-out
 // evaluation + checkpoints + profile + loss-curve SVG.
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include "io/json.h"
 #include "ot/dist.h"
 #include <errno.h>

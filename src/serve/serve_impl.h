@@ -4,7 +4,7 @@
 #ifndef OT_SERVE_IMPL_H
 #define OT_SERVE_IMPL_H
 #include "internal.h"
-#include "ot/server.h"
+#include "ot/serve.h"
 #include <pthread.h>
 #include <stdatomic.h>
 

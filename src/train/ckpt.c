@@ -5,7 +5,7 @@
 // of the training data. A save writes them into .NAME.tmp/, fsyncs, renames
 // the directory into place and fsyncs its parent; <out>/latest names the
 // newest step_NNNNNN directory. Integrity checks: ckpt_files.c.
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>

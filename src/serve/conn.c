@@ -14,7 +14,7 @@
 // client still sends is read and dropped for a moment (LINGER), so that
 // closing does not reset the connection before the client read the answer.
 #define _GNU_SOURCE   // accept4, POLLRDHUP
-#include "serve_impl.h"
+#include "serve/serve_impl.h"
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -1,6 +1,6 @@
-// File utilities of the training engine: mkdir -p, atomic writes, small reads,
-// absolute paths, flat directory removal, hashes.
-#include "engine_impl.h"
+// File utilities (contracts in files.h).
+#include "io/files.h"
+#include "ot/train.h"
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // Training configuration: defaults, the key table (our names, the aliases
 // Megatron / nanoGPT / Hugging Face users know, value parsing and printing),
 // resolution of derived values and validation with messages that name the flag.
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>

@@ -2,7 +2,7 @@
 // grad_accum micro-batches (loss averaged over every non-ignored token of the
 // global batch), global-norm clipping, non-finite skip, mixed precision
 // (bf16 copy refreshed by the fused AdamW pass), held-out evaluation.
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include <glob.h>
 #include <math.h>
 #include <stdlib.h>

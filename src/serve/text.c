@@ -1,6 +1,6 @@
 // Text helpers of the server: a growable byte buffer, JSON string literals,
 // and the UTF-8 cleaner that keeps streamed text equal to the whole text.
-#include "serve_impl.h"
+#include "serve/serve_impl.h"
 #include <stdarg.h>
 #include <stdlib.h>
 

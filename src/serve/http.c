@@ -3,7 +3,7 @@
 // keep-alive or close), the routing of a whole request to the endpoints of
 // serve_api.c (on a worker thread); the server's config, socket and lifetime.
 #define _GNU_SOURCE   // pipe2, POLLRDHUP
-#include "serve_impl.h"
+#include "serve/serve_impl.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>

@@ -7,7 +7,6 @@
 // scheduler thread alone writes slot jobs (under mu) and runs the model and
 // the callbacks (outside mu). A job's cancel flag is atomic.
 #include "internal.h"
-#include "ot/server.h"
 #include "ot/serve.h"
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,6 +1,7 @@
 // The f32 FMA peak of this machine, measured (the denominator of MFU in the
 // training progress, and the roofline of `ot bench ops`).
-#include "engine_impl.h"
+#include "internal.h"
+#include "ot/ops.h"
 
 // The probe kernel lives in src/ops/kern/peak.c (compiled per ISA).
 OT_KDECL(double, k_fma_peak, (long iters, float *sink));

@@ -3,7 +3,7 @@
 // are admitted (blocks reserved for their whole length up front, prompt
 // prefilled, first token sampled), stepped together, and leave when they end.
 // Contract in include/ot/serve.h; the forward passes are in batch_fwd.c.
-#include "engine/batch_impl.h"
+#include "infer/engine_impl.h"
 #include <math.h>
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
 // and wake the connection thread, which streams the text that can no longer
 // change (held back: a possible start of a stop string, an incomplete UTF-8
 // character) or answers once at the end.
-#include "serve_impl.h"
+#include "serve/serve_impl.h"
 #include "io/json.h"
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // of the metadata, the refusal of non-finite state, the test for a complete
 // checkpoint, finding the checkpoint of a run directory (`latest`, else the
 // newest complete step_*), and the removal of what interrupted saves left.
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>

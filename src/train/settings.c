@@ -1,7 +1,7 @@
 // Settings: (key, value, origin) lists: config files (key = value lines or a flat JSON
 // object) and flags are collected first, then applied to a config in one go
 // ("model" presets first, so shape keys refine a preset wherever they appear).
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include "io/json.h"
 #include <ctype.h>
 #include <stdlib.h>

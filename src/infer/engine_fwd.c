@@ -7,7 +7,7 @@
 //    split-KV attention over each sequence's blocks.
 // A block's output (x2 + abuf) is added by the next norm: x is each block's
 // input, x2 = x + attention, the next x = x2 + mlp.
-#include "engine/batch_impl.h"
+#include "infer/engine_impl.h"
 
 // Writes D values of src as the cache's element type at dst (element offset).
 static void put_row(const ot_engine *e, void *base, size_t off, const float *src) {

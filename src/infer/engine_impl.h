@@ -4,7 +4,7 @@
 #ifndef OT_ENGINE_BATCH_IMPL_H
 #define OT_ENGINE_BATCH_IMPL_H
 #include "model/graph.h"
-#include "ot/serve.h"
+#include "ot/infer.h"
 
 // The block pool as the blocks' key/value source (batch_fwd.c).
 typedef struct {

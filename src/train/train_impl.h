@@ -1,8 +1,9 @@
-// Private helpers of the training engine (src/engine/*.c): the key table
-// shared by config.c and the checkpoints, file utilities, the trainer object.
-#ifndef OT_ENGINE_IMPL_H
-#define OT_ENGINE_IMPL_H
+// Private helpers of the trainer (src/train/*.c): the key table shared by
+// config.c and the checkpoints, the checkpoint files, the trainer object.
+#ifndef OT_TRAIN_IMPL_H
+#define OT_TRAIN_IMPL_H
 #include "internal.h"
+#include "io/files.h"
 #include "ot/train.h"
 
 // ---- key table (config.c)
@@ -10,30 +11,6 @@ int ot__key_count(void);
 const char *ot__key_name(int i);       // canonical ("batch-size")
 bool ot__key_is_model(int i);          // part of the model shape (checked on resume)
 bool ot__key_is_saved(int i);          // stored in checkpoints
-
-// ---- files (util.c)
-// mkdir -p; OT_EIO naming the directory on failure.
-ot_status ot__mkdirs(const char *dir);
-bool ot__exists(const char *path);
-bool ot__is_dir(const char *path);
-// Writes data[0, len) to path (created or truncated) and fsyncs it; a failed write removes it.
-ot_status ot__write_file(const char *path, const void *data, size_t len);
-// fsync of a directory (after a rename or a file created in it).
-ot_status ot__fsync_dir(const char *dir);
-// Writes text[0, len) to path atomically (path.tmp, fsync, rename, fsync dir).
-ot_status ot__write_atomic(const char *path, const void *data, size_t len);
-// Reads a whole (small) file into a malloc'd NUL-terminated buffer (max_bytes cap).
-ot_status ot__read_text(const char *path, size_t max_bytes, char **out, size_t *len);
-// path = dir + "/" + name, OT_EINVAL if it does not fit.
-ot_status ot__join(char *out, size_t cap, const char *dir, const char *name);
-// 64-bit hash of n floats' bit patterns (order-dependent, deterministic).
-uint64_t ot__hash_floats(const float *x, size_t n);
-// 64-bit hash of n bytes (deterministic; any length and alignment).
-uint64_t ot__hash_bytes(const void *data, size_t n);
-// path made absolute against the working directory ("" and absolute paths unchanged).
-ot_status ot__abs_path(const char *path, char *out, size_t cap);
-// Removes the files (not subdirectories) of dir, then dir; true when dir is gone.
-bool ot__remove_flat_dir(const char *dir);
 
 // ---- checkpoint files (ckpt_files.c)
 // Checksum of a file's __metadata__: every (key, value) pair but "meta_checksum",

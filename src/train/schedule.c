@@ -1,5 +1,5 @@
 // Learning-rate schedule: linear warmup, then cosine / linear decay to a floor.
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include <math.h>
 
 float ot_lr_at(const ot_lr_schedule *s, int64_t step) {

@@ -1,7 +1,7 @@
 // Loss-curve SVG from the JSONL training log: train loss (line) and held-out
 // loss (line with markers) against the step, with axes, ticks and a legend.
 // Hand-written SVG; no dependencies.
-#include "engine_impl.h"
+#include "train/train_impl.h"
 #include "io/json.h"
 #include <math.h>
 #include <stdarg.h>
