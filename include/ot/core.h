@@ -37,6 +37,9 @@ void ot_clear_error(void);
 // Propagate a failing status from an expression.
 #define OT_TRY(expr) do { ot_status ot__s = (expr); if (ot__s != OT_OK) return ot__s; } while (0)
 
+// Longest path (bytes, with the NUL) the library stores or builds.
+#define OT_PATH_MAX 1024
+
 // ---------------------------------------------------------------- dtypes ----
 typedef enum { OT_F32 = 0, OT_BF16, OT_F16, OT_I8, OT_I32, OT_U16, OT_DTYPE_COUNT } ot_dtype;
 

@@ -37,7 +37,6 @@ typedef struct {
 float ot_lr_at(const ot_lr_schedule *s, int64_t step);
 
 // ------------------------------------------------------------ the config ---
-#define OT_PATH_MAX 1024
 
 typedef struct {
   ot_model_config model;       // shape (preset "small" by default)

@@ -1,6 +1,5 @@
 // File utilities (contracts in files.h).
 #include "io/files.h"
-#include "ot/train.h"
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
