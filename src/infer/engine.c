@@ -2,7 +2,7 @@
 // pool, the workspace) and continuous batching: sequences
 // are admitted (blocks reserved for their whole length up front, prompt
 // prefilled, first token sampled), stepped together, and leave when they end.
-// Contract in include/ot/serve.h; the forward passes are in batch_fwd.c.
+// Contract in include/ot/infer.h; the forward passes are in engine_fwd.c.
 #include "infer/engine_impl.h"
 #include <math.h>
 #include <stdlib.h>

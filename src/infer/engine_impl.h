@@ -1,12 +1,12 @@
-// Private interface of the batched serving engine (batch.c: creation, sequence
-// admission / removal, events; batch_fwd.c: the prefill, decode and scoring
+// Private interface of the batched serving engine (engine.c: creation, sequence
+// admission / removal, events; engine_fwd.c: the prefill, decode and scoring
 // passes: the model graph's blocks over the paged cache).
 #ifndef OT_ENGINE_BATCH_IMPL_H
 #define OT_ENGINE_BATCH_IMPL_H
 #include "model/graph.h"
 #include "ot/infer.h"
 
-// The block pool as the blocks' key/value source (batch_fwd.c).
+// The block pool as the blocks' key/value source (engine_fwd.c).
 typedef struct {
   ot__kvsrc base;
   ot_engine *e;
@@ -55,7 +55,7 @@ struct ot_engine {
   int32_t *tabs;               // [max_seqs, max_blocks] the step rows' block tables
 };
 
-// Forward passes (batch_fwd.c). Prefill: P tokens of a new sequence at
+// Forward passes (engine_fwd.c). Prefill: P tokens of a new sequence at
 // positions [0, P); K/V go into pool slot `slot` (< 0: scoring, nothing kept);
 // leaves the final residual of every row in e->x2 + e->abuf.
 ot_status ot__eng_prefill(ot_engine *e, const int32_t *tokens, int P, int slot);

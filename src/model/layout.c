@@ -7,6 +7,26 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+// ------------------------------------------------------------ dimensions ---
+// Fills the dimensions of m from a config, run and partition (all validated).
+void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
+                  const ot_model_part *p) {
+  m->cfg = *c;
+  m->run = *r;
+  m->part = *p;
+  const int tp = p->tp;
+  m->first = p->layer0 == 0;
+  m->last = p->layer1 == c->n_layers;
+  m->C = c->d_model; m->L = p->layer1 - p->layer0;
+  m->Hq = c->n_heads / tp; m->Hkv = c->n_kv_heads / tp;
+  m->D = ot_model_head_dim(c); m->F = c->d_ff / tp;
+  m->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * m->F : m->F;
+  m->V = c->vocab; m->Vp = ot_model_vocab_padded(c);
+  m->Vl = p->vocab_parallel ? (m->Vp + tp - 1) / tp : m->Vp;
+  m->v0 = p->vocab_parallel ? p->tp_rank * m->Vl : 0;
+  m->QKV = (m->Hq + 2 * m->Hkv) * m->D;
+}
+
 // ------------------------------------------------------------ table build ---
 typedef struct {
   ot_model *m;
@@ -235,6 +255,9 @@ void ot__layout_free(ot_model *m) {
 }
 
 // ------------------------------------------------------------- accessors ----
+const ot_model_config *ot_model_config_of(const ot_model *m) { return m ? &m->cfg : NULL; }
+const ot_run_config *ot_model_run_of(const ot_model *m) { return m ? &m->run : NULL; }
+const ot_mem_plan *ot_model_plan_of(const ot_model *m) { return m ? &m->plan : NULL; }
 float *ot_model_params(ot_model *m) { return m ? m->w : NULL; }
 float *ot_model_grads(ot_model *m) { return m ? m->g : NULL; }
 uint16_t *ot_model_params_bf16(ot_model *m) { return m ? m->wb : NULL; }
@@ -307,47 +330,4 @@ ot_status ot_model_hf_put(const ot_model *m, int i, float *buf, const float *in)
     return ot_error(OT_EINVAL, "ot_model_hf_put: tensor index %d outside [0, %d)", i, m->n_hf);
   hf_copy(m, &m->hf[i], buf, (float *)in, false);
   return OT_OK;
-}
-
-// ------------------------------------------------------------------- init ---
-static uint64_t mix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Fills x[0, n) with normal(0, std) from a splitmix64 stream (Box-Muller, double).
-static void fill_normal(float *x, size_t n, float std, uint64_t seed) {
-  uint64_t s = seed;
-  for (size_t i = 0; i < n; i += 2) {
-    double u1 = ((mix(&s) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
-    double u2 = (mix(&s) >> 11) * (1.0 / 9007199254740992.0);
-    double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
-    x[i] = (float)(std * r * cos(a));
-    if (i + 1 < n) x[i + 1] = (float)(std * r * sin(a));
-  }
-}
-
-void ot__init_tensor(const ot_model *m, ot_param_kind kind, int gidx, float *x, size_t numel,
-                     uint64_t seed) {
-  const float std = m->cfg.init_std, rstd = std / sqrtf(2.0f * (float)m->cfg.n_layers);
-  uint64_t s = seed ^ (0xA0761D6478BD642Full * (uint64_t)(gidx + 1));
-  switch (kind) {
-    case OT_PT_EMBED: case OT_PT_LM_HEAD:
-      fill_normal(x, (size_t)m->V * m->C, std, s);   // padding rows stay 0
-      break;
-    case OT_PT_POS: case OT_PT_MATRIX: fill_normal(x, numel, std, s); break;
-    case OT_PT_MATRIX_RES: fill_normal(x, numel, rstd, s); break;
-    case OT_PT_NORM_W: for (size_t j = 0; j < numel; j++) x[j] = 1.0f; break;
-    case OT_PT_NORM_B: case OT_PT_BIAS: break;
-  }
-}
-
-ot_status ot_model_init(ot_model *m, uint64_t seed) {
-  OT_CHECK_PTR(m, "ot_model_init");
-  // each tensor draws from its own stream (seed, index in the whole model):
-  // independent of the others' shapes and of the partition
-  OT_TRY(ot__init_params(m, seed));
-  return ot_model_sync_bf16(m);
 }

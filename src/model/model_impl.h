@@ -92,16 +92,13 @@ void ot__select_slot(ot_model *m, int s);
 ot_status ot__layout_build(ot_model *m);
 void ot__layout_free(ot_model *m);
 
-// Model dimensions of config c, run r and partition p (all validated) into m.
+// Model dimensions of config c, run r and partition p (all validated) into m (layout.c).
 void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
                   const ot_model_part *p);
 // Slices of every parameter (part.c), after the layout is built.
 ot_status ot__slices_build(ot_model *m);
-// Initializes the master weights: every tensor as the one-process model's (part.c).
-ot_status ot__init_params(ot_model *m, uint64_t seed);
-// The initial values of a whole tensor of `kind` with whole-model index gidx [numel] (layout.c).
-void ot__init_tensor(const ot_model *m, ot_param_kind kind, int gidx, float *x, size_t numel,
-                     uint64_t seed);
+// Copies between whole tensor `s` (whole) and local parameter p (local) (part.c).
+void ot__slice_copy(const ot__slice *s, const ot_param *p, float *local, float *whole, bool to_whole);
 // The model's graph over its buffers (weights.c), after the layout and the buffers.
 ot_status ot__graph_build(ot_model *m);
 // Backward of block l of the current slot (block.c): m->dres holds the gradient of

@@ -129,8 +129,8 @@ ot_status ot__slices_build(ot_model *m) {
   return s;
 }
 
-// Copies between the slice of whole tensor `s` and local parameter p.
-static void slice_copy(const ot__slice *s, const ot_param *p, float *local, float *whole,
+// Copies between the slice of whole tensor `s` and local parameter p (model_impl.h).
+void ot__slice_copy(const ot__slice *s, const ot_param *p, float *local, float *whole,
                        bool to_whole) {
   const int64_t wc = s->shape[1] ? s->shape[1] : 1, lc = p->ndim == 2 ? p->shape[1] : 1;
   for (int k = 0; k < s->nseg; k++) {
@@ -161,13 +161,13 @@ static ot_status part_check(const ot_model *m, int i, const void *buf, const voi
 
 ot_status ot_model_part_get(const ot_model *m, int i, const float *buf, float *whole) {
   OT_TRY(part_check(m, i, buf, whole, "ot_model_part_get"));
-  slice_copy(&m->slices[i], &m->params[i], (float *)buf + m->params[i].offset, whole, true);
+  ot__slice_copy(&m->slices[i], &m->params[i], (float *)buf + m->params[i].offset, whole, true);
   return OT_OK;
 }
 
 ot_status ot_model_part_put(const ot_model *m, int i, float *buf, const float *whole) {
   OT_TRY(part_check(m, i, buf, whole, "ot_model_part_put"));
-  slice_copy(&m->slices[i], &m->params[i], buf + m->params[i].offset, (float *)whole, false);
+  ot__slice_copy(&m->slices[i], &m->params[i], buf + m->params[i].offset, (float *)whole, false);
   return OT_OK;
 }
 
@@ -191,32 +191,4 @@ ot_status ot_model_bind_grad(ot_model *m, int i, float *g) {
 bool ot_model_param_is_split(const ot_model *m, int i) {
   if (!m || i < 0 || i >= m->n_params || m->part.tp == 1) return false;
   return !m->slices[i].whole;   // a tp rank's own rows / columns (or vocabulary rows)
-}
-
-// The whole tensor of slice s, initialized from its own stream, into x.
-static void init_whole(const ot_model *m, const ot__slice *s, ot_param_kind kind, float *x,
-                       uint64_t seed) {
-  ot__init_tensor(m, kind, s->gidx, x, (size_t)(s->shape[0] * (s->shape[1] ? s->shape[1] : 1)), seed);
-}
-
-ot_status ot__init_params(ot_model *m, uint64_t seed) {
-  memset(m->w, 0, m->n_floats * sizeof(float));
-  int64_t big = 0;
-  for (int i = 0; i < m->n_params; i++)
-    if (!m->slices[i].whole && ot_model_part_whole_numel(m, i) > big) big = ot_model_part_whole_numel(m, i);
-  float *tmp = big ? malloc((size_t)big * sizeof(float)) : NULL;
-  if (big && !tmp) return ot_error(OT_ENOMEM, "ot_model_init: out of memory (%lld floats)", (long long)big);
-  // whole tensors in parallel (each from its own stream); slices one at a time via tmp
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < m->n_params; i++)
-    if (m->slices[i].whole) init_whole(m, &m->slices[i], m->params[i].kind, m->w + m->params[i].offset, seed);
-  for (int i = 0; i < m->n_params; i++) {
-    if (m->slices[i].whole) continue;
-    int64_t n = ot_model_part_whole_numel(m, i);
-    memset(tmp, 0, (size_t)n * sizeof(float));
-    init_whole(m, &m->slices[i], m->params[i].kind, tmp, seed);
-    slice_copy(&m->slices[i], &m->params[i], m->w + m->params[i].offset, tmp, false);
-  }
-  free(tmp);
-  return OT_OK;
 }

@@ -175,25 +175,6 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
   return OT_OK;
 }
 
-// Fills the dimensions of m from a config, run and partition (all validated).
-void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
-                  const ot_model_part *p) {
-  m->cfg = *c;
-  m->run = *r;
-  m->part = *p;
-  const int tp = p->tp;
-  m->first = p->layer0 == 0;
-  m->last = p->layer1 == c->n_layers;
-  m->C = c->d_model; m->L = p->layer1 - p->layer0;
-  m->Hq = c->n_heads / tp; m->Hkv = c->n_kv_heads / tp;
-  m->D = ot_model_head_dim(c); m->F = c->d_ff / tp;
-  m->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * m->F : m->F;
-  m->V = c->vocab; m->Vp = ot_model_vocab_padded(c);
-  m->Vl = p->vocab_parallel ? (m->Vp + tp - 1) / tp : m->Vp;
-  m->v0 = p->vocab_parallel ? p->tp_rank * m->Vl : 0;
-  m->QKV = (m->Hq + 2 * m->Hkv) * m->D;
-}
-
 static void plan_params(ot_model *m, ot_mem_plan *p) {
   p->n_floats = m->n_floats;
   p->params = ot_align64(m->n_floats * sizeof(float));
@@ -350,7 +331,3 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   *out = m;
   return OT_OK;
 }
-
-const ot_model_config *ot_model_config_of(const ot_model *m) { return m ? &m->cfg : NULL; }
-const ot_run_config *ot_model_run_of(const ot_model *m) { return m ? &m->run : NULL; }
-const ot_mem_plan *ot_model_plan_of(const ot_model *m) { return m ? &m->plan : NULL; }

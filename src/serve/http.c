@@ -1,7 +1,7 @@
 // HTTP/1.1 messages: request heads parsed (for the accept loop of
-// serve_conn.c), responses and OpenAI-style errors written (Connection:
+// conn.c), responses and OpenAI-style errors written (Connection:
 // keep-alive or close), the routing of a whole request to the endpoints of
-// serve_api.c (on a worker thread); the server's config, socket and lifetime.
+// api.c (on a worker thread); the server's config, socket and lifetime.
 #define _GNU_SOURCE   // pipe2, POLLRDHUP
 #include "serve/serve_impl.h"
 #include <errno.h>
@@ -234,34 +234,6 @@ void ot__log_request(ot__conn *c) {
           c->cancelled ? " (cancelled)" : "");
   fflush(s->cfg.log);
   pthread_mutex_unlock(&s->log_mu);
-}
-
-void ot__serve_request(ot__conn *c) {
-  ot_server *s = c->srv;
-  ot__http_req *r = &c->req;
-  const ot__head_info *hi = &c->hi;
-  if (ot__stopping(s)) { c->dead = true; return; }
-  const bool post = !strcmp(r->method, "POST"), get = !strcmp(r->method, "GET");
-  if (!strcmp(r->path, "/v1/completions")) {
-    if (!post) {
-      ot__respond_error_h(c, 405, "Allow: POST\r\n", NULL, NULL, "%s /v1/completions: use POST", r->method);
-    } else if (!hi->has_len) {
-      c->keep = false;   // what follows the head is not a request we could frame
-      ot__respond_error_h(c, 411, NULL, NULL, NULL, "a Content-Length header is required");
-    } else {
-      r->body = c->buf + c->head_len;
-      r->body_len = (size_t)hi->len;
-      ot__api_completions(c, r);
-    }
-  } else if (!strcmp(r->path, "/v1/models") || !strcmp(r->path, "/health")) {
-    if (!get) ot__respond_error_h(c, 405, "Allow: GET\r\n", NULL, NULL, "%s %s: use GET", r->method, r->path);
-    else if (r->path[1] == 'v') ot__api_models(c);
-    else ot__api_health(c);
-  } else {
-    ot__respond_error_h(c, 404, NULL, NULL, "not_found", "no endpoint %s %s (try POST /v1/completions, "
-                        "GET /v1/models, GET /health)", r->method, r->path);
-  }
-  ot__log_request(c);
 }
 
 // ---------------------------------------------------------------- server ---

@@ -1,5 +1,5 @@
-// Private parts of the HTTP server (serve_conn.c: the accept loop, connections
-// and workers; serve_http.c: request parsing, responses, routing; serve_api.c:
+// Private parts of the HTTP server (conn.c: the accept loop, connections
+// and workers; http.c: request parsing, responses, routing; api.c:
 // the endpoints, JSON bodies, streaming text).
 #ifndef OT_SERVE_IMPL_H
 #define OT_SERVE_IMPL_H
@@ -48,7 +48,7 @@ size_t ot__head_end(const char *b, size_t n, size_t from);
 // status to answer (hi->err says why).
 int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi);
 
-// A connection: the accept loop (serve_conn.c) owns it while it waits for a
+// A connection: the accept loop (conn.c) owns it while it waits for a
 // whole request (READ), holds a whole request until a worker is free (WAIT) or
 // closes (LINGER), a worker while it answers (WORK).
 typedef enum { OT__CONN_READ, OT__CONN_WAIT, OT__CONN_WORK, OT__CONN_LINGER, OT__CONN_CLOSED } ot__conn_state;
@@ -113,7 +113,7 @@ struct ot_server {
   ot__conn *given_back;        // connections the workers are done with
 };
 
-// serve_http.c
+// http.c
 // Sends p[0, n) whole. false: the client is gone, the write stalled past the
 // timeout (at once with c->nowait), or the server is stopping (c->dead set).
 bool ot__send(ot__conn *c, const void *p, size_t n);
@@ -129,12 +129,12 @@ void ot__respond_error_h(ot__conn *c, int status, const char *extra, const char 
 // True when the client closed its side or the server is stopping (non-blocking check).
 bool ot__conn_gone(ot__conn *c);
 bool ot__stopping(const ot_server *s);
-// Worker: answers the whole request at c->buf (routing to the endpoints) and logs it.
-void ot__serve_request(ot__conn *c);
 // One log line for the answer c->status (when the server logs and one was sent).
 void ot__log_request(ot__conn *c);
 
-// serve_api.c: the endpoints after routing
+// api.c: the endpoints, and the router in front of them
+// Worker: answers the whole request at c->buf (routing to the endpoints) and logs it.
+void ot__serve_request(ot__conn *c);
 void ot__api_completions(ot__conn *c, const ot__http_req *r);
 void ot__api_models(ot__conn *c);
 void ot__api_health(ot__conn *c);
