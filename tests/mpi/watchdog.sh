@@ -43,8 +43,11 @@ stale=$(grep "stopped answering (no heartbeat" "$log")
 echo "$stale" | grep -v -q "rank 3 (dp 1, tp 1, pp 0, host $host, pid [0-9]*, silent for [0-9.]* s);\$" &&
   { cat "$log"; fail "stop: a message accuses another rank than rank 3, or lacks its coordinates / host / pid"; }
 grep "alive, waiting themselves" "$log" | grep -q "rank 3 " && { cat "$log"; fail "stop: rank 3 named alive"; }
+# rank 2 waits for rank 3: named alive and waiting by rank 0 or 1, or (when its own
+# message ends the job before theirs) the rank that reports the wait itself
 grep -q "alive, waiting themselves:.*rank 2 (dp 1, tp 0, pp 0, [0-9.]* s in: test tensor-parallel all-reduce)" "$log" ||
-  { cat "$log"; fail "stop: rank 2 (waiting for rank 3) is not named as alive and waiting"; }
+  grep -q "^ot: rank 2 (dp 1, tp 0, pp 0): test tensor-parallel all-reduce did not complete within 2 s" "$log" ||
+  { cat "$log"; fail "stop: rank 2 (waiting for rank 3) is neither named as alive and waiting nor reports the wait"; }
 pid=$(echo "$stale" | sed -n '1s/.*pid \([0-9]*\),.*/\1/p')
 ps -o pid=,stat=,ppid= -p "$pid" >"$tmp/ps" && { cat "$log" "$tmp/ps"; fail "stop: the stopped rank (pid $pid) outlived mpirun"; }
 [ -z "$(alive stop)" ] || { alive stop; fail "stop: processes of the job are alive after mpirun returned"; }

@@ -73,6 +73,7 @@ INL double chunk_expsum(const void *x, size_t off, int n, float m, float *e, voi
   int i = 0;
   const vf vm = vset1(m);
   vf s0 = vzero(), s1 = vzero();
+  double sd = 0.0;
   const size_t es = bf16 ? 2 : 4;
   const char *pf = (const char *)x + (off + (size_t)n) * es;
   char *pw = w ? (char *)w + (off + (size_t)n) * es : NULL;
@@ -85,7 +86,12 @@ INL double chunk_expsum(const void *x, size_t off, int n, float m, float *e, voi
     for (int k = 0; k < SU; k += 2) vldx2(x, off + i + k * VL, &v[k], &v[k + 1], bf16);
     exp_sub_n(v, vm, SU);
     if (e) FOR_K(SU) vstore(e + i + k * VL, v[k]);
+#if VL == 1   // one lane: two float running sums over a whole chunk lose digits (~1e-6
+              // relative at V = 4096), so the portable path sums each step in double
+    FOR_K(SU) sd += (double)v[k];
+#else
     for (int k = 0; k < SU; k += 2) { s0 = vadd(s0, v[k]); s1 = vadd(s1, v[k + 1]); }
+#endif
   }
   for (; i + VL <= n; i += VL) {
     vf v = vld(x, off + i, bf16);
@@ -93,7 +99,7 @@ INL double chunk_expsum(const void *x, size_t off, int n, float m, float *e, voi
     if (e) vstore(e + i, v);
     s0 = vadd(s0, v);
   }
-  double s = (double)vsum(vadd(s0, s1));
+  double s = sd + (double)vsum(vadd(s0, s1));
   for (; i < n; i++) {
     float t = expf(sld(x, off + i, bf16) - m);
     if (e) e[i] = t;
