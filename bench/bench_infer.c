@@ -40,9 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
-OT_KDECL(void, k_stream_init, (float *a, float *b, float *c, size_t n));
-
 static void must(ot_status s, const char *what) {
   if (s != OT_OK) {
     fprintf(stderr, "bench_infer: %s: %s\n", what, ot_last_error());
@@ -69,13 +66,13 @@ static double stream_bps(void) {
     b = ot_mem_alloc(n * 4, OT_MEM_WORKSPACE);
     c = ot_mem_alloc(n * 4, OT_MEM_WORKSPACE);
     if (!a || !b || !c) must(OT_ENOMEM, "STREAM arrays");
-    OT_KPICK(k_stream_init)(a, b, c, n);
-    OT_KPICK(k_stream_triad)(a, b, c, 3.0f, n);
+    ot_stream_init(a, b, c, n);
+    ot_stream_triad(a, b, c, 3.0f, n, false);
   }
   double t[5];
   for (int i = 0; i < 5; i++) {
     const double t0 = ot_now();
-    OT_KPICK(k_stream_triad)(a, b, c, 3.0f, n);
+    ot_stream_triad(a, b, c, 3.0f, n, false);
     t[i] = ot_now() - t0;
   }
   return 12.0 * n / median(t, 5);

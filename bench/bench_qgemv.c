@@ -23,9 +23,6 @@
 #include <omp.h>
 #include <stdlib.h>
 
-OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
-OT_KDECL(void, k_stream_init, (float *a, float *b, float *c, size_t n));
-
 static size_t POOL_BYTES = (size_t)256 << 20;   // weight copies per case: >= 8x a 32 MiB L3
 
 static int cmp_d(const void *a, const void *b) {
@@ -65,12 +62,12 @@ static void fill(float *x, size_t n, uint32_t seed) {
 static timing stream_gbs(void) {
   const size_t n = (size_t)32 << 20;
   float *a = must_alloc(n * 4), *b = must_alloc(n * 4), *c = must_alloc(n * 4);
-  OT_KPICK(k_stream_init)(a, b, c, n);
+  ot_stream_init(a, b, c, n);
   double t[9];
-  OT_KPICK(k_stream_triad)(a, b, c, 3.0f, n);
+  ot_stream_triad(a, b, c, 3.0f, n, false);
   for (int r = 0; r < 9; r++) {
     double t0 = ot_now();
-    OT_KPICK(k_stream_triad)(a, b, c, 3.0f, n);
+    ot_stream_triad(a, b, c, 3.0f, n, false);
     t[r] = ot_now() - t0;
   }
   ot_mem_free(a); ot_mem_free(b); ot_mem_free(c);

@@ -6,10 +6,11 @@
 #include "ot/core.h"
 #include <string.h>
 
-// A kernel source under src/ops/kern/ is compiled once per ISA (portable, avx2,
-// avx512) with OT_ARCH_* defined; OT_K(name) gives the variant's symbol.
-// Declare the three variants once with OT_KDECL and call the active one with
-// OT_KPICK(name)(args...).
+// A kernel source under src/core/kern/ or src/ops/kern/ is compiled once per
+// ISA (portable, avx2, avx512) with OT_ARCH_* defined; OT_K(name) gives the
+// variant's symbol. Declare the three variants once with OT_KDECL in the
+// family's prototype header kern/<family>_k.h (included by the kernel and its
+// caller) and call the active one with OT_KPICK(name)(args...).
 #define OT_KDECL(ret, name, params) \
   ret name##_portable params; ret name##_avx2 params; ret name##_avx512 params
 

@@ -5,9 +5,14 @@
 #    whether it names a src/ header ("model/graph.h") or a public one ("ot/model.h");
 #  - a public header include/ot/X.h includes only public headers of its own or a
 #    lower layer (ot/ot.h, the umbrella, belongs to the top);
-#  - src/ops/kern/ (the SIMD kernels) includes only simd.h, internal.h and the
-#    kernel prototype headers beside it (src/ops/kern/*.h), never a public header
-#    or another layer's header.
+#  - a kernel folder (src/core/kern/, src/ops/kern/: the SIMD kernels) includes
+#    only core/simd.h, internal.h and the kernel prototype headers beside it
+#    (one <family>_k.h per kernel family, also included by the kernels' callers,
+#    so the compiler checks every signature), never a public header or another
+#    layer's header; and every OT_KDECL lives in such a prototype header (the
+#    kernels are compiled with -Wmissing-prototypes, so a kernel whose header
+#    is not included fails to build);
+#  - core calls nothing above it (no OT_KPICK of a kernel core does not own).
 # Since every include points down (or stays in its folder), the folders form no
 # cycle. Exit status 1 with one line per violation, 0 when clean.
 # Usage: tools/check_layers.sh [REPO_DIR]
@@ -61,9 +66,10 @@ while IFS= read -r -d '' f; do
     lineno=${line%%:*}
     inc=$(sed -E 's/^[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$line")
     case "$rel" in
-      src/ops/kern/*)
-        if [ "$inc" = simd.h ] || [ "$inc" = internal.h ] || [ -f "src/ops/kern/$inc" ]; then continue; fi
-        report "$rel:$lineno: a kernel includes \"$inc\" (kern/ sees only simd.h, internal.h and its prototype headers)"
+      src/*/kern/*)
+        kdir=$(dirname "$rel")
+        if [ "$inc" = core/simd.h ] || [ "$inc" = internal.h ] || [ -f "$kdir/$inc" ]; then continue; fi
+        report "$rel:$lineno: a kernel includes \"$inc\" (kern/ sees only core/simd.h, internal.h and its prototype headers)"
         continue ;;
     esac
     r=$(rank_of_include "$rel" "$inc")
@@ -74,6 +80,14 @@ while IFS= read -r -d '' f; do
     fi
   done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$rel" || true)
 done < <(find src -name '*.[ch]' -print0 | sort -z)
+
+# Kernel prototypes: declared only in a kernel folder's *_k.h (never in a caller).
+while IFS= read -r hit; do
+  case "${hit%%:*}" in
+    src/internal.h|src/*/kern/*_k.h) ;;
+    *) report "$hit: OT_KDECL outside a kernel prototype header (move it to src/<layer>/kern/<family>_k.h)" ;;
+  esac
+done < <(grep -rnE '^[[:space:]]*OT_KDECL\(' src bench tests tools 2>/dev/null | cut -d: -f1,2 || true)
 
 for h in include/ot/*.h; do
   n=$(basename "$h" .h)

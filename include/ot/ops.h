@@ -210,6 +210,13 @@ void ot_ref_adamw(float *p, const float *g, float *m, float *v, size_t n,
 // best of a few ~20 ms runs of independent FMA chains (the vector unit's peak
 // with the active ISA). The same probe `ot bench ops` prints.
 double ot_measure_fma_peak(void);
+// STREAM triad a[i] = b[i] + s * c[i], i < n, on all OpenMP threads (static
+// partition); streaming: non-temporal stores where the ISA has them (no read
+// for ownership of a; a must be 64-byte aligned, else plain stores). Benchmarks
+// measure the memory bandwidth with it (bytes: 3 * 4 * n per call).
+void ot_stream_triad(float *a, const float *b, const float *c, float s, size_t n, bool streaming);
+// a = 1, b = 2, c = 0.5 over n floats with ot_stream_triad's partition (first touch).
+void ot_stream_init(float *a, float *b, float *c, size_t n);
 
 #ifdef __cplusplus
 }

@@ -6,20 +6,16 @@
 #include "cli.h"
 #include "bench_util.h"
 
-OT_KDECL(void, k_stream_triad, (float *a, const float *b, const float *c, float s, size_t n));
-OT_KDECL(void, k_stream_triad_nt, (float *a, const float *b, const float *c, float s, size_t n));
-OT_KDECL(void, k_stream_init, (float *a, float *b, float *c, size_t n));
-
 static bench_opts g_opt;
 
 // ------------------------------------------------------------ rooflines -----
 static void run_triad(void *ctx) {
   float **abc = ctx;
-  OT_KPICK(k_stream_triad)(abc[0], abc[1], abc[2], 3.0f, (size_t)(uintptr_t)abc[3]);
+  ot_stream_triad(abc[0], abc[1], abc[2], 3.0f, (size_t)(uintptr_t)abc[3], false);
 }
 static void run_triad_nt(void *ctx) {
   float **abc = ctx;
-  OT_KPICK(k_stream_triad_nt)(abc[0], abc[1], abc[2], 3.0f, (size_t)(uintptr_t)abc[3]);
+  ot_stream_triad(abc[0], abc[1], abc[2], 3.0f, (size_t)(uintptr_t)abc[3], true);
 }
 
 // STREAM triad bandwidth (bytes counted as STREAM does: 3 arrays, no
@@ -27,7 +23,7 @@ static void run_triad_nt(void *ctx) {
 static double measure_stream(double *nt_gbs) {
   size_t n = g_opt.quick ? (size_t)8 << 20 : (size_t)32 << 20;  // 3 x 128 MiB: far beyond L3
   float *a = bench_alloc(n * 4), *b = bench_alloc(n * 4), *c = bench_alloc(n * 4);
-  OT_KPICK(k_stream_init)(a, b, c, n);
+  ot_stream_init(a, b, c, n);
   float *ctx[4] = {a, b, c, (float *)(uintptr_t)n};
   double t = bench_median(run_triad, ctx, g_opt.reps);
   *nt_gbs = 3.0 * 4.0 * n / bench_median(run_triad_nt, ctx, g_opt.reps) * 1e-9;

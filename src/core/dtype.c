@@ -2,6 +2,7 @@
 // and dispatch of the vectorized array conversions in kern/convert.c.
 #include "internal.h"
 #include <math.h>
+#include "kern/convert_k.h"
 
 size_t ot_dtype_size(ot_dtype dt) {
   static const size_t sz[OT_DTYPE_COUNT] = {4, 2, 2, 1, 4, 2};
@@ -46,12 +47,6 @@ float ot_f16_to_f32(uint16_t h) {
   memcpy(&f, &u, 4);
   return f;
 }
-
-OT_KDECL(void, k_cvt_f32_bf16, (const float *src, uint16_t *dst, size_t n));
-OT_KDECL(void, k_cvt_bf16_f32, (const uint16_t *src, float *dst, size_t n));
-OT_KDECL(void, k_cvt_f32_f16, (const float *src, uint16_t *dst, size_t n));
-OT_KDECL(void, k_cvt_f16_f32, (const uint16_t *src, float *dst, size_t n));
-OT_KDECL(void, k_cvt_f32_i8, (const float *src, int8_t *dst, size_t n, float scale));
 
 void ot_cvt_f32_to_bf16(const float *s, uint16_t *d, size_t n) { OT_KPICK(k_cvt_f32_bf16)(s, d, n); }
 void ot_cvt_bf16_to_f32(const uint16_t *s, float *d, size_t n) { OT_KPICK(k_cvt_bf16_f32)(s, d, n); }

@@ -2,11 +2,7 @@
 // dispatch to kern/act.c). Contracts in include/ot/ops.h.
 #include "internal.h"
 #include "ot/ops.h"
-
-OT_KDECL(void, k_gelu_fwd, (int bf16, void *y, const void *x, size_t n));
-OT_KDECL(void, k_gelu_bwd, (int bf16, void *dx, const void *x, const void *dy, size_t n));
-OT_KDECL(void, k_swiglu_fwd, (int bf16, void *y, const void *x, int N, int F));
-OT_KDECL(void, k_swiglu_bwd, (int bf16, void *dx, const void *x, const void *dy, int N, int F));
+#include "kern/act_k.h"
 
 // x -> y: [n] (dt). n == 0 is a no-op. y may alias x.
 ot_status ot_gelu_fwd(ot_dtype dt, void *y, const void *x, size_t n) {

@@ -3,10 +3,7 @@
 #include "internal.h"
 #include "ot/ops.h"
 #include <math.h>
-
-OT_KDECL(void, k_adamw, (float *p, const float *g, float *m, float *v, uint16_t *pb, size_t n,
-                         const float c[9]));
-OT_KDECL(double, k_sumsq, (const float *g, size_t n));
+#include "kern/adamw_k.h"
 
 // p, g, m, v: [n] f32 (p, m, v updated in place); p_bf16: [n] bf16 copy of the
 // new p or NULL. PyTorch AdamW (torch.optim.AdamW, single-tensor path):

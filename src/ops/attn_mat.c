@@ -8,9 +8,7 @@
 #include "ot/attn.h"
 #include "ot/ops.h"
 #include <math.h>
-
-OT_KDECL(void, k_attn_mat_softmax, (float *s, int rows, int ld, int Tq, int Tk, int kvl, int causal));
-OT_KDECL(void, k_attn_mat_dsoftmax, (float *dp, const float *p, int rows, int ld, int n));
+#include "kern/attn_mat_k.h"
 
 // Validates a shape descriptor for any attention kernel; `fn` names the caller.
 ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn) {

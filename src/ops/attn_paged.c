@@ -1,7 +1,9 @@
 // Paged decode attention: validation, the work list (row, kv head, chunk),
 // scratch, dispatch to kern/paged.c; and the scalar reference. Contract in
-// include/ot/serve.h.
-#include "ops/paged_impl.h"
+// include/ot/attn.h.
+#include "internal.h"
+#include "ot/attn.h"
+#include "kern/paged_k.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -58,7 +60,9 @@ ot_status ot_attn_paged_decode(float *o, int ldo, const float *q, int ldq, const
   OT_TRY(check(fn, o, ldo, q, ldq, p));
   ot__paged_args A;
   memset(&A, 0, sizeof A);
-  A.p = p; A.q = q; A.o = o; A.ldq = ldq; A.ldo = ldo;
+  A.p = (ot__paged_pool){p->Hq, p->D, p->block_tokens, p->k, p->v, p->block_stride,
+                        p->head_stride, p->tables, p->table_stride, p->kv_len};
+  A.q = q; A.o = o; A.ldq = ldq; A.ldo = ldo;
   A.G = p->Hq / p->Hkv;
   A.bpc = OT_PAGED_CHUNK / p->block_tokens > 0 ? OT_PAGED_CHUNK / p->block_tokens : 1;
   A.bf16 = p->kv_dt == OT_BF16;

@@ -3,11 +3,7 @@
 // in kern/embed.c, the scalar reference in embed_ref.c.
 #include "internal.h"
 #include "ot/ops.h"
-
-OT_KDECL(void, k_embed_fwd, (void *out, const int32_t *tokens, const void *wte, const void *wpe,
-                             long N, int T, int C, int bf16));
-OT_KDECL(void, k_embed_bwd, (float *dwte, float *dwpe, const void *dout, const int32_t *tokens,
-                             long N, int T, int C, int bf16));
+#include "kern/embed_k.h"
 
 static ot_status embed_check(const char *fn, ot_dtype dt, const int32_t *tokens, int B, int T,
                              int C, int V) {

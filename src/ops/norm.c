@@ -3,14 +3,7 @@
 #include "internal.h"
 #include "ot/ops.h"
 #include <math.h>
-
-OT_KDECL(void, k_norm_fwd, (int bf16, int rms, void *y, float *mean, float *rstd, void *res_out,
-                            const void *x, const void *r, const float *g, const float *beta,
-                            int N, int C, float eps));
-OT_KDECL(void, k_norm_bwd, (int bf16, int rms, void *dx, float *dg, float *dbeta, const void *dy,
-                            const void *dres, const void *res, const float *mean,
-                            const float *rstd, const float *g, int N, int C, float *part, int nt,
-                            int ld));
+#include "kern/norm_k.h"
 
 // Checks shared by both norms' forward.
 static ot_status fwd_check(const char *fn, ot_dtype dt, const void *y, const float *rstd,

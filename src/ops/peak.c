@@ -1,10 +1,9 @@
-// The f32 FMA peak of this machine, measured (the denominator of MFU in the
-// training progress, and the roofline of `ot bench ops`).
+// Machine probes: the f32 FMA peak, measured (the denominator of MFU in the
+// training progress, and the roofline of `ot bench ops`), and the STREAM
+// triad kernels the benchmarks measure the memory bandwidth with.
 #include "internal.h"
 #include "ot/ops.h"
-
-// The probe kernel lives in src/ops/kern/peak.c (compiled per ISA).
-OT_KDECL(double, k_fma_peak, (long iters, float *sink));
+#include "kern/peak_k.h"
 
 double ot_measure_fma_peak(void) {
   float sink = 0;
@@ -18,4 +17,11 @@ double ot_measure_fma_peak(void) {
     if (g > best) best = g;
   }
   return best;
+}
+
+void ot_stream_init(float *a, float *b, float *c, size_t n) { OT_KPICK(k_stream_init)(a, b, c, n); }
+
+void ot_stream_triad(float *a, const float *b, const float *c, float s, size_t n, bool streaming) {
+  if (streaming) OT_KPICK(k_stream_triad_nt)(a, b, c, s, n);
+  else OT_KPICK(k_stream_triad)(a, b, c, s, n);
 }

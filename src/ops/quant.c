@@ -4,11 +4,18 @@
 // oneDNN GEMM (gemm.c) for prefill-sized M, and the scalar reference.
 #include "gemm_impl.h"
 #include "ot/quant.h"
+#include "kern/qgemv_k.h"
 #include <math.h>
 #include <stdlib.h>
 
-OT_KDECL(ot_status, k_qgemv, (float *y, const float *x, const ot_qweight *W, const float *bias, int M));
-OT_KDECL(void, k_qdequant_rows, (float *dst, const ot_qweight *W, int n0, int n1));
+_Static_assert((int)OT_QW_F32 == OT__QK_F32 && (int)OT_QW_BF16 == OT__QK_BF16 && (int)OT_QW_INT8 == OT__QK_INT8,
+               "kern/qgemv_k.h's storage kinds are ot_qw_kind's");
+_Static_assert(OT_QLINEAR_GEMV_MAX == OT__QK_GEMV_MAX, "kern/qgemv_k.h's GEMV row limit");
+
+// The kernels' view of a (checked) weight.
+static ot__qk_weight kview(const ot_qweight *w) {
+  return (ot__qk_weight){(int)w->kind, w->rows, w->cols, w->group, w->data, w->scales};
+}
 
 #define QL_TILE_BYTES ((size_t)8 << 20)   // f32 bytes of one dequantized tile of the GEMM path
 
@@ -118,7 +125,8 @@ ot_status ot_qweight_row(const ot_qweight *w, int row, float *out) {
   OT_CHECK_PTR(out, fn);
   if (row < 0 || row >= w->rows)
     return ot_error(OT_EINVAL, "%s: row=%d out of range [0, %d)", fn, row, w->rows);
-  OT_KPICK(k_qdequant_rows)(out, w, row, row + 1);
+  const ot__qk_weight kw = kview(w);
+  OT_KPICK(k_qdequant_rows)(out, &kw, row, row + 1);
   return OT_OK;
 }
 
@@ -126,7 +134,8 @@ ot_status ot_qweight_dequantize(const ot_qweight *w, float *out) {
   static const char fn[] = "ot_qweight_dequantize";
   OT_TRY(ot_qweight_check(w, fn));
   OT_CHECK_PTR(out, fn);
-  OT_KPICK(k_qdequant_rows)(out, w, 0, w->rows);
+  const ot__qk_weight kw = kview(w);
+  OT_KPICK(k_qdequant_rows)(out, &kw, 0, w->rows);
   return OT_OK;
 }
 
@@ -158,9 +167,10 @@ static ot_status qlinear_gemm(float *y, const float *x, const ot_qweight *W, con
   if (nt > N) nt = N;
   float *tile = ot_scratch((size_t)nt * K * sizeof(float));
   if (!tile) return OT_ENOMEM;
+  const ot__qk_weight kw = kview(W);
   for (int n0 = 0; n0 < N; n0 += nt) {
     const int nr = N - n0 < nt ? N - n0 : nt;
-    OT_KPICK(k_qdequant_rows)(tile, W, n0, n0 + nr);
+    OT_KPICK(k_qdequant_rows)(tile, &kw, n0, n0 + nr);
     ot_mm m = {OT_F32, OT_F32, OT_F32, false, true, M, nr, K, 1.0f, 0.0f, x, K, tile, K, y + n0, N,
                bias ? bias + n0 : NULL, false};
     OT_TRY(ot__mm_run(&m, NULL, fn));
@@ -175,8 +185,12 @@ ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const fl
   OT_PROF_BEGIN("qlinear_fwd", 2.0 * M * W->rows * W->cols,
                 wbytes + 4.0 * M * ((double)W->cols + W->rows) + (bias ? 4.0 * W->rows : 0.0));
   ot_status s = OT_OK;
-  if (M <= OT_QLINEAR_GEMV_MAX) s = OT_KPICK(k_qgemv)(y, x, W, bias, M);
-  else s = qlinear_gemm(y, x, W, bias, M, fn);
+  if (M <= OT_QLINEAR_GEMV_MAX) {
+    const ot__qk_weight kw = kview(W);
+    s = OT_KPICK(k_qgemv)(y, x, &kw, bias, M);
+  } else {
+    s = qlinear_gemm(y, x, W, bias, M, fn);
+  }
   OT_PROF_STOP();
   return s;
 }

@@ -4,9 +4,7 @@
 #include "internal.h"
 #include "ot/ops.h"
 #include <math.h>
-
-OT_KDECL(void, k_rope, (void *x, const float *tab, long rows, int T, int D, int rot, int pos0,
-                        int gptj, float sgn, int bf16));
+#include "kern/rope_k.h"
 
 // tab: [Tmax, rot_dims] f32; row p holds cos(p w_i) for i < rot/2, then
 // sin(p w_i), with w_i = base^(-2i/rot_dims). Angles are formed in double.

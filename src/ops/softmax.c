@@ -5,13 +5,7 @@
 #include "ot/ops.h"
 #include <math.h>
 #include <omp.h>
-
-OT_KDECL(void, k_softmax_fwd, (void *y, const void *x, long N, int V, float *buf, size_t bstride,
-                               int bf16));
-OT_KDECL(void, k_softmax_bwd, (void *dx, const void *y, const void *dy, long N, int V, int bf16));
-OT_KDECL(void, k_xent, (void *lg, int ld, const int32_t *tg, long N, int V, int ignore,
-                        float count, double *loss, int want_grad, float *buf, size_t bstride,
-                        int bf16));
+#include "kern/softmax_k.h"
 
 // Per-thread f32 row buffers for bf16 storage: stride (floats) and count.
 static size_t row_stride(int V) { return ((size_t)V + 15) & ~(size_t)15; }

@@ -14,7 +14,8 @@
 // division are long dependency chains); bf16 loaded and stored as vector
 // pairs in simd.h's exchange order (vldx2/vstx2), whose NaNs come from bf16
 // data only (vstx2_bfsrc: no NaN check needed).
-#include "simd.h"
+#include "core/simd.h"
+#include "act_k.h"
 #include <omp.h>
 
 #define ACT_PAR_MIN 32768  // elements below which one thread is faster

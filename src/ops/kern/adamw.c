@@ -2,7 +2,8 @@
 // (see simd.h). Both are memory-bound single passes; the AdamW update is
 // element-wise, so its result does not depend on the thread count, and the
 // sum of squares uses fixed chunks summed in a fixed order.
-#include "simd.h"
+#include "core/simd.h"
+#include "adamw_k.h"
 
 #define ADAMW_BLK 4096          // elements per OpenMP work item (multiple of 16)
 #define ADAMW_PAR_MIN 65536     // below this, one thread

@@ -2,7 +2,8 @@
 // (see simd.h): the masked row softmax of the forward and the softmax
 // backward dS = P * (dP - rowsum(dP * P)). Rows are independent, so results
 // do not depend on the thread count.
-#include "simd.h"
+#include "core/simd.h"
+#include "attn_mat_k.h"
 
 #define ATTN_PAR_MIN 32768   // elements (rows * cols) below which one thread runs
 

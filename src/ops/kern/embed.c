@@ -2,7 +2,8 @@
 // Forward: OpenMP static over rows. Backward: each thread owns a slice of
 // channels and walks the tokens in order, so every gradient element receives
 // its additions in token order: deterministic for any thread count, no atomics.
-#include "simd.h"
+#include "core/simd.h"
+#include "embed_k.h"
 #include <omp.h>
 
 #define EMB_PAR_MIN 32768  // elements below which one thread is faster

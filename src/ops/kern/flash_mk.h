@@ -17,8 +17,8 @@
 #ifndef OT_KERN_FLASH_MK_H
 #define OT_KERN_FLASH_MK_H
 
-#include "simd.h"
-#include "ops/attn_impl.h"
+#include "core/simd.h"
+#include "attn_k.h"
 #include <omp.h>
 
 #define INL static inline __attribute__((always_inline))

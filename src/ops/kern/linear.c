@@ -3,7 +3,8 @@
 // gradient (column sums) and the QKV per-head scatter/gather. All are
 // element-wise or per-column sequential, so results do not depend on the
 // thread count.
-#include "simd.h"
+#include "core/simd.h"
+#include "linear_k.h"
 
 #define LIN_PAR_MIN 32768   // elements below which a kernel stays on one thread
 

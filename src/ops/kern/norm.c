@@ -12,7 +12,8 @@
 // bf16: the next row is prefetched while the current one computes (pf_next),
 // bf16 outputs are packed two vectors at a time (vst2), and passes that do not
 // depend on the column order load pairs in simd.h's exchange order (vldx2).
-#include "simd.h"
+#include "core/simd.h"
+#include "norm_k.h"
 #include <omp.h>
 
 #define NORM_PAR_MIN 16384  // elements below which one thread is faster

@@ -6,8 +6,8 @@
 // keeping per head the online-softmax state (max m, sum l, accumulator acc).
 // A row with one chunk writes its output directly; otherwise the chunk
 // partials are merged in chunk order (fixed, thread-count independent).
-#include "simd.h"
-#include "ops/paged_impl.h"
+#include "core/simd.h"
+#include "paged_k.h"
 #include <math.h>
 #include <omp.h>
 
@@ -82,7 +82,7 @@ static void accumulate(float *acc, float alpha, const float *p, const void *V, i
 }
 
 // Prefetch of one block's K and V (bbytes each) at element offset off of the cache.
-static void prefetch_kv(const ot_paged_attn *P, size_t off, size_t es, size_t bbytes) {
+static void prefetch_kv(const ot__paged_pool *P, size_t off, size_t es, size_t bbytes) {
   for (size_t x = 0; x < bbytes; x += 64) {
     __builtin_prefetch((const char *)P->k + off * es + x);
     __builtin_prefetch((const char *)P->v + off * es + x);
@@ -92,7 +92,7 @@ static void prefetch_kv(const ot_paged_attn *P, size_t off, size_t es, size_t bb
 // Prefetch of the first K and V block of item e (this thread's next item: the
 // items go round-robin, so its cold start overlaps the current one).
 static void prefetch_first(const ot__paged_args *A, const int32_t *e) {
-  const ot_paged_attn *P = A->p;
+  const ot__paged_pool *P = &A->p;
   const size_t es = A->bf16 ? 2 : 4, b0 = (size_t)e[2] * A->bpc;
   prefetch_kv(P, (size_t)P->tables[(size_t)e[0] * P->table_stride + b0] * P->block_stride +
                      (size_t)e[1] * P->head_stride, es, (size_t)P->block_tokens * P->D * es);
@@ -100,7 +100,7 @@ static void prefetch_first(const ot__paged_args *A, const int32_t *e) {
 
 // One item: row r, kv head kh, chunk c (its blocks [c * bpc, ...)).
 static void item(const ot__paged_args *A, float *ws, int r, int kh, int c) {
-  const ot_paged_attn *P = A->p;
+  const ot__paged_pool *P = &A->p;
   const int D = P->D, G = A->G, bt = P->block_tokens, Dp = rup(D, VL), Sp = rup(bt, VL);
   const int L = P->kv_len[r], nb = (L + bt - 1) / bt;
   const int b0 = c * A->bpc, b1 = b0 + A->bpc < nb ? b0 + A->bpc : nb;
@@ -165,7 +165,7 @@ static void item(const ot__paged_args *A, float *ws, int r, int kh, int c) {
 
 // Output row (r, query head h) from its chunk partials, in chunk order.
 static void merge(const ot__paged_args *A, float *acc, int r, int h) {
-  const ot_paged_attn *P = A->p;
+  const ot__paged_pool *P = &A->p;
   const int D = P->D, G = A->G, kh = h / G, g = h % G, nch = A->nch[r], PS = D + 2;
   const float *p0 = A->part + A->poff[r] + ((size_t)kh * nch * G + g) * PS;
   const size_t cs = (size_t)G * PS;   // chunk stride
@@ -201,6 +201,6 @@ void OT_K(k_attn_paged)(const ot__paged_args *A) {
     }
 #pragma omp for schedule(static)
     for (int i = 0; i < A->nmerge; i++)
-      merge(A, ws, A->merge[i] / A->p->Hq, A->merge[i] % A->p->Hq);
+      merge(A, ws, A->merge[i] / A->p.Hq, A->merge[i] % A->p.Hq);
   }
 }

@@ -1,7 +1,8 @@
 // Machine-roofline probes used by `ot bench`: FMA peak of this ISA's vector
 // unit and a STREAM-style triad. Not operators; kept here so that the FMA loop
 // is compiled with the ISA's flags like every kernel.
-#include "simd.h"
+#include "core/simd.h"
+#include "peak_k.h"
 
 // Runs `iters` rounds of 12 independent FMA chains per thread on all OpenMP
 // threads; returns the number of floating-point operations performed

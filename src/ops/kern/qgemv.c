@@ -16,8 +16,8 @@
 // weights are converted in registers for all M rows at once (M <= QG_FUSED),
 // or dequantized chunk by chunk (QG_KC columns) into an L1-resident f32 panel
 // that register tiles of QG_R rows x QG_MT_F32 activation rows reuse.
-#include "simd.h"
-#include "ot/quant.h"
+#include "core/simd.h"
+#include "qgemv_k.h"
 #include <omp.h>
 
 #define AI static inline __attribute__((always_inline))
@@ -25,7 +25,7 @@
 #define QG_MT 4          // most activation rows per register tile
 #define QG_MT_F32 3      // activation rows per tile over f32 weights (QG_R * 3 accumulators)
 #define QG_FUSED 4       // bf16/int8 with M <= QG_FUSED: weights converted in registers, no panel
-#define QG_ACC OT_QLINEAR_GEMV_MAX   // accumulator slots per output row
+#define QG_ACC OT__QK_GEMV_MAX   // accumulator slots per output row
 #define QG_KC 512        // columns per dequantized chunk: a multiple of every group and of VL
 #define QG_PAR_MIN 65536 // weight bytes below which one thread does everything
 #define QG_CHUNKS 32     // chunks of output rows the threads share dynamically
@@ -36,20 +36,20 @@
 
 // VL weights of row pointer p from column i as f32 (int8: unscaled), or the first n.
 AI vf wload(int kind, const void *p, size_t i) {
-  if (kind == OT_QW_F32) return vload((const float *)p + i);
-  if (kind == OT_QW_BF16) return vload_bf16((const uint16_t *)p + i);
+  if (kind == OT__QK_F32) return vload((const float *)p + i);
+  if (kind == OT__QK_BF16) return vload_bf16((const uint16_t *)p + i);
   return vload_i8((const int8_t *)p + i);
 }
 AI vf wload_part(int kind, const void *p, size_t i, int n) {
-  if (kind == OT_QW_F32) return vload_part((const float *)p + i, n);
-  if (kind == OT_QW_BF16) return vload_bf16_part((const uint16_t *)p + i, n);
+  if (kind == OT__QK_F32) return vload_part((const float *)p + i, n);
+  if (kind == OT__QK_BF16) return vload_bf16_part((const uint16_t *)p + i, n);
   return vload_i8_part((const int8_t *)p + i, n);
 }
 
-static size_t wsize(int kind) { return kind == OT_QW_F32 ? 4 : kind == OT_QW_BF16 ? 2 : 1; }
+static size_t wsize(int kind) { return kind == OT__QK_F32 ? 4 : kind == OT__QK_BF16 ? 2 : 1; }
 
 // Column group of W: its width (the whole row unless int8 per group) and count per row.
-static int group_cols(const ot_qweight *W) { return W->kind == OT_QW_INT8 && W->group ? W->group : W->cols; }
+static int group_cols(const ot__qk_weight *W) { return W->kind == OT__QK_INT8 && W->group ? W->group : W->cols; }
 
 // Software prefetch for R rows: the bytes [kb, kb + nb) of each row, `dist`
 // bytes further (M > 1: the same columns QG_R rows on; M = 1: further along the
@@ -70,7 +70,7 @@ AI void prefetch_rows(int R, const void *const *row, size_t kb, size_t nb, size_
 // streams (see m1_chunk) read side by side, each prefetching QG_M1_DIST bytes ahead.
 // GC: the int8 group as a compile-time constant (32, 64, 128: the group's loop
 // unrolls), 0 = W's. A row's result does not depend on R or its slot.
-AI void m1_rows(int kind, int R, int GC, const ot_qweight *W, const int *idx, const float *x, float *y,
+AI void m1_rows(int kind, int R, int GC, const ot__qk_weight *W, const int *idx, const float *x, float *y,
                 const float *bias) {
   const int K = W->cols, G = GC ? GC : group_cols(W), ng = K / G;
   const size_t es = wsize(kind);
@@ -109,7 +109,7 @@ AI void m1_rows(int kind, int R, int GC, const ot_qweight *W, const int *idx, co
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) p[r] = vfmadd(wload_part(kind, row[r], (size_t)k, k1 - k), xv, p[r]);
     }
-    if (kind == OT_QW_INT8) {
+    if (kind == OT__QK_INT8) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) acc[r] = vfmadd(p[r], vset1(W->scales[(size_t)idx[r] * ng + g]), acc[r]);
     } else {
@@ -173,7 +173,7 @@ static bool quant_x(const float *x, int K, int C, int16_t *xq, float *sx) {
 // y[idx[r]] = dot(W[idx[r]], x) (+ bias), r < R, W int8 with x prepared by
 // quant_x: R rows from R streams side by side (see m1_rows), each vector of x
 // loaded once for all R. A row's result does not depend on R or its slot.
-AI void m1_i8_rows(int GC, int R, const ot_qweight *W, const int *idx, const int16_t *xq, const float *sx,
+AI void m1_i8_rows(int GC, int R, const ot__qk_weight *W, const int *idx, const int16_t *xq, const float *sx,
                    float *y, const float *bias) {
   const int K = W->cols, G = GC ? GC : W->group, C = G ? G : QX_C, ng = G ? K / G : 1;
   const int8_t *row[QG_S];
@@ -225,7 +225,7 @@ static void deinterleave_x(const float *x, int K, float *xp) {
 }
 
 // bf16: R rows from R streams side by side (see m1_i8_rows), two FMA chains per row.
-AI void m1_bf16_rows(int R, const ot_qweight *W, const int *idx, const float *xp, const float *x, float *y,
+AI void m1_bf16_rows(int R, const ot__qk_weight *W, const int *idx, const float *xp, const float *x, float *y,
                      const float *bias) {
   const int K = W->cols;
   const uint16_t *row[QG_S];
@@ -274,12 +274,12 @@ AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const flo
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int m = 0; m < MT; m++) a[r][m] = acc[r * QG_ACC + m];
-  const int gw = kind == OT_QW_INT8 ? G : kc;
+  const int gw = kind == OT__QK_INT8 ? G : kc;
   for (int j0 = 0, g = g0; j0 < kc; j0 += gw, g++) {
     const int j1 = j0 + gw < kc ? j0 + gw : kc;
     vf s[QG_R];
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) s[r] = kind == OT_QW_INT8 ? vset1(scl[r][g]) : vzero();
+    for (int r = 0; r < R; r++) s[r] = kind == OT__QK_INT8 ? vset1(scl[r][g]) : vzero();
     int j = j0;
     for (; j + VL <= j1; j += VL) {
       if (pf) prefetch_rows(R, row, (size_t)(wk0 + j) * wsize(kind), VL * wsize(kind), pf);
@@ -289,7 +289,7 @@ AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const flo
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         vf w = wload(kind, row[r], (size_t)(wk0 + j));
-        if (kind == OT_QW_INT8) w = vmul(w, s[r]);
+        if (kind == OT__QK_INT8) w = vmul(w, s[r]);
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++) a[r][m] = vfmadd(w, xv[m], a[r][m]);
       }
@@ -302,7 +302,7 @@ AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const flo
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         vf w = wload_part(kind, row[r], (size_t)(wk0 + j), t);
-        if (kind == OT_QW_INT8) w = vmul(w, s[r]);
+        if (kind == OT__QK_INT8) w = vmul(w, s[r]);
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++) a[r][m] = vfmadd(w, xv[m], a[r][m]);
       }
@@ -317,20 +317,20 @@ AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const flo
 // panel[r * QG_KC + j] = W(r, j) dequantized to f32 as in tile, r < R, j < kc.
 AI void dequant_chunk(int kind, int R, const void *const *row, int wk0, const float *const *scl, int g0, int G,
                       int kc, float *panel) {
-  const int gw = kind == OT_QW_INT8 ? G : kc;
+  const int gw = kind == OT__QK_INT8 ? G : kc;
   for (int r = 0; r < R; r++) {
     float *d = panel + r * QG_KC;
     for (int j0 = 0, g = g0; j0 < kc; j0 += gw, g++) {
       const int j1 = j0 + gw < kc ? j0 + gw : kc;
-      const vf s = kind == OT_QW_INT8 ? vset1(scl[r][g]) : vzero();
+      const vf s = kind == OT__QK_INT8 ? vset1(scl[r][g]) : vzero();
       int j = j0;
       for (; j + VL <= j1; j += VL) {
         const vf v = wload(kind, row[r], (size_t)(wk0 + j));
-        vstore(d + j, kind == OT_QW_INT8 ? vmul(v, s) : v);
+        vstore(d + j, kind == OT__QK_INT8 ? vmul(v, s) : v);
       }
       if (j < j1) {
         const vf v = wload_part(kind, row[r], (size_t)(wk0 + j), j1 - j);
-        vstore_part(d + j, kind == OT_QW_INT8 ? vmul(v, s) : v, j1 - j);
+        vstore_part(d + j, kind == OT__QK_INT8 ? vmul(v, s) : v, j1 - j);
       }
     }
   }
@@ -343,17 +343,17 @@ AI void tiles_f32(int R, const float *const *row, int wk0, int kc, const float *
   const void *const *rw = (const void *const *)row;
   int m = 0;
   for (; m + QG_MT_F32 <= M; m += QG_MT_F32, pf = 0)
-    tile(OT_QW_F32, R, QG_MT_F32, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
-  if (M - m == 2) tile(OT_QW_F32, R, 2, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
-  if (M - m == 1) tile(OT_QW_F32, R, 1, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
+    tile(OT__QK_F32, R, QG_MT_F32, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
+  if (M - m == 2) tile(OT__QK_F32, R, 2, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
+  if (M - m == 1) tile(OT__QK_F32, R, 1, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
 }
 
-// y[m, n + r] = dot(W[n + r], x[m]) (+ bias) for r < R, m < M (2 <= M <= OT_QLINEAR_GEMV_MAX).
+// y[m, n + r] = dot(W[n + r], x[m]) (+ bias) for r < R, m < M (2 <= M <= OT__QK_GEMV_MAX).
 // f32 weights: register tiles straight from W. bf16/int8 with M <= QG_FUSED:
 // one tile of all M rows converting the weights in registers (pairs of rows,
 // to fit the registers); larger M: each chunk dequantized once into an f32
 // panel (L1) that the tiles read.
-AI void mb_rows(int kind, int R, const ot_qweight *W, int n, const float *x, int M, float *y,
+AI void mb_rows(int kind, int R, const ot__qk_weight *W, int n, const float *x, int M, float *y,
                 const float *bias) {
   const int K = W->cols, N = W->rows, G = group_cols(W), ng = K / G;
   const size_t pf = (size_t)QG_R * K * wsize(kind);
@@ -363,14 +363,14 @@ AI void mb_rows(int kind, int R, const ot_qweight *W, int n, const float *x, int
   float panel[QG_R * QG_KC];
   for (int r = 0; r < R; r++) {
     row[r] = (const char *)W->data + (size_t)(n + r) * K * wsize(kind);
-    scl[r] = kind == OT_QW_INT8 ? W->scales + (size_t)(n + r) * ng : NULL;
+    scl[r] = kind == OT__QK_INT8 ? W->scales + (size_t)(n + r) * ng : NULL;
     prow[r] = panel + r * QG_KC;
   }
   for (int i = 0; i < QG_R * QG_ACC; i++) acc[i] = vzero();
   for (int k0 = 0; k0 < K; k0 += QG_KC) {
-    const int kc = K - k0 < QG_KC ? K - k0 : QG_KC, g0 = kind == OT_QW_INT8 ? k0 / G : 0;
+    const int kc = K - k0 < QG_KC ? K - k0 : QG_KC, g0 = kind == OT__QK_INT8 ? k0 / G : 0;
     const float *xc = x + k0;
-    if (kind == OT_QW_F32) {
+    if (kind == OT__QK_F32) {
       tiles_f32(R, (const float *const *)row, k0, kc, xc, (size_t)K, M, acc, pf);
     } else if (M <= QG_FUSED) {
 #define QG_FUSED_TILE(RR, MM) tile(kind, RR, MM, row + r0, k0, scl + r0, g0, G, kc, xc, (size_t)K, acc + r0 * QG_ACC, pf)
@@ -402,24 +402,24 @@ typedef struct {
 } m1_prep;
 
 // M = 1, R rows idx[0 .. R) (R = QG_S or 1), dispatched to the kernel for W's kind and group.
-AI void m1_kernel(int kind, int R, const ot_qweight *W, const int *idx, const float *x, float *y,
+AI void m1_kernel(int kind, int R, const ot__qk_weight *W, const int *idx, const float *x, float *y,
                   const float *bias, const m1_prep *pp) {
 #ifdef OT_SIMD_QDOT
-  if (kind == OT_QW_INT8 && pp->xq) {
+  if (kind == OT__QK_INT8 && pp->xq) {
     if (W->group == 32) m1_i8_rows(32, R, W, idx, pp->xq, pp->sx, y, bias);
     else if (W->group == 64) m1_i8_rows(64, R, W, idx, pp->xq, pp->sx, y, bias);
     else if (W->group == 128) m1_i8_rows(128, R, W, idx, pp->xq, pp->sx, y, bias);
     else m1_i8_rows(0, R, W, idx, pp->xq, pp->sx, y, bias);
     return;
   }
-  if (kind == OT_QW_BF16 && pp->xp) {
+  if (kind == OT__QK_BF16 && pp->xp) {
     m1_bf16_rows(R, W, idx, pp->xp, x, y, bias);
     return;
   }
 #else
   (void)pp;
 #endif
-  if (kind != OT_QW_INT8 || !W->group) m1_rows(kind, R, 0, W, idx, x, y, bias);
+  if (kind != OT__QK_INT8 || !W->group) m1_rows(kind, R, 0, W, idx, x, y, bias);
   else if (W->group == 32) m1_rows(kind, R, 32, W, idx, x, y, bias);
   else if (W->group == 64) m1_rows(kind, R, 64, W, idx, x, y, bias);
   else m1_rows(kind, R, 128, W, idx, x, y, bias);
@@ -431,7 +431,7 @@ AI void m1_kernel(int kind, int R, const ot_qweight *W, const int *idx, const fl
 // threads summing 256 MiB) read 22 GB/s with one stream per thread and 31-32
 // GB/s with four, 30 with eight; in bench_qgemv the GPT-2 logits matrix went
 // from 3490 to 1898 us in bf16, 1560 to 1250 us in int8/g64.
-AI void m1_chunk(int kind, const ot_qweight *W, int c0, int c1, const float *x, float *y, const float *bias,
+AI void m1_chunk(int kind, const ot__qk_weight *W, int c0, int c1, const float *x, float *y, const float *bias,
                  const m1_prep *pp) {
   const int L = (c1 - c0 + QG_S - 1) / QG_S;
   for (int i = 0; i < L; i++) {
@@ -445,14 +445,14 @@ AI void m1_chunk(int kind, const ot_qweight *W, int c0, int c1, const float *x, 
 }
 
 // Rows [n, n + QG_R) of the output (M > 1), or the rows from n to N one at a time.
-AI void block(int kind, const ot_qweight *W, int n, const float *x, int M, float *y, const float *bias) {
+AI void block(int kind, const ot__qk_weight *W, int n, const float *x, int M, float *y, const float *bias) {
   const int N = W->rows;
   if (n + QG_R <= N) mb_rows(kind, QG_R, W, n, x, M, y, bias);
   else
     for (int i = n; i < N; i++) mb_rows(kind, 1, W, i, x, M, y, bias);
 }
 
-// y[M, N] = x[M, K] @ W^T (+ bias[N]), 1 <= M <= OT_QLINEAR_GEMV_MAX, W checked by the caller.
+// y[M, N] = x[M, K] @ W^T (+ bias[N]), 1 <= M <= OT__QK_GEMV_MAX, W checked by the caller.
 // M = 1: the rows in 2 chunks per thread (at most QG_M1_CHUNKS), handed out to
 // whichever thread is free (a thread slowed by another process on its core
 // does less), each read as QG_S streams (m1_chunk). M > 1: blocks of QG_R output
@@ -462,18 +462,18 @@ AI void block(int kind, const ot_qweight *W, int n, const float *x, int M, float
 // are compiled for it alone. M = 1 over bf16 / int8 on ISAs with OT_SIMD_QDOT:
 // x is first prepared into this thread's scratch. OT_ENOMEM if that scratch
 // cannot be had.
-ot_status OT_K(k_qgemv)(float *y, const float *x, const ot_qweight *W, const float *bias, int M) {
+ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const float *bias, int M) {
   const int N = W->rows, K = W->cols;
   const size_t bytes = (size_t)N * K * wsize(W->kind);
   if (M == 1) {
     m1_prep pp = {NULL, NULL, NULL};
 #ifdef OT_SIMD_QDOT
-    if (W->kind != OT_QW_F32) {
-      const int C = W->kind == OT_QW_INT8 && W->group ? W->group : QX_C, nc = (K + C - 1) / C;
+    if (W->kind != OT__QK_F32) {
+      const int C = W->kind == OT__QK_INT8 && W->group ? W->group : QX_C, nc = (K + C - 1) / C;
       const size_t kq = ((size_t)K + VQ8 - 1) / VQ8 * VQ8;
-      char *ws = ot_scratch(W->kind == OT_QW_INT8 ? kq * 2 + (size_t)nc * 4 : (size_t)K * 4);
+      char *ws = ot_scratch(W->kind == OT__QK_INT8 ? kq * 2 + (size_t)nc * 4 : (size_t)K * 4);
       if (!ws) return OT_ENOMEM;
-      if (W->kind == OT_QW_BF16) {
+      if (W->kind == OT__QK_BF16) {
         deinterleave_x(x, K, (float *)ws);
         pp.xp = (const float *)ws;
       } else if (quant_x(x, K, C, (int16_t *)(ws + (size_t)nc * 4), (float *)ws)) {
@@ -489,9 +489,9 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot_qweight *W, const flo
     for (int c = 0; c < nch; c++) {
       const int c0 = (int)((long)N * c / nch), c1 = (int)((long)N * (c + 1) / nch);
       switch (W->kind) {
-        case OT_QW_F32: m1_chunk(OT_QW_F32, W, c0, c1, x, y, bias, &pp); break;
-        case OT_QW_BF16: m1_chunk(OT_QW_BF16, W, c0, c1, x, y, bias, &pp); break;
-        default: m1_chunk(OT_QW_INT8, W, c0, c1, x, y, bias, &pp); break;
+        case OT__QK_F32: m1_chunk(OT__QK_F32, W, c0, c1, x, y, bias, &pp); break;
+        case OT__QK_BF16: m1_chunk(OT__QK_BF16, W, c0, c1, x, y, bias, &pp); break;
+        default: m1_chunk(OT__QK_INT8, W, c0, c1, x, y, bias, &pp); break;
       }
     }
     return OT_OK;
@@ -504,16 +504,16 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot_qweight *W, const flo
   for (long b = 0; b < nb; b++) {
     const int n = (int)b * QG_R;
     switch (W->kind) {
-      case OT_QW_F32: block(OT_QW_F32, W, n, x, M, y, bias); break;
-      case OT_QW_BF16: block(OT_QW_BF16, W, n, x, M, y, bias); break;
-      default: block(OT_QW_INT8, W, n, x, M, y, bias); break;
+      case OT__QK_F32: block(OT__QK_F32, W, n, x, M, y, bias); break;
+      case OT__QK_BF16: block(OT__QK_BF16, W, n, x, M, y, bias); break;
+      default: block(OT__QK_INT8, W, n, x, M, y, bias); break;
     }
   }
   return OT_OK;
 }
 
 // dst[(n - n0) * K + k] = W[n, k] dequantized to f32 for n in [n0, n1) (threaded).
-void OT_K(k_qdequant_rows)(float *dst, const ot_qweight *W, int n0, int n1) {
+void OT_K(k_qdequant_rows)(float *dst, const ot__qk_weight *W, int n0, int n1) {
   const int K = W->cols, G = group_cols(W), ng = K / G;
   const int kind = W->kind;
   const size_t es = wsize(kind);
@@ -524,11 +524,11 @@ void OT_K(k_qdequant_rows)(float *dst, const ot_qweight *W, int n0, int n1) {
     for (int g = 0; g < ng; g++) {
       const int k1 = (g + 1) * G;
       int k = g * G;
-      if (kind == OT_QW_INT8) {
+      if (kind == OT__QK_INT8) {
         const vf s = vset1(W->scales[(size_t)n * ng + g]);
         for (; k + VL <= k1; k += VL) vstore(d + k, vmul(vload_i8((const int8_t *)row + k), s));
         if (k < k1) vstore_part(d + k, vmul(vload_i8_part((const int8_t *)row + k, k1 - k), s), k1 - k);
-      } else if (kind == OT_QW_BF16) {
+      } else if (kind == OT__QK_BF16) {
         for (; k + VL <= k1; k += VL) vstore(d + k, vload_bf16((const uint16_t *)row + k));
         if (k < k1) vstore_part(d + k, vload_bf16_part((const uint16_t *)row + k, k1 - k), k1 - k);
       } else {

@@ -3,7 +3,8 @@
 // sin/cos here). sgn = +1 rotates by the angle (forward), -1 by its inverse
 // (backward). NEOX pairs (i, i + rot/2) vectorize directly; GPTJ pairs
 // (2i, 2i+1) use a pair swap within the vector (the only shuffle needed).
-#include "simd.h"
+#include "core/simd.h"
+#include "rope_k.h"
 
 #define ROPE_PAR_MIN 32768  // elements rotated below which one thread is faster
 #define INL static inline __attribute__((always_inline))

@@ -16,7 +16,8 @@
 // as vector pairs in simd.h's exchange order (vldx2/vstx2): e keeps that order
 // (the write pass walks each chunk with the same steps), sums and maxima do
 // not depend on it.
-#include "simd.h"
+#include "core/simd.h"
+#include "softmax_k.h"
 #include <omp.h>
 
 #define SM_PAR_MIN 16384  // elements below which one thread is faster

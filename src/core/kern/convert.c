@@ -1,6 +1,7 @@
 // Array dtype conversions, one source for every ISA (see simd.h). Threaded
 // for large arrays; element-wise, so results do not depend on thread count.
-#include "simd.h"
+#include "core/simd.h"
+#include "convert_k.h"
 #if !defined(OT_ARCH_PORTABLE)
 #include <immintrin.h>
 #endif

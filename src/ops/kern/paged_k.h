@@ -1,17 +1,29 @@
-// Private interface of the paged decode attention (attn_paged.c and its kernel
-// kern/paged.c): the argument block and the chunking rule.
-#ifndef OT_OPS_PAGED_IMPL_H
-#define OT_OPS_PAGED_IMPL_H
+// The paged decode attention's kernel interface (kern/paged.c and its caller
+// ops/attn_paged.c): the argument block, the chunking rule and the kernel's
+// prototype, one variant per ISA. ISA-independent.
+#ifndef OT_KERN_PAGED_K_H
+#define OT_KERN_PAGED_K_H
 
 #include "internal.h"
-#include "ot/attn.h"
 
 // Keys per split-KV chunk (rounded to whole blocks): fixed, so results do not
 // depend on the thread count; the same size as the contiguous decode kernel's.
 #define OT_PAGED_CHUNK 256
 
+// The block pool as the kernel reads it (the fields of ot_paged_attn it needs,
+// copied by the caller after validation): K rows of kv head h in block b start
+// at k + h * head_stride + b * block_stride elements (V likewise).
 typedef struct {
-  const ot_paged_attn *p;
+  int Hq, D, block_tokens;
+  const void *k, *v;
+  size_t block_stride, head_stride;
+  const int32_t *tables;   // [n, table_stride]
+  int table_stride;
+  const int32_t *kv_len;   // [n]
+} ot__paged_pool;
+
+typedef struct {
+  ot__paged_pool p;
   const float *q;
   float *o;
   int ldq, ldo;
@@ -38,6 +50,8 @@ static inline size_t ot__paged_ws_floats(int D, int G, int bt) {
   return 2 * (size_t)G * Dp + 2 * ((size_t)G + 16) + Sp + 64;
 }
 
+// Runs A's items (one query row, kv head and chunk each) and merges the chunks
+// of the rows in A->merge, in chunk order.
 OT_KDECL(void, k_attn_paged, (const ot__paged_args *A));
 
 #endif

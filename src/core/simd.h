@@ -1,5 +1,5 @@
-// One SIMD vocabulary for every kernel source under src/ops/kern/. Each such
-// source is compiled three times (see CMakeLists.txt) with exactly one of
+// One SIMD vocabulary for every kernel source under src/core/kern/ and
+// src/ops/kern/. Each such source is compiled three times (see CMakeLists.txt) with exactly one of
 // OT_ARCH_AVX512 / OT_ARCH_AVX2 / OT_ARCH_PORTABLE defined; kernels are written
 // once against `vf` (VL floats) and these inline functions, and get their
 // symbol names from OT_K(). Only this file knows the intrinsics (BLIS style).
@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
-#include "../../internal.h"
+#include "internal.h"
 
 #if defined(OT_ARCH_AVX512)
 #  include <immintrin.h>
