@@ -2,8 +2,8 @@
 // parallel layout that equals the one-process step on the same global batch.
 //
 // Data: every rank reads the same global batch of data_parallel x grad_accum
-// x batch_size rows; data-parallel rank d takes rows [d A B, (d + 1) A B),
-// micro-batch k of them rows [k B, (k + 1) B). Each micro-batch's loss is
+// x batch_size rows; the trainer hands data-parallel rank d rows
+// [d A B, (d + 1) A B), micro-batch k of them rows [k B, (k + 1) B). Each micro-batch's loss is
 // divided by the global count of scored targets, so the gradients summed over
 // the data-parallel ranks are the one-process gradients.
 // Pipeline: 1F1B (warm-up forwards, then one forward + one backward, then the
