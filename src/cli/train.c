@@ -1,4 +1,4 @@
-// `ot train`: flags and config files -> ot_train_config -> ot_train_run.
+// `ot train`: flags and config files -> ot_train_config (resolved once) -> ot_train_run_resolved.
 // `ot eval`: held-out loss of a checkpoint (ours, or a Hugging Face directory).
 // Thin: the key vocabulary, aliases, validation and the loop live in the
 // library (include/ot/train.h).
@@ -187,14 +187,12 @@ int ot_cmd_train(int argc, char **argv) {
     if (any && !bad) rc = 2;
   }
   if (!rc && !c.resume[0]) vocab_from_data(&c, user);
-  if (!rc) {
-    ot_train_config r = c;
-    if (ot_train_config_resolve(&r) != OT_OK) {
-      rc = 2;
-      if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
-    }
+  // resolved once, here: the run takes the resolved config as it is
+  if (!rc && ot_train_config_resolve(&c) != OT_OK) {
+    rc = 2;
+    if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
   }
-  if (!rc && ot_train_run(&c, stdout, NULL, NULL) != OT_OK) rc = fail("train");
+  if (!rc && ot_train_run_resolved(&c, stdout, NULL, NULL) != OT_OK) rc = fail("train");
 out:
   free(flags);
   free(user);

@@ -1,6 +1,6 @@
 // Private interface of the parallel layer (src/dist/): the rank grid and its
-// communicators, collectives guarded by a watchdog, and the parallel trainer
-// state the engine's trainer holds.
+// communicators, collectives guarded by a watchdog, and the parallel runtime's
+// state behind the hooks of dist/par.h.
 #ifndef OT_DIST_IMPL_H
 #define OT_DIST_IMPL_H
 #include <mpi.h>
@@ -59,20 +59,20 @@ ot_status ot__wait(const ot__grid *g, MPI_Request *req, const char *what);
 ot_status ot__allgather_f32(const ot__grid *g, MPI_Comm comm, float *buf, const int *counts,
                             const int *displs, const char *what);
 ot_status ot__mpi_error(int rc, const char *what);
-// The grid of a parallel trainer (ptrain.c).
-struct ot__par;
-ot__grid *ot__par_grid(struct ot__par *p);
 
-// ------------------------------------------------------ parallel trainer ----
+// ------------------------------------------------------ parallel runtime ----
 #include <pthread.h>
-typedef struct ot_trainer ot_trainer;
-typedef struct ot__par ot__par;
+#include "dist/par.h"
 // ZeRO-2 staging buffers: Z2_BUFS - 1 unit reductions overlap the backward.
 #define Z2_BUFS 3
-// The parallel trainer's state (ptrain.c; ZeRO-2 staging in zero2.c).
+// The parallel runtime's state (ptrain.c; ZeRO-2 staging in zero2.c).
 struct ot__par {
   ot__grid g;
-  ot_trainer *t;
+  ot_model *m;               // this rank's model part (owned by the trainer)
+  ot_model_config mc;        // the whole model's config
+  int B, T;                  // micro-batch rows, sequence length
+  ot_dtype dt;               // activation dtype of the run
+  float comm_timeout;
   int M, slots;
   bool gpipe, overlap;
   int zero;
@@ -98,6 +98,7 @@ struct ot__par {
   size_t act_bytes;
   MPI_Request *freq, breq;   // [slots] forward sends, the backward send
   double comm_s;             // communication seconds of the last step (blocked main thread)
+  double comm0;              // ot__comm_seconds() when the running step began
   // ZeRO-2 (zero == 2, zero2.c): the model's gradients live in staging buffers
   float *gs;                 // [s1 - s0] this rank's shard, reduced over dp and accumulated
   float *gstage;             // [ng] the small global parameters' gradients (positions, final

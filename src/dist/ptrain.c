@@ -1,9 +1,9 @@
-// The parallel trainer step: one optimizer step of a data x tensor x pipeline
+// The parallel runtime (hooks of dist/par.h): one optimizer step of a data x tensor x pipeline
 // parallel layout that equals the one-process step on the same global batch.
 //
 // Data: every rank reads the same global batch of data_parallel x grad_accum
-// x batch_size rows; data-parallel rank d takes rows [d A B, (d + 1) A B),
-// micro-batch k of them rows [k B, (k + 1) B). Each micro-batch's loss is
+// x batch_size rows; the trainer hands data-parallel rank d rows
+// [d A B, (d + 1) A B), micro-batch k of them rows [k B, (k + 1) B). Each micro-batch's loss is
 // divided by the global count of scored targets, so the gradients summed over
 // the data-parallel ranks are the one-process gradients.
 // Pipeline: 1F1B (warm-up forwards, then one forward + one backward, then the
@@ -15,11 +15,12 @@
 // reduction thread as soon as the backward of the last micro-batch has made it
 // final (the model reports it), else all are reduced after the backward. A
 // tied embedding's gradient is then summed between the first and last stage.
-// Optimizer: global gradient norm (each element counted once over the world),
-// clipping, AdamW; with ZeRO-1 each data-parallel rank updates its 1/dp shard
-// of the buffer (its share of the moments only) and the shards are gathered.
+// The trainer (src/train/trainer.c) then takes the global gradient norm
+// (ot__par_reduce_norm: each element counted once over the world), clips and
+// updates; with ZeRO each data-parallel rank updates its 1/dp shard of the
+// buffer (its share of the moments only) and ot__par_gather gathers the shards.
 #include "dist_impl.h"
-#include "train/train_impl.h"
+#include "io/data_impl.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static ot_status run_job(ot__par *p, int k) {
   if (p->zero == 2) return ot__z2_unit_reduce(p, k);
   char what[96];
   snprintf(what, sizeof what, "data-parallel gradient all-reduce (bucket %d of %d)", k + 1, p->nb);
-  return ot__allreduce(&p->g, p->g.dp_comm, ot_model_grads(p->t->m) + p->bstart[k],
+  return ot__allreduce(&p->g, p->g.dp_comm, ot_model_grads(p->m) + p->bstart[k],
                        p->bstart[k + 1] - p->bstart[k], OT_F32, OT_RED_SUM, what);
 }
 
@@ -145,6 +146,7 @@ void ot__par_free(ot__par *p) {
 }
 
 int ot__par_dp(const ot__par *p) { return p ? p->g.dp : 1; }
+int ot__par_dp_rank(const ot__par *p) { return p ? p->g.dp_rank : 0; }
 int ot__par_rank(const ot__par *p) { return p ? p->g.rank : 0; }
 double ot__par_comm_seconds(const ot__par *p) { return p ? p->comm_s : 0.0; }
 
@@ -155,18 +157,21 @@ static void stage_layers(int L, int pp, int s, int *l0, int *l1) {
   *l1 = *l0 + base + (s < extra);
 }
 
-ot_status ot__par_create(ot_trainer *t, const ot_run_config *run, ot__par **out) {
-  const ot_train_config *c = &t->cfg;
+ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out) {
+  const ot_run_config *run = &c->run;
   ot__par *p = calloc(1, sizeof *p);
   if (!p) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   *out = p;
-  p->t = t;
-  p->M = c->grad_accum;
+  p->mc = c->model;
+  p->B = run->B;
+  p->T = run->T;
+  p->dt = run->dt;
+  p->comm_timeout = c->comm_timeout;
+  p->M = c->micro_batches;
   p->gpipe = c->gpipe;
   p->overlap = c->overlap;
-  p->zero = c->optimizer_shard;
-  OT_TRY(ot__grid_create(&p->g, c->data_parallel, c->tensor_parallel, c->pipeline_stages,
-                         c->model.tied, c->comm_timeout));
+  p->zero = c->zero;
+  OT_TRY(ot__grid_create(&p->g, c->dp, c->tp, c->pp, c->model.tied, c->comm_timeout));
   const int pp = p->g.pp, st = p->g.pp_rank;
   p->slots = p->gpipe ? p->M : (pp - st < p->M ? pp - st : p->M);
   ot_model_part part = ot_model_part_whole(&c->model);
@@ -190,8 +195,8 @@ ot_status ot__par_create(ot_trainer *t, const ot_run_config *run, ot__par **out)
     part.comm.chunk_buf = p->chunk;
     part.comm.chunk_rows = p->chunk_rows;
   }
-  OT_TRY(ot_model_create_part(&t->m, &c->model, run, &part));
-  ot_model *m = t->m;
+  OT_TRY(ot_model_create_part(mout, &c->model, run, &part));
+  ot_model *m = p->m = *mout;
   p->n = ot_model_n_floats(m);
   p->L = part.layer1 - part.layer0;
   // ZeRO shards: dp equal parts of the buffer, 16-float aligned
@@ -257,6 +262,7 @@ void ot__par_shard(const ot__par *p, size_t *s0, size_t *s1) {
 typedef struct {
   ot__par *p;
   const int32_t *rows;       // this dp rank's A * B rows
+  int32_t *x, *y;            // [B * T] one micro-batch's inputs and targets
   float count;
   double loss;
   bool finite;
@@ -264,17 +270,16 @@ typedef struct {
 
 static ot_status fwd(stepctx *x, int mb) {
   ot__par *p = x->p;
-  ot_trainer *t = p->t;
-  ot_model *m = t->m;
-  const int B = t->cfg.batch_size, T = t->cfg.seq_len, slot = mb % p->slots, st = p->g.pp_rank;
+  ot_model *m = p->m;
+  const int B = p->B, T = p->T, slot = mb % p->slots, st = p->g.pp_rank;
   const size_t rowlen = (size_t)T + 1;
   OT_TRY(ot__wait(&p->g, &p->freq[slot], "pipeline send of activations"));
   if (!ot_model_is_first(m))
     OT_TRY(ot__recv(&p->g, ot_model_stage_input(m, slot), p->act_bytes, st - 1, TAG_FWD,
                     "pipeline receive of activations"));
-  ot__split_rows(t, x->rows + (size_t)mb * B * rowlen, B);
+  ot__split_rows(x->x, x->y, x->rows + (size_t)mb * B * rowlen, B, T);
   double l = 0.0;
-  OT_TRY(ot_model_forward_slot(m, slot, t->x, t->y, B, T, x->count, true, &l));
+  OT_TRY(ot_model_forward_slot(m, slot, x->x, x->y, B, T, x->count, true, &l));
   if (ot_model_is_last(m)) {
     x->loss += l;
     if (!isfinite(l)) x->finite = false;
@@ -287,7 +292,7 @@ static ot_status fwd(stepctx *x, int mb) {
 
 static ot_status bwd(stepctx *x, int mb) {
   ot__par *p = x->p;
-  ot_model *m = p->t->m;
+  ot_model *m = p->m;
   const int slot = mb % p->slots, st = p->g.pp_rank;
   if (!ot_model_is_last(m))
     OT_TRY(ot__recv(&p->g, ot_model_stage_grad(m), p->act_bytes, st + 1, TAG_BWD,
@@ -323,10 +328,31 @@ static ot_status schedule(stepctx *x) {
   return ot__wait(&p->g, &p->breq, "pipeline send of gradients");
 }
 
+ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *xb, int32_t *yb, float count,
+                                double *loss, bool *finite) {
+  p->comm0 = ot__comm_seconds();
+  stepctx x = {p, rows, xb, yb, count, 0.0, true};
+  OT_TRY(schedule(&x));
+  OT_TRY(finish_buckets(p));
+  ot_model *m = p->m;
+  float *g = ot_model_grads(m);
+  if (p->g.embed_comm != MPI_COMM_NULL && p->zero != 2) {   // tied embedding: both stages' copies
+    for (int i = 0; i < ot_model_param_count(m); i++) {
+      const ot_param *q = ot_model_param_at(m, i);
+      if (q->kind == OT_PT_EMBED)
+        OT_TRY(ot__allreduce(&p->g, p->g.embed_comm, g + q->offset, q->numel, OT_F32, OT_RED_SUM,
+                             "tied-embedding gradient all-reduce"));
+    }
+  }
+  *loss = x.loss;
+  *finite = x.finite;
+  return OT_OK;
+}
+
 // Sum of squares of the gradients this rank counts (see own).
 static double owned_sumsq(const ot__par *p) {
   if (p->zero == 2) return ot__z2_sumsq(p);
-  const ot_model *m = p->t->m;
+  const ot_model *m = p->m;
   const float *g = ot_model_grads((ot_model *)m);
   double s = 0.0;
   if (p->g.dp_rank != 0) return 0.0;
@@ -338,122 +364,93 @@ static double owned_sumsq(const ot__par *p) {
   return s;
 }
 
-ot_status ot__par_step(ot_trainer *t, const int32_t *rows, ot_step_info *st) {
-  ot__par *p = t->par;
-  const ot_train_config *c = &t->cfg;
-  const int B = c->batch_size, T = c->seq_len, A = c->grad_accum, dp = p->g.dp;
-  const size_t rowlen = (size_t)T + 1;
-  const double comm0 = ot__comm_seconds();
-  int64_t count = 0;
-  for (size_t i = 0; i < (size_t)dp * A * B; i++)
-    for (int j = 1; j <= T; j++) count += rows[i * rowlen + (size_t)j] != -1;
-  stepctx x = {p, rows + (size_t)p->g.dp_rank * A * B * rowlen, count > 0 ? (float)count : 1.0f,
-               0.0, true};
-  OT_TRY(schedule(&x));
-  OT_TRY(finish_buckets(p));
-  ot_model *m = t->m;
-  float *g = ot_model_grads(m), *w = ot_model_params(m);
-  uint16_t *pb = ot_model_params_bf16(m);
-  if (p->g.embed_comm != MPI_COMM_NULL && p->zero != 2) {   // tied embedding: both stages' copies
-    for (int i = 0; i < ot_model_param_count(m); i++) {
-      const ot_param *q = ot_model_param_at(m, i);
-      if (q->kind == OT_PT_EMBED)
-        OT_TRY(ot__allreduce(&p->g, p->g.embed_comm, g + q->offset, q->numel, OT_F32, OT_RED_SUM,
-                             "tied-embedding gradient all-reduce"));
-    }
-  }
+ot_status ot__par_reduce_norm(ot__par *p, double *loss, bool *finite, double *sumsq) {
   // loss (last stage, tp rank 0, summed over dp) and the norm, world-wide in one reduction
   double red[3] = {0.0, owned_sumsq(p), 0.0};
-  if (ot_model_is_last(m) && p->g.tp_rank == 0) {
-    red[0] = x.loss;
-    red[2] = x.finite ? 0.0 : 1.0;
+  if (ot_model_is_last(p->m) && p->g.tp_rank == 0) {
+    red[0] = *loss;
+    red[2] = *finite ? 0.0 : 1.0;
   }
   OT_TRY(ot__allreduce_f64(&p->g, p->g.world_comm, red, 3, "loss and gradient-norm all-reduce"));
-  const bool finite = red[2] == 0.0 && isfinite(red[0]);
-  const double norm = finite ? sqrt(red[1]) : NAN;
-  const float coef = ot_clip_coef(norm, c->grad_clip);
-  ot_lr_schedule sch = ot_train_schedule(c);
-  memset(st, 0, sizeof *st);
-  st->lr = ot_lr_at(&sch, t->step);
-  st->loss = finite ? red[0] : NAN;
-  st->grad_norm = norm;
-  st->tokens = (int64_t)dp * A * B * T;
-  if (!finite || !isfinite(norm) || isnan(coef)) {
-    st->skipped = true;
-    st->clip = NAN;
-  } else {
-    OT_PROF_BEGIN("optimizer", 0.0, 0.0);
-    ot_adamw_cfg ac = {st->lr, c->beta1, c->beta2, c->eps, 0.0f, t->updates + 1};
-    ot_status s = OT_OK;
-    for (int i = 0; i < t->ngroups && s == OT_OK; i++) {
-      const ot__group *G = &t->groups[i];
-      size_t a = G->off > p->s0 ? G->off : p->s0, b = G->off + G->n < p->s1 ? G->off + G->n : p->s1;
-      if (a >= b) continue;
-      ac.weight_decay = G->decay ? c->weight_decay : 0.0f;
-      const float *ga = p->zero == 2 ? p->gs + (a - p->s0) : g + a;
-      s = ot_adamw(w + a, ga, t->mom[0] + (a - p->s0), t->mom[1] + (a - p->s0),
-                   pb && !p->zero ? pb + a : NULL, b - a, &ac, coef);
-    }
-    OT_PROF_STOP();
-    OT_TRY(s);
-    if (p->zero) {
-      OT_TRY(ot__allgather_f32(&p->g, p->g.dp_comm, w, p->counts, p->displs,
-                               "ZeRO parameter all-gather"));
-      OT_TRY(ot_model_sync_bf16(m));
-    }
-    t->updates++;
-    st->clip = coef;
-  }
+  *loss = red[0];
+  *finite = red[2] == 0.0;
+  *sumsq = red[1];
+  return OT_OK;
+}
+
+float *ot__par_shard_grads(ot__par *p) {
+  return p->zero == 2 ? p->gs : ot_model_grads(p->m) + p->s0;
+}
+
+bool ot__par_update_writes_bf16(const ot__par *p) { return !p->zero; }
+
+ot_status ot__par_gather(ot__par *p) {
+  if (!p->zero) return OT_OK;
+  OT_TRY(ot__allgather_f32(&p->g, p->g.dp_comm, ot_model_params(p->m), p->counts, p->displs,
+                           "ZeRO parameter all-gather"));
+  return ot_model_sync_bf16(p->m);
+}
+
+void ot__par_zero_grads(ot__par *p) {
   if (p->zero == 2) memset(p->gs, 0, (p->s1 - p->s0) * sizeof(float));
-  else ot_model_zero_grad(m);
-  p->comm_s = ot__comm_seconds() - comm0;
-  return OT_OK;
+  else ot_model_zero_grad(p->m);
+  p->comm_s = ot__comm_seconds() - p->comm0;
 }
 
-// Mean loss over rows [nrows, T + 1]: batch_size chunks dealt round-robin to
-// the data-parallel ranks, each through the pipeline (forward only).
-ot_status ot__par_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
-                          int64_t *tokens) {
-  ot__par *p = t->par;
-  ot_model *m = t->m;
-  const int B = t->cfg.batch_size, T = t->cfg.seq_len, st = p->g.pp_rank;
-  double red[2] = {0.0, 0.0};
-  for (int r = 0, j = 0; r < nrows; r += B, j++) {
-    if (j % p->g.dp != p->g.dp_rank) continue;
-    int b = nrows - r < B ? nrows - r : B;
-    int64_t n = ot__split_rows(t, rows + (size_t)r * (T + 1), b);
-    if (n == 0) continue;
-    const size_t bytes = (size_t)b * T * t->cfg.model.d_model * ot_dtype_size(t->cfg.dtype);
-    if (!ot_model_is_first(m))
-      OT_TRY(ot__recv(&p->g, ot_model_stage_input(m, 0), bytes, st - 1, TAG_FWD,
-                      "pipeline receive of activations (eval)"));
-    double l = 0.0;
-    OT_TRY(ot_model_forward_slot(m, 0, t->x, t->y, b, T, (float)n, false, &l));
-    if (!ot_model_is_last(m)) {
-      MPI_Request rq;
-      OT_TRY(ot__isend(&p->g, ot_model_stage_output(m, 0), bytes, st + 1, TAG_FWD, &rq));
-      OT_TRY(ot__wait(&p->g, &rq, "pipeline send of activations (eval)"));
-    } else if (p->g.tp_rank == 0) {
-      red[0] += l * (double)n;
-      red[1] += (double)n;
-    }
+ot_status ot__par_eval_chunk(ot__par *p, const int32_t *x, const int32_t *y, int b, float n,
+                             double *l, bool *counts) {
+  ot_model *m = p->m;
+  const int st = p->g.pp_rank;
+  const size_t bytes = (size_t)b * p->T * p->mc.d_model * ot_dtype_size(p->dt);
+  if (!ot_model_is_first(m))
+    OT_TRY(ot__recv(&p->g, ot_model_stage_input(m, 0), bytes, st - 1, TAG_FWD,
+                    "pipeline receive of activations (eval)"));
+  *l = 0.0;
+  OT_TRY(ot_model_forward_slot(m, 0, x, y, b, p->T, n, false, l));
+  *counts = false;
+  if (!ot_model_is_last(m)) {
+    MPI_Request rq;
+    OT_TRY(ot__isend(&p->g, ot_model_stage_output(m, 0), bytes, st + 1, TAG_FWD, &rq));
+    OT_TRY(ot__wait(&p->g, &rq, "pipeline send of activations (eval)"));
+  } else if (p->g.tp_rank == 0) {
+    *counts = true;
   }
-  OT_TRY(ot__allreduce_f64(&p->g, p->g.world_comm, red, 2, "evaluation loss all-reduce"));
-  *loss = red[1] > 0 ? red[0] / red[1] : NAN;
-  if (tokens) *tokens = (int64_t)red[1];
   return OT_OK;
 }
 
-bool ot__par_wanted(const ot_train_config *c) {
-  return c->data_parallel * c->tensor_parallel * c->pipeline_stages > 1 || ot_dist_world_size() > 1;
+ot_status ot__par_sum(ot__par *p, double *v, int n, const char *what) {
+  return ot__allreduce_f64(&p->g, p->g.world_comm, v, n, what);
 }
 
-ot__grid *ot__par_grid(ot__par *p) { return &p->g; }
+bool ot__par_wanted(int dp, int tp, int pp) {
+  return dp * tp * pp > 1 || ot_dist_world_size() > 1;
+}
 
-ot_status ot__par_report(ot_trainer *t, FILE *out) {
-  ot__par *p = t->par;
+// ----------------------------------------------------------- checkpoints ----
+ot_status ot__par_gather_sum(ot__par *p, float *buf, size_t n) {
+  const bool root = p->g.rank == 0;
+  ot__wd_begin(&p->g, "checkpoint gather", -1);
+  int rc = MPI_Reduce(root ? MPI_IN_PLACE : buf, root ? buf : NULL, (int)n, MPI_FLOAT, MPI_SUM, 0,
+                      p->g.world_comm);
+  ot__wd_end();
+  return rc == MPI_SUCCESS ? OT_OK : ot__mpi_error(rc, "checkpoint gather (MPI_Reduce)");
+}
+
+bool ot__par_all_ok(ot__par *p, bool ok) {
+  int mine = ok, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, p->g.world_comm);
+  return all != 0;
+}
+
+bool ot__par_root_ok(ot__par *p, bool ok) {
+  int v = ok;
+  MPI_Bcast(&v, 1, MPI_INT, 0, p->g.world_comm);
+  return v != 0;
+}
+
+ot_status ot__par_report(ot__par *p, FILE *out) {
   const ot__grid *g = &p->g;
-  const ot_model_part *part = ot_model_part_of(t->m);
+  const ot_model_part *part = ot_model_part_of(p->m);
   enum { NV = 10 };
   double mine[NV] = {(double)p->g.pp_rank, (double)p->g.dp_rank, (double)p->g.tp_rank,
                      (double)part->layer0, (double)part->layer1,
@@ -470,13 +467,12 @@ ot_status ot__par_report(ot_trainer *t, FILE *out) {
     return ot__mpi_error(rc, "memory report gather");
   }
   if (g->rank == 0) {
-    const ot_train_config *c = &t->cfg;
     fprintf(out, "parallel: data %d x tensor %d x pipeline %d = %d processes; %s schedule, %d "
             "micro-batches, ZeRO-%d, %d gradient buckets%s, vocab-parallel %s, comm-timeout %g s\n",
             g->dp, g->tp, g->pp, g->world, p->gpipe ? "GPipe" : "1F1B", p->M, p->zero, p->nb,
             p->overlap ? " (overlapped)" : "", part->vocab_parallel ? "on" : "off",
-            (double)c->comm_timeout);
-    const int V = c->model.vocab, Vp = ot_model_vocab_padded(&c->model);
+            (double)p->comm_timeout);
+    const int V = p->mc.vocab, Vp = ot_model_vocab_padded(&p->mc);
     if (part->vocab_parallel)
       fprintf(out, "  vocabulary %d, padded to %d rows; %d rows per tensor rank (%d padding rows in "
               "all)\n", V, Vp, (Vp + g->tp - 1) / g->tp, (Vp + g->tp - 1) / g->tp * g->tp - V);

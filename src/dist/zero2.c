@@ -18,7 +18,6 @@
 // step. Gradient memory: the shard (n / dp) plus the staging (Z2_BUFS units +
 // one chunk + the small globals).
 #include "dist_impl.h"
-#include "train/train_impl.h"
 #include <stdlib.h>
 
 static float *zalloc(size_t n) {
@@ -44,7 +43,7 @@ int ot__z2_chunk_rows(int d_model) {
 }
 
 ot_status ot__z2_setup(ot__par *p) {
-  ot_model *m = p->t->m;
+  ot_model *m = p->m;
   const int np = ot_model_param_count(m);
   p->u0 = calloc((size_t)np + 1, sizeof(size_t));
   p->unit_done = calloc((size_t)np + 1, sizeof(bool));
@@ -143,7 +142,7 @@ void ot__z2_grads_ready(ot__par *p, size_t from) {
 }
 
 void ot__z2_vocab_chunk(ot__par *p, int i, int row0, int rows) {
-  const ot_param *q = ot_model_param_at(p->t->m, i);
+  const ot_param *q = ot_model_param_at(p->m, i);
   const size_t C = (size_t)q->shape[1], n = (size_t)rows * C;
   ot_status s = ot__par_wait_jobs(p, 0);   // the main thread now uses the dp communicator
   if (s == OT_OK)
@@ -184,7 +183,7 @@ static ot_status tied_combine(ot__par *p, const ot_param *q) {
 ot_status ot__z2_finish(ot__par *p) {
   OT_TRY(ot__par_wait_jobs(p, 0));
   if (p->th_err != OT_OK) return ot_error(p->th_err, "%s", p->th_msg);
-  ot_model *m = p->t->m;
+  ot_model *m = p->m;
   const int np = ot_model_param_count(m);
   if (p->g.embed_comm != MPI_COMM_NULL)
     for (int i = 0; i < np; i++) {
@@ -203,7 +202,7 @@ ot_status ot__z2_finish(ot__par *p) {
 }
 
 double ot__z2_sumsq(const ot__par *p) {
-  const ot_model *m = p->t->m;
+  const ot_model *m = p->m;
   double s = 0.0;
   for (int i = 0; i < ot_model_param_count(m); i++) {
     if (!p->own[i]) continue;

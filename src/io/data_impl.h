@@ -13,6 +13,10 @@ ot_status ot__aw_open(ot__aw *w, const char *path);
 void ot__aw_write(ot__aw *w, const void *p, size_t n);
 ot_status ot__aw_close(ot__aw *w, bool commit);
 
+// Splits rows [B, T + 1] into x = row[0:T], y = row[1:T+1] (x, y: [B * T]);
+// returns the targets != -1.
+int64_t ot__split_rows(int32_t *x, int32_t *y, const int32_t *rows, int B, int T);
+
 // Reads a whole file into a tracked buffer (NUL-terminated; *len excludes it).
 ot_status ot__read_file(const char *path, char **buf, size_t *len);
 

@@ -176,3 +176,15 @@ void ot_loader_reset(ot_loader *L) { L->epoch = 0; L->index = 0; }
 int64_t ot_loader_windows(const ot_loader *L) { return L->W; }
 int64_t ot_loader_tokens(const ot_loader *L) { return L->tokens; }
 int ot_loader_nshards(const ot_loader *L) { return L->nshards; }
+
+// Splits rows [B, T+1] into x = row[0:T], y = row[1:T+1]; returns the targets != -1.
+int64_t ot__split_rows(int32_t *x, int32_t *y, const int32_t *rows, int B, int T) {
+  int64_t count = 0;
+  for (int b = 0; b < B; b++) {
+    const int32_t *r = rows + (size_t)b * (T + 1);
+    memcpy(x + (size_t)b * T, r, (size_t)T * sizeof(int32_t));
+    memcpy(y + (size_t)b * T, r + 1, (size_t)T * sizeof(int32_t));
+    for (int j = 1; j <= T; j++) count += r[j] != -1;
+  }
+  return count;
+}

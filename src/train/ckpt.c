@@ -340,7 +340,7 @@ ot_status ot_trainer_save(ot_trainer *t, const char *dir) {
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(dir, fn);
   if (!t->mom[0]) return ot_error(OT_EINVAL, "%s: an evaluation-only trainer has no optimizer state", fn);
-  if (t->par) return ot__par_save(t, dir);
+  if (t->par) return ot__ckpt_par_save(t, dir);
   return save_dir(t, dir, true);
 }
 
@@ -581,7 +581,7 @@ ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only) {
   OT_TRY(ot_ckpt_resolve(dir, d, sizeof d));
   if (!weights_only && !t->mom[0])
     return ot_error(OT_EINVAL, "%s: an evaluation-only trainer can load weights only", fn);
-  if (t->par) return ot__par_load(t, d, weights_only);
+  if (t->par) return ot__ckpt_par_load(t, d, weights_only);
   ot_st_file *state = NULL;
   if (!weights_only) OT_TRY(open_state(d, &state, true));
   ot_status s = state ? check_model(t, state) : OT_OK;

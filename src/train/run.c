@@ -102,13 +102,22 @@ static void print_header(ot_trainer *t, run_ctx *r) {
 }
 
 ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss, double *final_val) {
-  static const char fn[] = "ot_train_run";
-  OT_CHECK_PTR(cin, fn);
-  if (!out) out = stdout;
+  OT_CHECK_PTR(cin, "ot_train_run");
   if (final_loss) *final_loss = NAN;
   if (final_val) *final_val = NAN;
   ot_train_config c = *cin;
   OT_TRY(ot_train_config_resolve(&c));
+  return ot_train_run_resolved(&c, out, final_loss, final_val);
+}
+
+ot_status ot_train_run_resolved(const ot_train_config *rc0, FILE *out, double *final_loss,
+                                double *final_val) {
+  static const char fn[] = "ot_train_run";
+  OT_CHECK_PTR(rc0, fn);
+  if (!out) out = stdout;
+  if (final_loss) *final_loss = NAN;
+  if (final_val) *final_val = NAN;
+  ot_train_config c = *rc0;
   if (!c.out[0]) snprintf(c.out, sizeof c.out, ".");
   // the defaults follow out (also in the checkpoints, which store them empty)
   char logp[OT_PATH_MAX + 16], plotp[OT_PATH_MAX + 16], tmp[OT_PATH_MAX + 32];
@@ -119,7 +128,7 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
   OT_TRY(ot__mkdirs(c.out));
 
   ot_trainer *t = NULL;
-  OT_TRY(ot_trainer_create(&t, &c));
+  OT_TRY(ot__trainer_create(&t, &c));
   ot_status s = OT_OK;
   // parallel: world rank 0 prints, logs and plots; the others stay silent
   const bool root = ot__par_rank(t->par) == 0;
@@ -167,7 +176,7 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
               "thread: the machine is busy; MFU uses %.1f\n", nt, peak_all, peak_one, nt, r.peak);
   }
   if (s == OT_OK && !c.quiet) print_header(t, &r);
-  if (s == OT_OK && t->par) s = ot__par_report(t, out);
+  if (s == OT_OK && t->par) s = ot__par_report(t->par, out);
   const int64_t start = ot_trainer_steps_done(t);
   if (s == OT_OK && start > 0 && root) s = truncate_log(logp, start);
   if (s == OT_OK) {

@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "io/files.h"
 #include "ot/train.h"
+#include "dist/par.h"
 
 // ---- key table (config.c)
 int ot__key_count(void);
@@ -33,14 +34,13 @@ void ot__ckpt_cleanup(const char *out);
 // metadata checksums hold, the files they name exist); no tensor is read.
 bool ot__ckpt_complete(const char *dir);
 
-// ---- trainer internals shared with ckpt.c and the parallel layer (src/dist)
+// ---- trainer internals shared with ckpt.c, ckpt_par.c and run.c
 typedef struct { size_t off, n; bool decay; } ot__group;
-typedef struct ot__par ot__par;   // parallel state (src/dist/ptrain.c), NULL for one process
 
 struct ot_trainer {
   ot_train_config cfg;        // resolved
   ot_model *m;
-  float *mom[2];              // AdamW m, v [n_floats] (OT_MEM_OPTIM), NULL for eval_only
+  float *mom[2];              // AdamW m, v [s1 - s0] of this rank's shard (OT_MEM_OPTIM), NULL for eval_only
   ot__group *groups;          // contiguous ranges of the buffer with one decay setting
   int ngroups;
   ot_loader *train, *val;
@@ -48,31 +48,16 @@ struct ot_trainer {
   int64_t step, updates;
   uint64_t rng;               // trainer RNG state (advanced once per step; saved)
   double flops_tok;
-  ot__par *par;
+  ot__par *par;               // the parallel runtime (dist/par.h), NULL for one process
 };
 
-// x = row[0:T], y = row[1:T+1] of B rows into t->x, t->y; returns the targets != -1.
-int64_t ot__split_rows(ot_trainer *t, const int32_t *rows, int B);
+// ot_trainer_create over a config already resolved by ot_train_config_resolve.
+ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved);
 
-// ---- the parallel layer (src/dist/ptrain.c, pckpt.c)
-// True when the config asks for more than one process or mpirun started several.
-bool ot__par_wanted(const ot_train_config *c);
-// Creates the rank grid, this rank's model part (t->m) for run r and the
-// reduction machinery. Moments are allocated by the caller over ot__par_shard.
-ot_status ot__par_create(ot_trainer *t, const ot_run_config *r, ot__par **out);
-void ot__par_free(ot__par *p);
-void ot__par_shard(const ot__par *p, size_t *s0, size_t *s1);
-int ot__par_dp(const ot__par *p);
-int ot__par_rank(const ot__par *p);                  // world rank (0: the one that prints / writes)
-double ot__par_comm_seconds(const ot__par *p);       // blocked in communication, last step
-// Prints (world rank 0) the layout and every rank's memory by category (collective).
-ot_status ot__par_report(ot_trainer *t, FILE *out);
-ot_status ot__par_step(ot_trainer *t, const int32_t *rows, ot_step_info *info);
-ot_status ot__par_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
-                          int64_t *tokens);
-// Checkpoints of a parallel trainer: whole tensors gathered to world rank 0,
-// which writes the one-process checkpoint; loading gives every rank its slices.
-ot_status ot__par_save(ot_trainer *t, const char *dir);
-ot_status ot__par_load(ot_trainer *t, const char *dir, bool weights_only);
+// ---- checkpoints of a parallel trainer (ckpt_par.c): whole tensors gathered to
+// world rank 0, which writes the one-process checkpoint; loading gives every
+// rank its slices.
+ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir);
+ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only);
 
 #endif

@@ -1,8 +1,12 @@
-// The trainer: model + AdamW state + data loaders; one optimizer step over
+// The one trainer: model + AdamW state + data loaders; one optimizer step over
 // grad_accum micro-batches (loss averaged over every non-ignored token of the
 // global batch), global-norm clipping, non-finite skip, mixed precision
-// (bf16 copy refreshed by the fused AdamW pass), held-out evaluation.
+// (bf16 copy refreshed by the fused AdamW pass), held-out evaluation. A
+// parallel layout runs the same step and evaluation through the runtime's
+// hooks (dist/par.h): micro-batch schedule, gradient reduction, norm
+// reduction, ZeRO shard, gather after the update.
 #include "train/train_impl.h"
+#include "io/data_impl.h"
 #include <glob.h>
 #include <math.h>
 #include <stdlib.h>
@@ -90,20 +94,51 @@ static ot_status open_loaders(ot_trainer *t) {
   return OT_OK;
 }
 
+// The runtime's view of a resolved config.
+static ot__par_config par_config(const ot_train_config *c, const ot_run_config *run) {
+  ot__par_config pc;
+  memset(&pc, 0, sizeof pc);
+  pc.model = c->model;
+  pc.run = *run;
+  pc.dp = c->data_parallel;
+  pc.tp = c->tensor_parallel;
+  pc.pp = c->pipeline_stages;
+  pc.micro_batches = c->grad_accum;
+  pc.gpipe = c->gpipe;
+  pc.overlap = c->overlap;
+  pc.vocab_parallel = c->vocab_parallel;
+  pc.zero = c->optimizer_shard;
+  pc.grad_buckets = c->grad_buckets;
+  pc.comm_timeout = c->comm_timeout;
+  return pc;
+}
+
 ot_status ot_trainer_create(ot_trainer **out, const ot_train_config *cin) {
   static const char fn[] = "ot_trainer_create";
   OT_CHECK_PTR(out, fn);
   *out = NULL;
   OT_CHECK_PTR(cin, fn);
+  ot_train_config c = *cin;
+  OT_TRY(ot_train_config_resolve(&c));
+  return ot__trainer_create(out, &c);
+}
+
+ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) {
+  static const char fn[] = "ot_trainer_create";
+  *out = NULL;
   ot_trainer *t = calloc(1, sizeof *t);
   if (!t) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
-  t->cfg = *cin;
-  ot_train_config *c = &t->cfg;
-  ot_status s = ot_train_config_resolve(c);
-  if (s == OT_OK && c->threads > 0) ot_threads_set(c->threads);
+  t->cfg = *resolved;
+  const ot_train_config *c = &t->cfg;
+  ot_status s = OT_OK;
+  if (c->threads > 0) ot_threads_set(c->threads);
   ot_run_config run = {c->batch_size, c->seq_len, c->dtype, c->recompute, -1};
-  if (s == OT_OK && ot__par_wanted(c)) s = ot__par_create(t, &run, &t->par);
-  else if (s == OT_OK) s = ot_model_create(&t->m, &c->model, &run);
+  if (ot__par_wanted(c->data_parallel, c->tensor_parallel, c->pipeline_stages)) {
+    const ot__par_config pc = par_config(c, &run);
+    s = ot__par_create(&pc, &t->m, &t->par);
+  } else {
+    s = ot_model_create(&t->m, &c->model, &run);
+  }
   if (s == OT_OK) s = ot_model_init(t->m, c->seed);
   size_t s0 = 0, s1 = s == OT_OK ? ot_model_n_floats(t->m) : 0;
   if (s == OT_OK && t->par) ot__par_shard(t->par, &s0, &s1);   // ZeRO: this rank's share
@@ -143,19 +178,6 @@ float *ot_trainer_moment(ot_trainer *t, int which) {
 bool ot_trainer_has_val(const ot_trainer *t) { return t && t->val; }
 double ot_trainer_flops_per_token(const ot_trainer *t) { return t ? t->flops_tok : 0; }
 
-// Splits rows [B, T+1] into x = row[0:T], y = row[1:T+1]; returns the targets != -1.
-int64_t ot__split_rows(ot_trainer *t, const int32_t *rows, int B) {
-  const int T = t->cfg.seq_len;
-  int64_t count = 0;
-  for (int b = 0; b < B; b++) {
-    const int32_t *r = rows + (size_t)b * (T + 1);
-    memcpy(t->x + (size_t)b * T, r, (size_t)T * sizeof(int32_t));
-    memcpy(t->y + (size_t)b * T, r + 1, (size_t)T * sizeof(int32_t));
-    for (int j = 1; j <= T; j++) count += r[j] != -1;
-  }
-  return count;
-}
-
 static uint64_t rng_next(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -163,57 +185,82 @@ static uint64_t rng_next(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
+// One optimizer step on the global batch rows [dp * A * B, T + 1] (every
+// layout): this data-parallel rank's A micro-batches forward and backward (one
+// process here, else the runtime's schedule and gradient reduction), the global
+// loss and squared gradient norm; the update is skipped when the loss OR the
+// norm is not finite (weights, moments and updates unchanged), else clipped
+// AdamW over this rank's shard and, in parallel, the gather of the shards.
 static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info) {
   const ot_train_config *c = &t->cfg;
-  const int B = c->batch_size, T = c->seq_len, A = c->grad_accum;
+  ot__par *par = t->par;
+  const int B = c->batch_size, T = c->seq_len, A = c->grad_accum, dp = ot__par_dp(par);
   const size_t rowlen = (size_t)T + 1;
   ot_step_info st;
   memset(&st, 0, sizeof st);
   double t0 = ot_now();
   // the global count of scored targets: every micro-batch's loss is divided by it
   int64_t count = 0;
-  for (size_t i = 0; i < (size_t)A * B; i++)
+  for (size_t i = 0; i < (size_t)dp * A * B; i++)
     for (int j = 1; j <= T; j++) count += rows[i * rowlen + (size_t)j] != -1;
   const float fcount = count > 0 ? (float)count : 1.0f;
-  double loss = 0.0;
+  const int32_t *mine = rows + (size_t)ot__par_dp_rank(par) * A * B * rowlen;
+  ot_model *m = t->m;
+  const size_t n = ot_model_n_floats(m);
+  float *w = ot_model_params(m), *g = ot_model_grads(m);
+  uint16_t *pb = ot_model_params_bf16(m);
+  double loss = 0.0, sumsq = 0.0;
   bool finite = true;
-  for (int k = 0; k < A && finite; k++) {
-    ot__split_rows(t, rows + (size_t)k * B * rowlen, B);
-    double l = 0.0;
-    OT_TRY(ot_model_forward(t->m, t->x, t->y, B, T, fcount, true, &l));
-    loss += l;
-    if (!isfinite(l)) { finite = false; break; }   // the step is lost anyway
-    OT_TRY(ot_model_backward(t->m));
+  if (par) {
+    OT_TRY(ot__par_micro_batches(par, mine, t->x, t->y, fcount, &loss, &finite));
+    OT_TRY(ot__par_reduce_norm(par, &loss, &finite, &sumsq));
+  } else {
+    for (int k = 0; k < A && finite; k++) {
+      ot__split_rows(t->x, t->y, mine + (size_t)k * B * rowlen, B, T);
+      double l = 0.0;
+      OT_TRY(ot_model_forward(m, t->x, t->y, B, T, fcount, true, &l));
+      loss += l;
+      if (!isfinite(l)) { finite = false; break; }   // the step is lost anyway
+      OT_TRY(ot_model_backward(m));
+    }
+    if (finite) sumsq = ot_sumsq(g, n);
   }
-  const size_t n = ot_model_n_floats(t->m);
-  float *p = ot_model_params(t->m), *g = ot_model_grads(t->m);
-  uint16_t *pb = ot_model_params_bf16(t->m);
-  double norm = finite ? sqrt(ot_sumsq(g, n)) : NAN;
-  float coef = ot_clip_coef(norm, c->grad_clip);
+  // the one rule: a non-finite loss or gradient norm skips the update
+  finite = finite && isfinite(loss);
+  const double norm = finite ? sqrt(sumsq) : NAN;
+  const float coef = ot_clip_coef(norm, c->grad_clip);
   ot_lr_schedule sch = ot_train_schedule(c);
   st.lr = ot_lr_at(&sch, t->step);
   st.loss = finite ? loss : NAN;
   st.grad_norm = norm;
-  st.tokens = (int64_t)A * B * T;
-  if (!finite || !isfinite(loss) || isnan(coef)) {
+  st.tokens = (int64_t)dp * A * B * T;
+  if (!finite || !isfinite(norm) || isnan(coef)) {
     st.skipped = true;
     st.clip = NAN;
   } else {
+    size_t s0 = 0, s1 = n;   // this rank's shard (ZeRO), else the whole buffer
+    if (par) ot__par_shard(par, &s0, &s1);
+    const float *gs = par ? ot__par_shard_grads(par) : g;   // [s1 - s0]
+    uint16_t *pbu = par && !ot__par_update_writes_bf16(par) ? NULL : pb;
     OT_PROF_BEGIN("optimizer", 0.0, 0.0);
     ot_adamw_cfg ac = {st.lr, c->beta1, c->beta2, c->eps, 0.0f, t->updates + 1};
     ot_status s = OT_OK;
     for (int i = 0; i < t->ngroups && s == OT_OK; i++) {
       const ot__group *G = &t->groups[i];
+      size_t a = G->off > s0 ? G->off : s0, b = G->off + G->n < s1 ? G->off + G->n : s1;
+      if (a >= b) continue;
       ac.weight_decay = G->decay ? c->weight_decay : 0.0f;
-      s = ot_adamw(p + G->off, g + G->off, t->mom[0] + G->off, t->mom[1] + G->off,
-                   pb ? pb + G->off : NULL, G->n, &ac, coef);
+      s = ot_adamw(w + a, gs + (a - s0), t->mom[0] + (a - s0), t->mom[1] + (a - s0),
+                   pbu ? pbu + a : NULL, b - a, &ac, coef);
     }
     OT_PROF_STOP();
-    if (s != OT_OK) return s;
+    OT_TRY(s);
+    if (par) OT_TRY(ot__par_gather(par));
     t->updates++;
     st.clip = coef;
   }
-  ot_model_zero_grad(t->m);
+  if (par) ot__par_zero_grads(par);
+  else ot_model_zero_grad(m);
   t->step++;
   rng_next(&t->rng);
   st.step = t->step;
@@ -229,21 +276,7 @@ ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *i
   if (t->cfg.eval_only || !t->mom[0])
     return ot_error(OT_EINVAL, "%s: this trainer was created for evaluation only", fn);
   OT_PROF_BEGIN("train_step", t->flops_tok * t->cfg.batch_size * t->cfg.grad_accum * t->cfg.seq_len, 0.0);
-  ot_status s;
-  if (t->par) {
-    double t0 = ot_now();
-    ot_step_info st;
-    s = ot__par_step(t, rows, &st);
-    if (s == OT_OK) {
-      t->step++;
-      rng_next(&t->rng);
-      st.step = t->step;
-      st.seconds = ot_now() - t0;
-      if (info) *info = st;
-    }
-  } else {
-    s = step_on(t, rows, info);
-  }
+  ot_status s = step_on(t, rows, info);
   OT_PROF_STOP();
   if (s != OT_OK) ot_model_zero_grad(t->m);
   return s;
@@ -266,6 +299,9 @@ ot_status ot_trainer_step(ot_trainer *t, ot_step_info *info) {
   return OT_OK;
 }
 
+// Mean loss over rows [nrows, T + 1] in batch_size chunks (every layout: the
+// chunks dealt round-robin to the data-parallel ranks, each through the
+// pipeline; the sums reduced over the world).
 ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
                              int64_t *tokens) {
   static const char fn[] = "ot_trainer_eval_on";
@@ -273,21 +309,26 @@ ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, doub
   OT_CHECK_PTR(rows, fn);
   OT_CHECK_PTR(loss, fn);
   OT_CHECK_POS(nrows, fn);
-  if (t->par) return ot__par_eval_on(t, rows, nrows, loss, tokens);
-  const int B = t->cfg.batch_size, T = t->cfg.seq_len;
-  double sum = 0.0;
-  int64_t total = 0;
-  for (int r = 0; r < nrows; r += B) {
+  ot__par *par = t->par;
+  const int B = t->cfg.batch_size, T = t->cfg.seq_len, dp = ot__par_dp(par), dr = ot__par_dp_rank(par);
+  double red[2] = {0.0, 0.0};   // loss x tokens, tokens
+  for (int r = 0, j = 0; r < nrows; r += B, j++) {
+    if (j % dp != dr) continue;
     int b = nrows - r < B ? nrows - r : B;
-    int64_t n = ot__split_rows(t, rows + (size_t)r * (T + 1), b);
+    int64_t n = ot__split_rows(t->x, t->y, rows + (size_t)r * (T + 1), b, T);
     if (n == 0) continue;
     double l = 0.0;
-    OT_TRY(ot_model_forward(t->m, t->x, t->y, b, T, (float)n, false, &l));
-    sum += l * (double)n;
-    total += n;
+    bool counts = true;
+    if (par) OT_TRY(ot__par_eval_chunk(par, t->x, t->y, b, (float)n, &l, &counts));
+    else OT_TRY(ot_model_forward(t->m, t->x, t->y, b, T, (float)n, false, &l));
+    if (counts) {
+      red[0] += l * (double)n;
+      red[1] += (double)n;
+    }
   }
-  *loss = total > 0 ? sum / (double)total : NAN;
-  if (tokens) *tokens = total;
+  if (par) OT_TRY(ot__par_sum(par, red, 2, "evaluation loss all-reduce"));
+  *loss = red[1] > 0 ? red[0] / red[1] : NAN;
+  if (tokens) *tokens = (int64_t)red[1];
   return OT_OK;
 }
 

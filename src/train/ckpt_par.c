@@ -3,8 +3,10 @@
 // slices the ranks hold, and rank 0 writes the one-process checkpoint with the
 // engine's writer; loading reads the one-process checkpoint on every rank and
 // keeps each rank's slices. So a checkpoint from any layout loads into any
-// other layout (or one process) and continues with the same losses.
-#include "dist_impl.h"
+// other layout (or one process) and continues with the same losses. The
+// parallel runtime only moves the tensors (dist/par.h: gather to rank 0,
+// agreement between the ranks).
+#include "dist/par.h"
 #include "train/train_impl.h"
 #include <stdlib.h>
 
@@ -56,9 +58,10 @@ static ot_status local_moments(ot_trainer *t, float *full[2]) {
   return OT_OK;
 }
 
-ot_status ot__par_save(ot_trainer *t, const char *dir) {
-  ot__grid *g = ot__par_grid(t->par);
-  const bool root = g->rank == 0;
+ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir) {
+  ot__par *P = t->par;
+  const bool root = ot__par_rank(P) == 0;
+  const int dp_rank = ot__par_dp_rank(P);
   ot_trainer sh;
   memset(&sh, 0, sizeof sh);
   float *mf[2] = {NULL, NULL}, *buf = NULL;
@@ -73,15 +76,14 @@ ot_status ot__par_save(ot_trainer *t, const char *dir) {
     s = ot_model_create(&whole, &t->cfg.model, &run);
   }
   if (s == OT_OK) s = local_moments(t, mf);
-  const bool sharded = t->cfg.optimizer_shard > 0 && g->dp > 1;
+  const bool sharded = t->cfg.optimizer_shard > 0 && ot__par_dp(P) > 1;
   size_t big = 0;
   for (int gi = 0; s == OT_OK && gi < ot_model_param_count(whole); gi++)
     if (ot_model_param_at(whole, gi)->numel > big) big = ot_model_param_at(whole, gi)->numel;
   if (s == OT_OK && !(buf = malloc(big * sizeof(float))))
     s = ot_error(OT_ENOMEM, "checkpoint: out of memory");
   // agree on success before the collective loop (a failed rank must not leave the others waiting)
-  int ok = s == OT_OK, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, g->world_comm);
+  bool all = ot__par_all_ok(P, s == OT_OK);
   for (int gi = 0; all && gi < ot_model_param_count(whole); gi++) {
     const ot_param *wp = ot_model_param_at(whole, gi);
     const int i = contributor(t, gi, wp->name);
@@ -90,23 +92,19 @@ ot_status ot__par_save(ot_trainer *t, const char *dir) {
       const float *src = what == 0 ? ot_model_params(t->m) : mf[what - 1];
       // weights, and the moments without ZeRO, are replicated over the data-parallel ranks:
       // rank 0 gives them; under ZeRO each dp rank gives its shard (zeros elsewhere)
-      if (i >= 0 && (g->dp_rank == 0 || (what > 0 && sharded)))
+      if (i >= 0 && (dp_rank == 0 || (what > 0 && sharded)))
         ot_model_part_get(t->m, i, src, buf);
       float *dst = !root ? NULL : what == 0 ? ot_model_params(sh.m) + wp->offset
                                             : sh.mom[what - 1] + wp->offset;
-      ot__wd_begin(g, "checkpoint gather", -1);
-      int rc = MPI_Reduce(root ? MPI_IN_PLACE : buf, root ? buf : NULL, (int)wp->numel, MPI_FLOAT,
-                          MPI_SUM, 0, g->world_comm);
-      ot__wd_end();
-      if (rc != MPI_SUCCESS) { s = ot__mpi_error(rc, "checkpoint gather (MPI_Reduce)"); all = 0; break; }
+      s = ot__par_gather_sum(P, buf, wp->numel);
+      if (s != OT_OK) { all = false; break; }
       if (root) memcpy(dst, buf, wp->numel * sizeof(float));
     }
   }
   if (s == OT_OK && !all) s = ot_error(OT_EIO, "checkpoint %s: another rank failed to prepare its part", dir);
   if (s == OT_OK && root) s = ot_trainer_save(&sh, dir);
   // everyone learns whether rank 0 wrote it
-  ok = s == OT_OK;
-  MPI_Bcast(&ok, 1, MPI_INT, 0, g->world_comm);
+  const bool ok = ot__par_root_ok(P, s == OT_OK);
   if (s == OT_OK && !ok) s = ot_error(OT_EIO, "checkpoint %s: rank 0 could not write it", dir);
   free(buf);
   free(mf[0]);
@@ -116,7 +114,7 @@ ot_status ot__par_save(ot_trainer *t, const char *dir) {
   return s;
 }
 
-ot_status ot__par_load(ot_trainer *t, const char *dir, bool weights_only) {
+ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only) {
   ot_trainer sh;
   memset(&sh, 0, sizeof sh);
   ot_status s = shell_create(t, &sh);
@@ -148,9 +146,7 @@ ot_status ot__par_load(ot_trainer *t, const char *dir, bool weights_only) {
   free(mf[1]);
   shell_free(&sh);
   // a rank that failed ends the job's step together with the others
-  ot__grid *g = ot__par_grid(t->par);
-  int ok = s == OT_OK, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, g->world_comm);
+  const bool all = ot__par_all_ok(t->par, s == OT_OK);
   if (s == OT_OK && !all) s = ot_error(OT_EIO, "checkpoint %s: another rank could not load it", dir);
   return s;
 }

@@ -1,0 +1,83 @@
+// The parallel runtime's hooks (src/dist/): what the trainer (src/train/)
+// calls to run a data x tensor x pipeline parallel layout. The runtime owns
+// the rank grid, this rank's model part, the micro-batch schedule over the
+// pipeline stages, the gradient reduction (buckets, overlap, ZeRO-2 staging),
+// the squared-norm reduction, the ZeRO shard and the gather after the update;
+// the trainer owns the optimizer step, the evaluation rule and checkpoints.
+// The runtime never sees the trainer: it gets the model config, the run
+// shape, the schedule numbers and the input / target buffers.
+#ifndef OT_DIST_PAR_H
+#define OT_DIST_PAR_H
+#include <stdio.h>
+#include "internal.h"
+#include "ot/model.h"
+
+typedef struct ot__par ot__par;
+
+// What the runtime needs of a (resolved) training config.
+typedef struct {
+  ot_model_config model;
+  ot_run_config run;          // B = micro-batch rows, T = sequence length, dtype, recompute
+  int dp, tp, pp;             // data, tensor, pipeline parallel sizes
+  int micro_batches;          // per step and data-parallel rank (grad_accum)
+  bool gpipe, overlap, vocab_parallel;
+  int zero;                   // ZeRO stage 0 | 1 | 2
+  int grad_buckets;
+  float comm_timeout;         // seconds (0: never)
+} ot__par_config;
+
+// True when dp * tp * pp > 1 or mpirun started several processes.
+bool ot__par_wanted(int dp, int tp, int pp);
+// Creates the rank grid, this rank's model part (*m, owned by the caller, freed
+// after ot__par_free) and the reduction machinery (collective).
+ot_status ot__par_create(const ot__par_config *pc, ot_model **m, ot__par **out);
+void ot__par_free(ot__par *p);   // NULL ok; before the model (its thread reads the gradients)
+
+// This rank's ZeRO shard [s0, s1) of the parameter buffer (the whole buffer without ZeRO).
+void ot__par_shard(const ot__par *p, size_t *s0, size_t *s1);
+int ot__par_dp(const ot__par *p);                    // 1 for NULL
+int ot__par_dp_rank(const ot__par *p);               // 0 for NULL
+int ot__par_rank(const ot__par *p);                  // world rank (0: the one that prints / writes)
+double ot__par_comm_seconds(const ot__par *p);       // blocked in communication, last step
+// Prints (world rank 0) the layout and every rank's memory by category (collective).
+ot_status ot__par_report(ot__par *p, FILE *out);
+
+// ---- the step (every rank, in this order)
+// Micro-batch schedule: forward and backward of this data-parallel rank's
+// micro_batches x B rows [.., T + 1] (x, y: [B * T] scratch) over the pipeline
+// stages (1F1B or GPipe), each loss divided by `count` (the global batch's
+// scored targets); then every gradient reduction is complete (buckets over dp,
+// the tied embedding between first and last stage). *loss: this rank's summed
+// micro-batch losses (last stage only, else 0); *finite: all of them finite.
+ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *x, int32_t *y, float count,
+                                double *loss, bool *finite);
+// World-wide reduction of the loss (last stage, tensor rank 0, summed over dp),
+// the non-finite flag and the squared gradient norm (each element counted once).
+ot_status ot__par_reduce_norm(ot__par *p, double *loss, bool *finite, double *sumsq);
+// Gradients of the shard [s1 - s0] (ZeRO-2: the reduced shard accumulator).
+float *ot__par_shard_grads(ot__par *p);
+// True when the optimizer may write the bf16 copy itself (no ZeRO: every rank updates all).
+bool ot__par_update_writes_bf16(const ot__par *p);
+// After the shard's update: the shards gathered over dp and the bf16 copy refreshed (ZeRO).
+ot_status ot__par_gather(ot__par *p);
+// Zeroes the step's gradients (ZeRO-2: the shard accumulator).
+void ot__par_zero_grads(ot__par *p);
+
+// ---- evaluation (the trainer deals B-row chunks round-robin to the dp ranks)
+// Forward only of one chunk x, y [b, T] through the pipeline stages, the loss
+// divided by n; *l is the chunk's loss where *counts (last stage, tensor rank 0).
+ot_status ot__par_eval_chunk(ot__par *p, const int32_t *x, const int32_t *y, int b, float n,
+                             double *l, bool *counts);
+// v [n] := its sum over the world (collective).
+ot_status ot__par_sum(ot__par *p, double *v, int n, const char *what);
+
+// ---- checkpoints: gather to world rank 0, agreement
+// buf [n] := the sum of every rank's buf on world rank 0 (contributors give
+// their slice, zeros elsewhere); other ranks' buf unchanged (collective).
+ot_status ot__par_gather_sum(ot__par *p, float *buf, size_t n);
+// True on every rank when ok on every rank (collective).
+bool ot__par_all_ok(ot__par *p, bool ok);
+// World rank 0's ok on every rank (collective).
+bool ot__par_root_ok(ot__par *p, bool ok);
+
+#endif
