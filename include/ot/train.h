@@ -280,10 +280,6 @@ ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only);
 // on skipped (non-finite) steps or with a non-finite held-out loss returns
 // OT_EINVAL saying so (after its final checkpoint, when the state is finite).
 ot_status ot_train_run(const ot_train_config *c, FILE *out, double *final_loss, double *final_val);
-// Same for a config the caller has resolved (ot_train_config_resolve): it is
-// not resolved again.
-ot_status ot_train_run_resolved(const ot_train_config *resolved, FILE *out, double *final_loss,
-                                double *final_val);
 
 // Writes an SVG loss curve from a JSONL log (records {"step", "loss"} and
 // {"step", "val_loss"}; for a repeated step the last record wins, so a resumed

@@ -1,9 +1,10 @@
-// `ot train`: flags and config files -> ot_train_config (resolved once) -> ot_train_run_resolved.
+// `ot train`: flags and config files -> ot_train_config (resolved once) -> ot__train_run_resolved.
 // `ot eval`: held-out loss of a checkpoint (ours, or a Hugging Face directory).
 // Thin: the key vocabulary, aliases, validation and the loop live in the
 // library (include/ot/train.h).
 #include "cli.h"
 #include "ot/dist.h"
+#include "train/train_impl.h"   // ot__train_run_resolved
 #include <glob.h>
 #include <math.h>
 
@@ -192,7 +193,7 @@ int ot_cmd_train(int argc, char **argv) {
     rc = 2;
     if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
   }
-  if (!rc && ot_train_run_resolved(&c, stdout, NULL, NULL) != OT_OK) rc = fail("train");
+  if (!rc && ot__train_run_resolved(&c, stdout, NULL, NULL) != OT_OK) rc = fail("train");
 out:
   free(flags);
   free(user);

@@ -107,10 +107,10 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
   if (final_val) *final_val = NAN;
   ot_train_config c = *cin;
   OT_TRY(ot_train_config_resolve(&c));
-  return ot_train_run_resolved(&c, out, final_loss, final_val);
+  return ot__train_run_resolved(&c, out, final_loss, final_val);
 }
 
-ot_status ot_train_run_resolved(const ot_train_config *rc0, FILE *out, double *final_loss,
+ot_status ot__train_run_resolved(const ot_train_config *rc0, FILE *out, double *final_loss,
                                 double *final_val) {
   static const char fn[] = "ot_train_run";
   OT_CHECK_PTR(rc0, fn);

@@ -60,4 +60,10 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved);
 ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir);
 ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only);
 
+// ot_train_run for a config ot_train_config_resolve has resolved (the `ot train`
+// command resolves it once, to report a bad config before anything starts);
+// it is not resolved again.
+ot_status ot__train_run_resolved(const ot_train_config *resolved, FILE *out, double *final_loss,
+                                 double *final_val);
+
 #endif
