@@ -73,6 +73,7 @@ static bool store(const cli_flag *f, const char *val, char *opts) {
   return false;
 }
 
+// The row of the table named name[0, n) exactly, NULL if none.
 static const cli_flag *find_flag(const cli_command *c, const char *name, size_t n) {
   for (int i = 0; i < c->n_flags; i++)
     if (strlen(c->flags[i].name) == n && !strncmp(c->flags[i].name, name, n)) return &c->flags[i];

@@ -16,6 +16,7 @@ typedef struct {
   int split;   // 0: val, 1: train
 } train_opts;
 
+// `ot train --help` after the table: --resume, every key of the training key table, examples.
 static void train_more_help(FILE *f) {
   fprintf(f,
           "  --resume DIR         continue a run bit-exactly from a checkpoint (or from DIR/latest; without\n"
