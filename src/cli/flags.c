@@ -200,7 +200,7 @@ static void help_row(const cli_flag *f, FILE *out) {
 }
 
 void cli_help(const cli_command *c, FILE *f) {
-  fprintf(f, "usage: ot %s %s\n", c->name, c->synopsis);
+  fprintf(f, "usage: ot %s%s%s\n", c->name, c->synopsis[0] ? " " : "", c->synopsis);
   if (c->about) fputs(c->about, f);
   for (int i = 0; i < c->n_flags; i++) help_row(&c->flags[i], f);
   if (c->epilog) fputs(c->epilog, f);
