@@ -40,21 +40,20 @@ static const cli_flag k_flags[] = {
     CLI_S("--only", bench_opts, only, "S", "run only cases whose name contains S (e.g. layernorm, linear)"),
 };
 
-static const cli_command k_bench = {
+const cli_command cli_bench_command = {
     "bench ops", "[--quick] [--reps N] [--only SUBSTRING]",
     "measure FMA peak and STREAM bandwidth, then every operator",
     "Measures this machine's f32 FMA peak and STREAM triad bandwidth, then each operator's\n"
     "forward and backward throughput as a fraction of the relevant roofline.\n",
     k_flags, sizeof k_flags / sizeof k_flags[0],
     "Threads: OMP_NUM_THREADS. Kernel ISA: OT_ISA=portable|avx2|avx512.\n", NULL, false};
-const cli_command *const cli_bench_command = &k_bench;
 
 int ot_cmd_bench(int argc, char **argv) {
-  if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) { cli_help(&k_bench, stdout); return 0; }
+  if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) { cli_help(&cli_bench_command, stdout); return 0; }
   if (argc < 1 || strcmp(argv[0], "ops") != 0)
-    return cli_usage_error(&k_bench, "expected 'ops' (the only benchmark so far)");
+    return cli_usage_error(&cli_bench_command, "expected 'ops' (the only benchmark so far)");
   g_opt.reps = 7;
-  const int pr = cli_parse(&k_bench, argc - 1, argv + 1, &g_opt, NULL);
+  const int pr = cli_parse(&cli_bench_command, argc - 1, argv + 1, &g_opt, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   if (g_opt.quick && g_opt.reps > 3) g_opt.reps = 3;
   printf("ops-transformer operator benchmark: %d threads, kernels %s, median of %d runs\n",

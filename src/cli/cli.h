@@ -19,9 +19,8 @@ int ot_cmd_serve(int argc, char **argv);     // serve.c
 int ot_cmd_quantize(int argc, char **argv);  // quantize.c
 
 // Each command's flag table (its synopsis and summary make `ot help`).
-extern const cli_command *const cli_info_command, *const cli_bench_command, *const cli_prepare_command,
-    *const cli_tokenize_command, *const cli_train_command, *const cli_eval_command,
-    *const cli_generate_command, *const cli_serve_command, *const cli_quantize_command;
+extern const cli_command cli_info_command, cli_bench_command, cli_prepare_command, cli_tokenize_command,
+    cli_train_command, cli_eval_command, cli_generate_command, cli_serve_command, cli_quantize_command;
 
 // generate.c, shared with serve.c: loads an `ot train` checkpoint (or its run
 // directory, or a config.json + model.safetensors directory); ckpt receives the

@@ -64,7 +64,7 @@ static const cli_flag k_flags[] = {
 };
 #undef ENGINE
 
-static const cli_command k_generate = {
+const cli_command cli_generate_command = {
     "generate", "(--model DIR | --checkpoint DIR | --quantized FILE) [options]",
     "continue a prompt with KV-cache decoding, streaming tokens; several prompts\n"
     "(or --batch N) through the serving engine",
@@ -73,7 +73,6 @@ static const cli_command k_generate = {
     "--weights, --kv-bf16, --kv-mb or --quantized: the serving engine (paged KV cache,\n"
     "continuous batching).\n",
     k_flags, sizeof k_flags / sizeof k_flags[0], NULL, NULL, false};
-const cli_command *const cli_generate_command = &k_generate;
 
 static bool file_exists(const char *dir, const char *name) {
   char p[OT_PATH_MAX + 64];
@@ -154,7 +153,7 @@ static bool print_token(void *p, int32_t tok) {
 int ot_cmd_generate(int argc, char **argv) {
   gen_opts o = {.max_tokens = 64, .group = 64, .weights = OT_F32, .dt = OT_F32,
                 .sc = ot_sampler_config_default()};
-  const int pr = cli_parse(&k_generate, argc, argv, &o, NULL);
+  const int pr = cli_parse(&cli_generate_command, argc, argv, &o, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   if (!(o.sc.top_p > 0)) { fprintf(stderr, "ot generate: --top-p must be > 0 (1 = off)\n"); return 2; }
   const char *model_dir = o.model_dir, *ckpt_dir = o.ckpt_dir, *tok_flag = o.tok_flag, *qfile = o.qfile;
@@ -166,7 +165,7 @@ int ot_cmd_generate(int argc, char **argv) {
   ot_qmodel *qm = NULL;
   bool engine_mode = o.engine;
   if ((model_dir != NULL) + (ckpt_dir != NULL) + (qfile != NULL) != 1)
-    return cli_usage_error(&k_generate, "give one of --model DIR (Hugging Face), --checkpoint DIR or "
+    return cli_usage_error(&cli_generate_command, "give one of --model DIR (Hugging Face), --checkpoint DIR or "
                            "--quantized FILE");
   if (o.threads > 0) ot_threads_set(o.threads);
   if (o.prompts.n > 1) engine_mode = true;

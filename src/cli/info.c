@@ -2,16 +2,15 @@
 #include "cli.h"
 #include <oneapi/dnnl/dnnl.h>
 
-static const cli_command k_info = {
+const cli_command cli_info_command = {
     "info", "", "CPU features, active kernel ISA, threads, oneDNN version",
     "Prints the CPU's features, the kernel ISA that runs (and those it supports), oneDNN's\n"
     "version and the thread count. No options.\n",
     NULL, 0, NULL, NULL, false};
-const cli_command *const cli_info_command = &k_info;
 
 int ot_cmd_info(int argc, char **argv) {
   char none;
-  const int pr = cli_parse(&k_info, argc, argv, &none, NULL);
+  const int pr = cli_parse(&cli_info_command, argc, argv, &none, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   const ot_cpu_features *c = ot_cpu();
   printf("cpu features: avx2=%d fma=%d f16c=%d avx512f=%d avx512bw=%d avx512vl=%d avx512_bf16=%d avx512_vnni=%d\n",

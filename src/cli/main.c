@@ -6,7 +6,7 @@
 typedef struct {
   const char *name;
   int (*run)(int argc, char **argv);
-  const cli_command *const *flags;   // its flag table: synopsis and summary for the usage
+  const cli_command *flags;   // its flag table: synopsis and summary for the usage
 } command;
 static const command k_commands[] = {
     {"info", ot_cmd_info, &cli_info_command},         {"bench", ot_cmd_bench, &cli_bench_command},
@@ -21,7 +21,7 @@ enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 static void usage(FILE *f) {
   fprintf(f, "usage: ot <command> [options]\n\ncommands:\n");
   for (int i = 0; i < NCOMMANDS; i++) {
-    const cli_command *c = *k_commands[i].flags;
+    const cli_command *c = k_commands[i].flags;
     fprintf(f, "  ot %s%s%s\n", c->name, c->synopsis[0] ? " " : "", c->synopsis);
     for (const char *p = c->summary; *p;) {
       const size_t k = strcspn(p, "\n");

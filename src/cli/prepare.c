@@ -96,7 +96,7 @@ static const cli_flag k_prepare_flags[] = {
     CLI_B("--quiet", prepare_opts, quiet, "no progress lines"),
 };
 
-static const cli_command k_prepare = {
+const cli_command cli_prepare_command = {
     "prepare", "--corpus FILE --out DIR [options]",
     "train a BPE tokenizer (or use GPT-2's) and write train/val token shards",
     "Trains (or loads) a byte-level BPE tokenizer and writes DIR/vocab.json, DIR/merges.txt,\n"
@@ -105,17 +105,16 @@ static const cli_command k_prepare = {
     "(from a line start) is the held-out split; the tokenizer is trained on the rest. Each\n"
     "split starts with <|endoftext|>; literal <|endoftext|> in the corpus becomes that token.\n",
     k_prepare_flags, sizeof k_prepare_flags / sizeof k_prepare_flags[0], NULL, NULL, false};
-const cli_command *const cli_prepare_command = &k_prepare;
 
 int ot_cmd_prepare(int argc, char **argv) {
   prepare_opts o = {.kind = "bpe", .vocab = 8192, .shard_tokens = 100000000, .valf = 0.05};
-  const int pr = cli_parse(&k_prepare, argc, argv, &o, NULL);
+  const int pr = cli_parse(&cli_prepare_command, argc, argv, &o, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   const char *corpus = o.corpus, *out = o.out, *kind = o.kind;
   const int vocab = o.vocab, shard_tokens = o.shard_tokens;
   const double valf = o.valf;
   const bool quiet = o.quiet;
-  if (!corpus || !out) return cli_usage_error(&k_prepare, "--corpus and --out are required");
+  if (!corpus || !out) return cli_usage_error(&cli_prepare_command, "--corpus and --out are required");
   size_t len = 0;
   char *text = read_all("prepare", corpus, &len);
   if (ot__mkdirs(out) != OT_OK) {
@@ -200,13 +199,12 @@ static const cli_flag k_tokenize_flags[] = {
     CLI_B("--no-special", tokenize_opts, no_special, "treat <|endoftext|> in the text as plain text"),
 };
 
-static const cli_command k_tokenize = {
+const cli_command cli_tokenize_command = {
     "tokenize", "[--tokenizer DIR|gpt2] [--text STR | --file PATH] [--tokens | --decode] [--no-special]",
     "print the token ids of a text (or decode ids)",
     "Prints the ids of the text (stdin when neither --text nor --file), or with --tokens one\n"
     "line per token: id, then its bytes (C-escaped). --decode turns ids back into text.\n",
     k_tokenize_flags, sizeof k_tokenize_flags / sizeof k_tokenize_flags[0], NULL, NULL, false};
-const cli_command *const cli_tokenize_command = &k_tokenize;
 
 static void put_escaped(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -221,7 +219,7 @@ static void put_escaped(const char *s, size_t n) {
 
 int ot_cmd_tokenize(int argc, char **argv) {
   tokenize_opts o = {.dir = "gpt2"};
-  const int pr = cli_parse(&k_tokenize, argc, argv, &o, NULL);
+  const int pr = cli_parse(&cli_tokenize_command, argc, argv, &o, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   const char *dir = o.dir, *text = o.text, *file = o.file;
   const bool tokens = o.tokens, special = !o.no_special, decode = o.decode;

@@ -26,14 +26,13 @@ static const cli_flag k_flags[] = {
     CLI_I("--threads", quantize_opts, threads, 1, 4096, "N", "threads (default: OMP_NUM_THREADS)"),
 };
 
-static const cli_command k_quantize = {
+const cli_command cli_quantize_command = {
     "quantize", "--model DIR --out FILE --dtype int8|bf16 [--group 0|32|64|128]",
     "write a model's matrices quantized to one safetensors file",
     "Writes every matrix of a model (linear weights, token embedding, lm_head) quantized to one\n"
     "safetensors file (format \"ot-quantized\", the model config in its metadata); learned\n"
     "positions, norms and biases stay f32. Inference reads it with ot_quant_file_load.\n",
     k_flags, sizeof k_flags / sizeof k_flags[0], NULL, NULL, false};
-const cli_command *const cli_quantize_command = &k_quantize;
 
 // Largest normalized error ||W - deq(Q)|| / ||W|| over the quantized matrices; *worst names it.
 static double worst_error(const ot_qmodel *q, const ot_model *m, const char **worst) {
@@ -61,13 +60,13 @@ static double worst_error(const ot_qmodel *q, const ot_model *m, const char **wo
 
 int ot_cmd_quantize(int argc, char **argv) {
   quantize_opts o = {.kind = -1, .group = 64};
-  const int pr = cli_parse(&k_quantize, argc, argv, &o, NULL);
+  const int pr = cli_parse(&cli_quantize_command, argc, argv, &o, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   const char *model_dir = o.model_dir, *out = o.out;
   int group = o.group;
   const int threads = o.threads;
   if (!model_dir || !out || o.kind < 0)
-    return cli_usage_error(&k_quantize, "--model, --out and --dtype are required");
+    return cli_usage_error(&cli_quantize_command, "--model, --out and --dtype are required");
   const ot_qw_kind kind = (ot_qw_kind)o.kind;
   if (kind == OT_QW_INT8 && group != 0 && group != 32 && group != 64 && group != 128) {
     fprintf(stderr, "ot quantize: --group %d unsupported (use 0 = per output row, 32, 64 or 128)\n", group);

@@ -59,7 +59,7 @@ static const cli_flag k_flags[] = {
     CLI_B("--quiet", serve_opts, quiet, "no startup summary and no request log on stderr"),
 };
 
-static const cli_command k_serve = {
+const cli_command cli_serve_command = {
     "serve", "(--model DIR | --checkpoint DIR) [options]",
     "OpenAI-compatible HTTP server: POST /v1/completions (streaming too),\n"
     "GET /v1/models, GET /health",
@@ -72,7 +72,6 @@ static const cli_command k_serve = {
     "  GET /health            status and request counts\n"
     "options:\n",
     k_flags, sizeof k_flags / sizeof k_flags[0], NULL, NULL, false};
-const cli_command *const cli_serve_command = &k_serve;
 
 static ot_server *volatile g_server;
 
@@ -99,14 +98,14 @@ int ot_cmd_serve(int argc, char **argv) {
   o.max_body = (int)o.cfg.max_body;
   o.max_header = (int)o.cfg.max_header;
   o.weights = (int)o.cfg.weights;
-  const int pr = cli_parse(&k_serve, argc, argv, &o, NULL);
+  const int pr = cli_parse(&cli_serve_command, argc, argv, &o, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   const char *model_dir = o.model_dir, *ckpt_dir = o.ckpt_dir, *tok_flag = o.tok_flag;
   const bool quiet = o.quiet;
   const ot_dtype dt = (ot_dtype)o.dt;
   ot_server_config cfg = o.cfg;
   if (!model_dir == !ckpt_dir)
-    return cli_usage_error(&k_serve, "give one of --model DIR (Hugging Face) or --checkpoint DIR");
+    return cli_usage_error(&cli_serve_command, "give one of --model DIR (Hugging Face) or --checkpoint DIR");
   cfg.weights = (ot_dtype)o.weights;
   if (o.kv_bf16) cfg.kv_dtype = OT_BF16;
   cfg.batched = !o.per_request;

@@ -39,7 +39,7 @@ static const cli_flag k_train_flags[] = {
           "flags given on the command line override it"),
 };
 
-static const cli_command k_train = {
+const cli_command cli_train_command = {
     "train", "[--config FILE] [--KEY VALUE | --KEY=VALUE | --FLAG | --no-FLAG ...]",
     "train a model (default: the small preset on the bundled corpus) with\n"
     "live progress, held-out eval, checkpoints, log and loss-curve SVG",
@@ -48,25 +48,6 @@ static const cli_command k_train = {
     "with one progress line per step, held-out evaluation, checkpoints, a JSONL log and a\n"
     "loss-curve SVG in --out.\n",
     k_train_flags, sizeof k_train_flags / sizeof k_train_flags[0], NULL, train_more_help, true};
-const cli_command *const cli_train_command = &k_train;
-
-static const cli_flag k_eval_flags[] = {
-    CLI_S("--checkpoint", train_opts, checkpoint, "DIR", "the checkpoint (or give DIR first, without the flag)"),
-    {"--split", CLI_ENUM, offsetof(train_opts, split), 0, NULL, 0, 0, "val|train", {0, 1},
-     "which shards of --data to score (default val)"},
-};
-
-static const cli_command k_eval = {
-    "eval", "[--checkpoint] DIR [--split val|train] [--KEY VALUE ...]",
-    "held-out loss of a checkpoint (ours or a Hugging Face directory)",
-    "Mean loss (and perplexity) of a checkpoint on the held-out split. DIR is a checkpoint\n"
-    "directory (model.safetensors), a run directory (its 'latest' checkpoint) or a Hugging Face\n"
-    "directory (config.json + model.safetensors). The checkpoint's settings (data, seq-len,\n"
-    "batch-size, eval-batches) are the defaults; training keys given here override them, e.g.\n"
-    "  --data DIR  --val-data GLOB  --seq-len N  --batch-size N  --eval-batches N (all of the\n"
-    "  split with a large N)  --dtype f32|bf16  --threads N\n",
-    k_eval_flags, sizeof k_eval_flags / sizeof k_eval_flags[0], NULL, NULL, true};
-const cli_command *const cli_eval_command = &k_eval;
 
 static bool has_shards(const char *data, const char *split) {
   char pat[OT_PATH_MAX + 32];
@@ -133,7 +114,7 @@ int ot_cmd_train(int argc, char **argv) {
   train_opts o = {0};
   int rc = flags && user && ck ? 0 : 1;
   if (!rc && ot_dist_init(&argc, &argv) != OT_OK) rc = fail("train");
-  if (!rc) rc = cli_parse(&k_train, argc, argv, &o, flags);
+  if (!rc) rc = cli_parse(&cli_train_command, argc, argv, &o, flags);
   if (rc == CLI_HELP) { rc = 0; goto out; }
   if (!rc) rc = collect(user, flags, o.config, "train");
   ot_train_config c;
@@ -182,6 +163,23 @@ out:
 }
 
 // ---------------------------------------------------------------- eval -----
+static const cli_flag k_eval_flags[] = {
+    CLI_S("--checkpoint", train_opts, checkpoint, "DIR", "the checkpoint (or give DIR first, without the flag)"),
+    {"--split", CLI_ENUM, offsetof(train_opts, split), 0, NULL, 0, 0, "val|train", {0, 1},
+     "which shards of --data to score (default val)"},
+};
+
+const cli_command cli_eval_command = {
+    "eval", "[--checkpoint] DIR [--split val|train] [--KEY VALUE ...]",
+    "held-out loss of a checkpoint (ours or a Hugging Face directory)",
+    "Mean loss (and perplexity) of a checkpoint on the held-out split. DIR is a checkpoint\n"
+    "directory (model.safetensors), a run directory (its 'latest' checkpoint) or a Hugging Face\n"
+    "directory (config.json + model.safetensors). The checkpoint's settings (data, seq-len,\n"
+    "batch-size, eval-batches) are the defaults; training keys given here override them, e.g.\n"
+    "  --data DIR  --val-data GLOB  --seq-len N  --batch-size N  --eval-batches N (all of the\n"
+    "  split with a large N)  --dtype f32|bf16  --threads N\n",
+    k_eval_flags, sizeof k_eval_flags / sizeof k_eval_flags[0], NULL, NULL, true};
+
 int ot_cmd_eval(int argc, char **argv) {
   ot_settings *flags = calloc(1, sizeof *flags), *user = calloc(1, sizeof *user),
               *ck = calloc(1, sizeof *ck);
@@ -193,10 +191,10 @@ int ot_cmd_eval(int argc, char **argv) {
     argc--;
     argv++;
   }
-  if (!rc) rc = cli_parse(&k_eval, argc, argv, &o, flags);
+  if (!rc) rc = cli_parse(&cli_eval_command, argc, argv, &o, flags);
   if (rc == CLI_HELP) { rc = 0; goto out; }
   if (!rc && !o.checkpoint)
-    rc = cli_usage_error(&k_eval, "which checkpoint? (ot eval out/train, or --checkpoint DIR)");
+    rc = cli_usage_error(&cli_eval_command, "which checkpoint? (ot eval out/train, or --checkpoint DIR)");
   const char *split = o.split ? "train" : "val";
   if (!rc) rc = collect(user, flags, NULL, "eval");
   ot_train_config c;
