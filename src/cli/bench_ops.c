@@ -3,7 +3,6 @@
 // fraction of the relevant roofline (GEMM-like ops: FMA peak; element-wise and
 // row ops: STREAM). Linear is also compared with oneDNN's bare matmul.
 // Bytes are the minimal DRAM traffic of each op (reads + writes of its tensors).
-#include "cli.h"
 #include "bench_util.h"
 
 static bench_opts g_opt;
@@ -31,30 +30,27 @@ static double measure_stream(double *nt_gbs) {
   return 3.0 * 4.0 * n / t * 1e-9;
 }
 
-static void usage(void) {
-  printf("usage: ot bench ops [--quick] [--reps N] [--only SUBSTRING]\n"
-         "  --quick      smaller shapes and fewer repetitions (a smoke run)\n"
-         "  --reps N     timed repetitions per case (median reported; default 7)\n"
-         "  --only S     run only cases whose name contains S (e.g. layernorm, linear)\n"
-         "Threads: OMP_NUM_THREADS. Kernel ISA: OT_ISA=portable|avx2|avx512.\n");
-}
+static const cli_flag k_flags[] = {
+    CLI_B("--quick", bench_opts, quick, "smaller shapes and fewer repetitions (a smoke run)"),
+    CLI_I("--reps", bench_opts, reps, 1, 1000, "N", "timed repetitions per case (median reported; default 7)"),
+    CLI_S("--only", bench_opts, only, "S", "run only cases whose name contains S (e.g. layernorm, linear)"),
+};
+
+const cli_command cli_bench_command = {
+    "bench ops", "[--quick] [--reps N] [--only SUBSTRING]",
+    "measure FMA peak and STREAM bandwidth, then every operator",
+    "Measures this machine's f32 FMA peak and STREAM triad bandwidth, then each operator's\n"
+    "forward and backward throughput as a fraction of the relevant roofline.\n",
+    k_flags, sizeof k_flags / sizeof k_flags[0],
+    "Threads: OMP_NUM_THREADS. Kernel ISA: OT_ISA=portable|avx2|avx512.\n", NULL, false};
 
 int ot_cmd_bench(int argc, char **argv) {
-  if (argc < 1 || strcmp(argv[0], "ops") != 0) {
-    fprintf(stderr, "ot bench: expected 'ops' (the only benchmark so far)\n");
-    usage();
-    return 2;
-  }
+  if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) { cli_help(&cli_bench_command, stdout); return 0; }
+  if (argc < 1 || strcmp(argv[0], "ops") != 0)
+    return cli_usage_error(&cli_bench_command, "expected 'ops' (the only benchmark so far)");
   g_opt.reps = 7;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
-    else if (!strcmp(argv[i], "--quick")) { g_opt.quick = true; }
-    else if (!strcmp(argv[i], "--reps")) { if (!cli_parse_int("--reps", i + 1 < argc ? argv[++i] : NULL, 1, 1000, &g_opt.reps)) return 2; }
-    else if (!strcmp(argv[i], "--only")) {
-      if (i + 1 >= argc) { fprintf(stderr, "ot bench ops: --only needs a value\n"); return 2; }
-      g_opt.only = argv[++i];
-    } else { fprintf(stderr, "ot bench ops: unknown option '%s'\n", argv[i]); usage(); return 2; }
-  }
+  const int pr = cli_parse(&cli_bench_command, argc - 1, argv + 1, &g_opt, NULL);
+  if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   if (g_opt.quick && g_opt.reps > 3) g_opt.reps = 3;
   printf("ops-transformer operator benchmark: %d threads, kernels %s, median of %d runs\n",
          ot_threads_get(), ot_isa_name(ot_isa_active()), g_opt.reps);

@@ -1,6 +1,7 @@
 // `ot` command: shared helpers of the subcommands.
 #ifndef OT_CLI_H
 #define OT_CLI_H
+#include "flags.h"
 #include "ot/ot.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,11 @@ int ot_cmd_train(int argc, char **argv);     // train.c
 int ot_cmd_eval(int argc, char **argv);      // train.c
 int ot_cmd_generate(int argc, char **argv);  // generate.c
 int ot_cmd_serve(int argc, char **argv);     // serve.c
+int ot_cmd_quantize(int argc, char **argv);  // quantize.c
+
+// Each command's flag table (its synopsis and summary make `ot help`).
+extern const cli_command cli_info_command, cli_bench_command, cli_prepare_command, cli_tokenize_command,
+    cli_train_command, cli_eval_command, cli_generate_command, cli_serve_command, cli_quantize_command;
 
 // generate.c, shared with serve.c: loads an `ot train` checkpoint (or its run
 // directory, or a config.json + model.safetensors directory); ckpt receives the
@@ -27,10 +33,4 @@ ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model 
 // Prints the error and returns NULL on failure.
 ot_bpe *cli_pick_tokenizer(const char *flag, const char *const *dirs, int n, const char **used);
 
-// Parses a positive integer flag value; prints an error naming the flag on failure.
-bool cli_parse_int(const char *flag, const char *val, int lo, int hi, int *out);
-// Parses a number flag value in [lo, hi]; prints an error naming the flag on failure.
-bool cli_parse_float(const char *flag, const char *val, double lo, double hi, float *out);
-// Parses f32 | bf16 | int8 (linear weights of the inference engine) into *out.
-bool cli_parse_weights(const char *flag, const char *val, ot_dtype *out);
 #endif

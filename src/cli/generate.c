@@ -1,49 +1,78 @@
 // `ot generate`: load a Hugging Face directory or an `ot train` checkpoint,
 // encode the prompt, and stream sampled tokens to stdout (KV-cache decoding).
-#include "cli.h"
 #include "generate_batch.h"
-#include <errno.h>
 #include <math.h>
 #include <unistd.h>
 
-static void generate_usage(FILE *f) {
-  fprintf(f,
-          "usage: ot generate (--model DIR | --checkpoint DIR) [options]\n"
-          "Continues a prompt with KV-cache decoding, printing tokens as they come; a last line on\n"
-          "stderr gives prefill and decode tokens/s.\n"
-          "  --model DIR          Hugging Face directory: config.json + model.safetensors (GPT-2, Llama)\n"
-          "  --checkpoint DIR     a checkpoint of `ot train` (step_NNNNNN/), or its run directory\n"
-          "                       (the checkpoint 'latest' names)\n"
-          "  --prompt TEXT        text to continue (default: none, start from <|endoftext|>)\n"
-          "  --max-tokens N       new tokens at most (default 64; lowered to fit the model's context)\n"
-          "  --temperature T      sampling temperature, 0 = greedy (default 0.8)\n"
-          "  --top-k K            sample among the K most likely tokens, 0 = all (default 40)\n"
-          "  --top-p P            nucleus: the most likely tokens holding P of the probability,\n"
-          "                       1 = all (default 0.95)\n"
-          "  --seed S             RNG seed: the same seed repeats the same text (default 1337)\n"
-          "  --tokenizer DIR      vocab.json + merges.txt, or gpt2 (= data/gpt2). Default: the model\n"
-          "                       or checkpoint directory's own files, then the checkpoint's data\n"
-          "                       directory, then data/gpt2\n"
-          "  --ids                --prompt is token ids (\"15496 11 995\") and tokens print as ids (no\n"
-          "                       tokenizer, e.g. for a Llama directory)\n"
-          "  --ignore-eos         do not stop at <|endoftext|>\n"
-          "  --dtype f32|bf16     activation / GEMM dtype (default f32)\n"
-          "  --threads N          threads (default: OMP_NUM_THREADS)\n"
-          "  --quiet              print only the generated tokens (no prompt, no summary)\n"
-          "Several prompts (the serving engine: paged KV cache, continuous batching):\n"
-          "  --prompt TEXT ...    given several times: one sequence each (sequence i: seed + i)\n"
-          "  --prompts-file FILE  one prompt per line (with --ids: ids per line)\n"
-          "  --batch N            sequences decoded together at most (default 8); the other prompts\n"
-          "                       join as sequences end. With one prompt: N samples of it\n"
-          "  --weights f32|bf16|int8  linear weights quantized at load time (default f32)\n"
-          "  --quantized FILE     instead of --model / --checkpoint: a file of `ot quantize` (its\n"
-          "                       weights as stored; tokenizer: --tokenizer, else the file's\n"
-          "                       directory, else data/gpt2)\n"
-          "  --group G            int8: input columns per scale, 32/64/128, 0 = per row (default 64)\n"
-          "  --kv-bf16            store the KV cache in bf16\n"
-          "  --kv-mb M            KV cache budget in MB (default: every sequence at full length);\n"
-          "                       prompts wait while their blocks do not fit\n");
-}
+typedef struct {
+  const char *model_dir, *ckpt_dir, *tok_flag, *prompts_file, *qfile;
+  cli_list prompts;
+  int max_tokens, threads, batch, group, weights, dt;
+  ot_sampler_config sc;
+  bool ids, ignore_eos, quiet, kv_bf16, engine;   // engine: a flag of the serving engine given
+  float kv_mb;
+} gen_opts;
+
+#define ENGINE CLI_MARK(gen_opts, engine)
+static const cli_flag k_flags[] = {
+    CLI_S("--model", gen_opts, model_dir, "DIR",
+          "Hugging Face directory: config.json + model.safetensors (GPT-2, Llama)"),
+    CLI_S("--checkpoint", gen_opts, ckpt_dir, "DIR",
+          "a checkpoint of `ot train` (step_NNNNNN/), or its run directory\n"
+          "(the checkpoint 'latest' names)"),
+    {"--quantized", CLI_STR, offsetof(gen_opts, qfile), ENGINE, "FILE", 0, 0, NULL, {0},
+     "instead of --model / --checkpoint: a file of `ot quantize` (its\n"
+     "weights as stored; tokenizer: --tokenizer, else the file's\n"
+     "directory, else data/gpt2)"},
+    {"--prompt", CLI_LIST, offsetof(gen_opts, prompts), 0, "TEXT", 0, CLI_LIST_MAX, NULL, {0},
+     "text to continue (default: none, start from <|endoftext|>); given\n"
+     "several times (at most 64): one sequence each (sequence i: seed + i)"},
+    CLI_I("--max-tokens", gen_opts, max_tokens, 1, 1 << 24, "N",
+          "new tokens at most (default 64; lowered to fit the model's context)"),
+    CLI_F("--temperature", gen_opts, sc.temperature, 0, 1e6, "T", "sampling temperature, 0 = greedy (default 0.8)"),
+    CLI_I("--top-k", gen_opts, sc.top_k, 0, INT32_MAX, "K",
+          "sample among the K most likely tokens, 0 = all (default 40)"),
+    CLI_F("--top-p", gen_opts, sc.top_p, 0, 1, "P",
+          "nucleus: the most likely tokens holding P of the probability,\n"
+          "1 = all, > 0 (default 0.95)"),
+    {"--seed", CLI_U64, offsetof(gen_opts, sc.seed), 0, "S", 0, 0, NULL, {0},
+     "RNG seed: the same seed repeats the same text (default 1337)"},
+    CLI_S("--tokenizer", gen_opts, tok_flag, "DIR",
+          "vocab.json + merges.txt, or gpt2 (= data/gpt2). Default: the model\n"
+          "or checkpoint directory's own files, then the checkpoint's data\n"
+          "directory, then data/gpt2"),
+    CLI_B("--ids", gen_opts, ids,
+          "--prompt is token ids (\"15496 11 995\") and tokens print as ids (no\n"
+          "tokenizer, e.g. for a Llama directory)"),
+    CLI_B("--ignore-eos", gen_opts, ignore_eos, "do not stop at <|endoftext|>"),
+    CLI_DTYPE("--dtype", gen_opts, dt, "activation / GEMM dtype of single-prompt generation (default f32)"),
+    CLI_I("--threads", gen_opts, threads, 1, 4096, "N", "threads (default: OMP_NUM_THREADS)"),
+    CLI_B("--quiet", gen_opts, quiet, "print only the generated tokens (no prompt, no summary)"),
+    {"--prompts-file", CLI_STR, offsetof(gen_opts, prompts_file), ENGINE, "FILE", 0, 0, NULL, {0},
+     "one prompt per line (with --ids: ids per line)"},
+    {"--batch", CLI_INT, offsetof(gen_opts, batch), ENGINE, "N", 1, 4096, NULL, {0},
+     "sequences decoded together at most (default 8); the other prompts\n"
+     "join as sequences end. With one prompt: N samples of it"},
+    CLI_WEIGHTS("--weights", gen_opts, weights, ENGINE, "linear weights quantized at load time (default f32)"),
+    CLI_I("--group", gen_opts, group, 0, 4096, "G",
+          "int8: input columns per scale, 32/64/128, 0 = per row (default 64)"),
+    {"--kv-bf16", CLI_SWITCH, offsetof(gen_opts, kv_bf16), ENGINE, "", 0, 0, NULL, {0},
+     "store the KV cache in bf16"},
+    {"--kv-mb", CLI_FLOAT, offsetof(gen_opts, kv_mb), ENGINE, "M", 0.001, 1e7, NULL, {0},
+     "KV cache budget in MB (default: every sequence at full length);\n"
+     "prompts wait while their blocks do not fit"},
+};
+#undef ENGINE
+
+const cli_command cli_generate_command = {
+    "generate", "(--model DIR | --checkpoint DIR | --quantized FILE) [options]",
+    "continue a prompt with KV-cache decoding, streaming tokens; several prompts\n"
+    "(or --batch N) through the serving engine",
+    "Continues a prompt with KV-cache decoding, printing tokens as they come; a last line on\n"
+    "stderr gives prefill and decode tokens/s. Several prompts, --prompts-file, --batch,\n"
+    "--weights, --kv-bf16, --kv-mb or --quantized: the serving engine (paged KV cache,\n"
+    "continuous batching).\n",
+    k_flags, sizeof k_flags / sizeof k_flags[0], NULL, NULL, false};
 
 static bool file_exists(const char *dir, const char *name) {
   char p[OT_PATH_MAX + 64];
@@ -121,99 +150,25 @@ static bool print_token(void *p, int32_t tok) {
   return true;
 }
 
-// "1 2 3" -> ids (count in *n); false + message on a bad entry.
-static bool parse_ids(const char *s, int V, int32_t *ids, int cap, int *n) {
-  *n = 0;
-  for (char *end; *s;) {
-    while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
-    if (!*s) break;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || errno || v < 0 || v >= V || *n >= cap) {
-      fprintf(stderr, "ot generate: --prompt id '%.20s' is not an id in [0, %d)%s\n", s, V,
-              *n >= cap ? " or too many ids" : "");
-      return false;
-    }
-    ids[(*n)++] = (int32_t)v;
-    s = end;
-  }
-  return true;
-}
-
 int ot_cmd_generate(int argc, char **argv) {
-  const char *model_dir = NULL, *ckpt_dir = NULL, *prompt = "", *tok_flag = NULL;
-  int max_tokens = 64, threads = 0;
-  ot_sampler_config sc = ot_sampler_config_default();
-  bool ids_mode = false, ignore_eos = false, quiet = false;
-  ot_dtype dt = OT_F32;
-  // batch mode (generate_batch.c)
-  const char *prompts[64], *prompts_file = NULL, *qfile = NULL;
+  gen_opts o = {.max_tokens = 64, .group = 64, .weights = OT_F32, .dt = OT_F32,
+                .sc = ot_sampler_config_default()};
+  const int pr = cli_parse(&cli_generate_command, argc, argv, &o, NULL);
+  if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
+  if (!(o.sc.top_p > 0)) { fprintf(stderr, "ot generate: --top-p must be > 0 (1 = off)\n"); return 2; }
+  const char *model_dir = o.model_dir, *ckpt_dir = o.ckpt_dir, *tok_flag = o.tok_flag, *qfile = o.qfile;
+  const char *prompt = o.prompts.n ? o.prompts.v[o.prompts.n - 1] : "";
+  int max_tokens = o.max_tokens;
+  const ot_sampler_config sc = o.sc;
+  const bool ids_mode = o.ids, ignore_eos = o.ignore_eos, quiet = o.quiet;
+  const ot_dtype dt = (ot_dtype)o.dt;
   ot_qmodel *qm = NULL;
-  int n_prompts = 0, batch = 0, group = 64;
-  ot_dtype weights = OT_F32, kv_dt = OT_F32;
-  bool engine_mode = false;
-  float kv_mb = 0.0f;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { generate_usage(stdout); return 0; }
-    else if (!strcmp(a, "--ids")) ids_mode = true;
-    else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
-    else if (!strcmp(a, "--quiet")) quiet = true;
-    else if (!strcmp(a, "--model") && v) { model_dir = v; i++; }
-    else if (!strcmp(a, "--checkpoint") && v) { ckpt_dir = v; i++; }
-    else if (!strcmp(a, "--prompt") && v) {
-      if (n_prompts == 64) { fprintf(stderr, "ot generate: more than 64 --prompt (use --prompts-file)\n"); return 2; }
-      prompt = prompts[n_prompts++] = v;
-      i++;
-    }
-    else if (!strcmp(a, "--prompts-file") && v) { prompts_file = v; engine_mode = true; i++; }
-    else if (!strcmp(a, "--quantized") && v) { qfile = v; engine_mode = true; i++; }
-    else if (!strcmp(a, "--batch")) { if (!cli_parse_int(a, v, 1, 4096, &batch)) return 2; engine_mode = true; i++; }
-    else if (!strcmp(a, "--group")) { if (!cli_parse_int(a, v, 0, 4096, &group)) return 2; i++; }
-    else if (!strcmp(a, "--kv-bf16")) { kv_dt = OT_BF16; engine_mode = true; }
-    else if (!strcmp(a, "--kv-mb")) { if (!cli_parse_float(a, v, 0.001, 1e7, &kv_mb)) return 2; engine_mode = true; i++; }
-    else if (!strcmp(a, "--weights") && v) {
-      if (!cli_parse_weights(a, v, &weights)) return 2;
-      engine_mode = true;
-      i++;
-    }
-    else if (!strcmp(a, "--tokenizer") && v) { tok_flag = v; i++; }
-    else if (!strcmp(a, "--max-tokens")) { if (!cli_parse_int(a, v, 1, 1 << 24, &max_tokens)) return 2; i++; }
-    else if (!strcmp(a, "--threads")) { if (!cli_parse_int(a, v, 1, 4096, &threads)) return 2; i++; }
-    else if (!strcmp(a, "--top-k")) { if (!cli_parse_int(a, v, 0, INT32_MAX, &sc.top_k)) return 2; i++; }
-    else if (!strcmp(a, "--temperature")) { if (!cli_parse_float(a, v, 0, 1e6, &sc.temperature)) return 2; i++; }
-    else if (!strcmp(a, "--top-p")) {
-      if (!cli_parse_float(a, v, 0, 1, &sc.top_p)) return 2;
-      if (!(sc.top_p > 0)) { fprintf(stderr, "ot generate: --top-p must be > 0 (1 = off)\n"); return 2; }
-      i++;
-    } else if (!strcmp(a, "--seed") && v) {
-      char *end;
-      errno = 0;
-      sc.seed = strtoull(v, &end, 0);
-      if (errno || *end || end == v || *v == '-') {
-        fprintf(stderr, "ot generate: --seed '%s' is not an unsigned integer\n", v);
-        return 2;
-      }
-      i++;
-    } else if (!strcmp(a, "--dtype") && v) {
-      if (!strcmp(v, "f32")) dt = OT_F32;
-      else if (!strcmp(v, "bf16")) dt = OT_BF16;
-      else { fprintf(stderr, "ot generate: --dtype '%s' is not f32 or bf16\n", v); return 2; }
-      i++;
-    } else {
-      fprintf(stderr, "ot generate: unknown option or missing value: '%s'\n\n", a);
-      generate_usage(stderr);
-      return 2;
-    }
-  }
-  if ((model_dir != NULL) + (ckpt_dir != NULL) + (qfile != NULL) != 1) {
-    fprintf(stderr, "ot generate: give one of --model DIR (Hugging Face), --checkpoint DIR or "
-            "--quantized FILE\n\n");
-    generate_usage(stderr);
-    return 2;
-  }
-  if (threads > 0) ot_threads_set(threads);
-  if (n_prompts > 1) engine_mode = true;
+  bool engine_mode = o.engine;
+  if ((model_dir != NULL) + (ckpt_dir != NULL) + (qfile != NULL) != 1)
+    return cli_usage_error(&cli_generate_command, "give one of --model DIR (Hugging Face), --checkpoint DIR or "
+                           "--quantized FILE");
+  if (o.threads > 0) ot_threads_set(o.threads);
+  if (o.prompts.n > 1) engine_mode = true;
   if (engine_mode && dt != OT_F32) {
     fprintf(stderr, "ot generate: --dtype applies to single-prompt generation; the engine's activations "
             "are f32 (choose the weights with --weights)\n");
@@ -257,12 +212,13 @@ int ot_cmd_generate(int argc, char **argv) {
       }
       eot = ot_bpe_eot(t);
     }
-    if (n_prompts == 0 && !prompts_file) prompts[n_prompts++] = "";
-    if (qm && (weights != OT_F32 || group != 64))
+    if (o.prompts.n == 0 && !o.prompts_file) o.prompts.v[o.prompts.n++] = "";
+    if (qm && (o.weights != OT_F32 || o.group != 64))
       fprintf(stderr, "ot generate: --weights / --group are ignored with --quantized (the file holds %s "
               "weights)\n", ot_qw_kind_name(qm->kind));
-    cli_batch_args ba = {m, qm, t, ids_mode, prompts, n_prompts, prompts_file, batch,
-                         weights, group, kv_dt, kv_mb, max_tokens, sc, ignore_eos ? -1 : eot, quiet};
+    cli_batch_args ba = {m, qm, t, ids_mode, o.prompts.v, o.prompts.n, o.prompts_file, o.batch,
+                         (ot_dtype)o.weights, o.group, o.kv_bf16 ? OT_BF16 : OT_F32, o.kv_mb,
+                         max_tokens, sc, ignore_eos ? -1 : eot, quiet};
     if (!quiet)
       fprintf(stderr, "model %s (%s): %.1fM parameters, context %d, loaded in %.2f s; tokenizer %s\n",
               qfile ? qfile : model_dir ? model_dir : ckpt, mc->name, ot_model_n_params(mc) / 1e6,
@@ -274,7 +230,7 @@ int ot_cmd_generate(int argc, char **argv) {
   ids = malloc(sizeof(int32_t) * (plen + 2));
   if (!ids) { fprintf(stderr, "ot generate: out of memory\n"); goto out; }
   if (ids_mode) {
-    if (!parse_ids(prompt, mc->vocab, ids, (int)plen + 1, &n_prompt)) goto out;
+    if (!cli_parse_ids(prompt, mc->vocab, ids, (int)plen + 1, &n_prompt)) goto out;
     if (n_prompt == 0) { fprintf(stderr, "ot generate: --ids needs --prompt with at least one token id\n"); goto out; }
   } else {
     const char *dirs[3] = {model_dir ? model_dir : ckpt, ckpt_dir, data_dir};

@@ -8,8 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-// "1 2 3" -> ids (count in *n); false + message on a bad entry.
-static bool parse_ids(const char *s, int V, int32_t *ids, int cap, int *n) {
+bool cli_parse_ids(const char *s, int V, int32_t *ids, int cap, int *n) {
   *n = 0;
   for (char *end; *s;) {
     while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
@@ -17,7 +16,8 @@ static bool parse_ids(const char *s, int V, int32_t *ids, int cap, int *n) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (end == s || errno || v < 0 || v >= V || *n >= cap) {
-      fprintf(stderr, "ot generate: prompt id '%.20s' is not an id in [0, %d)\n", s, V);
+      fprintf(stderr, "ot generate: prompt id '%.20s' is not an id in [0, %d)%s\n", s, V,
+              *n >= cap ? " or too many ids" : "");
       return false;
     }
     ids[(*n)++] = (int32_t)v;
@@ -117,7 +117,7 @@ int cli_generate_batch(const cli_batch_args *a) {
     q[i].ids = malloc(sizeof(int32_t) * (len + 2));
     if (!q[i].ids) { fprintf(stderr, "ot generate: out of memory\n"); goto out; }
     if (a->ids) {
-      if (!parse_ids(prompts[i], mc->vocab, q[i].ids, (int)len + 1, &q[i].n)) goto out;
+      if (!cli_parse_ids(prompts[i], mc->vocab, q[i].ids, (int)len + 1, &q[i].n)) goto out;
     } else {
       size_t n = 0;
       if (ot_bpe_encode(a->t, prompts[i], len, true, q[i].ids, len + 1, &n) != OT_OK) {

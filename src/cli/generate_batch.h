@@ -25,6 +25,10 @@ typedef struct {
   bool quiet;
 } cli_batch_args;
 
+// "1 2 3" (separated by spaces, commas, tabs, newlines) -> ids[0, *n), each in
+// [0, V), at most cap; false after a message naming the bad entry.
+bool cli_parse_ids(const char *s, int V, int32_t *ids, int cap, int *n);
+
 // Runs every prompt (those of --prompt; with none, of the file; or `batch`
 // samples of a single one); prints each sequence when it ends and a summary on
 // stderr. Returns the process exit code (0 ok, 1 error with a message).

@@ -2,9 +2,16 @@
 #include "cli.h"
 #include <oneapi/dnnl/dnnl.h>
 
+const cli_command cli_info_command = {
+    "info", "", "CPU features, active kernel ISA, threads, oneDNN version",
+    "Prints the CPU's features, the kernel ISA that runs (and those it supports), oneDNN's\n"
+    "version and the thread count. No options.\n",
+    NULL, 0, NULL, NULL, false};
+
 int ot_cmd_info(int argc, char **argv) {
-  (void)argv;
-  if (argc > 0) { fprintf(stderr, "ot info: takes no arguments\n"); return 2; }
+  char none;
+  const int pr = cli_parse(&cli_info_command, argc, argv, &none, NULL);
+  if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   const ot_cpu_features *c = ot_cpu();
   printf("cpu features: avx2=%d fma=%d f16c=%d avx512f=%d avx512bw=%d avx512vl=%d avx512_bf16=%d avx512_vnni=%d\n",
          c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw, c->avx512vl, c->avx512_bf16, c->avx512_vnni);

@@ -1,37 +1,21 @@
 // `ot prepare`: corpus -> tokenizer files + llm.c-format train/val shards.
 // `ot tokenize`: encode a text (or decode ids) with a tokenizer, for inspection.
 #include "cli.h"
+#include "io/files.h"
 #include <errno.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *read_all(const char *path, size_t *len) {
-  FILE *f = !strcmp(path, "-") ? stdin : fopen(path, "rb");
-  if (!f) { fprintf(stderr, "ot: cannot open %s: %s\n", path, strerror(errno)); return NULL; }
-  size_t cap = 1 << 16, n = 0;
-  char *b = malloc(cap);
-  for (size_t k; b && (k = fread(b + n, 1, cap - n, f)) > 0;) {
-    n += k;
-    if (n == cap) { char *nb = realloc(b, cap *= 2); if (!nb) { free(b); b = NULL; } else b = nb; }
+// The whole of path ("-": stdin) in a malloc'd NUL-terminated buffer; NULL
+// after a message naming the command and the file.
+static char *read_all(const char *cmd, const char *path, size_t *len) {
+  char *b = NULL;
+  if (ot__read_text(strcmp(path, "-") ? path : "/dev/stdin", SIZE_MAX / 4, &b, len) != OT_OK) {
+    fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
+    return NULL;
   }
-  bool err = ferror(f);
-  if (f != stdin) fclose(f);
-  if (!b || err) { fprintf(stderr, "ot: cannot read %s\n", path); free(b); return NULL; }
-  *len = n;
   return b;
-}
-
-static bool mkdirs(const char *dir) {
-  char p[4096];
-  snprintf(p, sizeof p, "%s", dir);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') { *s = 0; mkdir(p, 0755); *s = '/'; }
-  if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-    fprintf(stderr, "ot prepare: cannot create %s: %s\n", dir, strerror(errno));
-    return false;
-  }
-  return true;
 }
 
 // "data/gpt2" for "gpt2", else the directory itself; loads DIR/vocab.json + DIR/merges.txt.
@@ -90,57 +74,54 @@ static void remove_old_shards(const char *out) {
   }
 }
 
-static void prepare_usage(FILE *f) {
-  fprintf(f,
-          "usage: ot prepare --corpus FILE --out DIR [options]\n"
-          "Trains (or loads) a byte-level BPE tokenizer and writes DIR/vocab.json, DIR/merges.txt,\n"
-          "DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin (llm.c token shards: uint16 ids when the\n"
-          "vocabulary fits, else uint32) and DIR/info.json. The last --val-fraction of the corpus\n"
-          "(from a line start) is the held-out split; the tokenizer is trained on the rest. Each\n"
-          "split starts with <|endoftext|>; literal <|endoftext|> in the corpus becomes that token.\n"
-          "  --corpus FILE        UTF-8 text (e.g. data/shakespeare.txt)\n"
-          "  --out DIR            output directory (created)\n"
-          "  --vocab-size N       tokens of the trained vocabulary, incl. <|endoftext|> (default 8192)\n"
-          "  --tokenizer KIND     bpe (train, default), gpt2 (data/gpt2) or a directory with\n"
-          "                       vocab.json + merges.txt\n"
-          "  --val-fraction F     held-out share of the corpus in [0, 0.5] (default 0.05)\n"
-          "  --shard-tokens N     tokens per shard file (default 100000000)\n"
-          "  --quiet              no progress lines\n");
-}
+typedef struct {
+  const char *corpus, *out, *kind;
+  int vocab, shard_tokens;
+  double valf;
+  bool quiet;
+} prepare_opts;
+
+static const cli_flag k_prepare_flags[] = {
+    CLI_S("--corpus", prepare_opts, corpus, "FILE", "UTF-8 text (e.g. data/shakespeare.txt; - = stdin)"),
+    CLI_S("--out", prepare_opts, out, "DIR", "output directory (created)"),
+    CLI_I("--vocab-size", prepare_opts, vocab, 257, 1 << 24, "N",
+          "tokens of the trained vocabulary, incl. <|endoftext|> (default 8192)"),
+    CLI_S("--tokenizer", prepare_opts, kind, "KIND",
+          "bpe (train, default), gpt2 (data/gpt2) or a directory with\n"
+          "vocab.json + merges.txt"),
+    {"--val-fraction", CLI_DOUBLE, offsetof(prepare_opts, valf), 0, "F", 0, 0.5, NULL, {0},
+     "held-out share of the corpus in [0, 0.5] (default 0.05)"},
+    CLI_I("--shard-tokens", prepare_opts, shard_tokens, 1, INT32_MAX, "N",
+          "tokens per shard file (default 100000000)"),
+    CLI_B("--quiet", prepare_opts, quiet, "no progress lines"),
+};
+
+const cli_command cli_prepare_command = {
+    "prepare", "--corpus FILE --out DIR [options]",
+    "train a BPE tokenizer (or use GPT-2's) and write train/val token shards",
+    "Trains (or loads) a byte-level BPE tokenizer and writes DIR/vocab.json, DIR/merges.txt,\n"
+    "DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin (llm.c token shards: uint16 ids when the\n"
+    "vocabulary fits, else uint32) and DIR/info.json. The last --val-fraction of the corpus\n"
+    "(from a line start) is the held-out split; the tokenizer is trained on the rest. Each\n"
+    "split starts with <|endoftext|>; literal <|endoftext|> in the corpus becomes that token.\n",
+    k_prepare_flags, sizeof k_prepare_flags / sizeof k_prepare_flags[0], NULL, NULL, false};
 
 int ot_cmd_prepare(int argc, char **argv) {
-  const char *corpus = NULL, *out = NULL, *kind = "bpe";
-  int vocab = 8192, shard_tokens = 100000000;
-  double valf = 0.05;
-  bool quiet = false;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { prepare_usage(stdout); return 0; }
-    else if (!strcmp(a, "--quiet")) quiet = true;
-    else if (!strcmp(a, "--corpus") && v) { corpus = v; i++; }
-    else if (!strcmp(a, "--out") && v) { out = v; i++; }
-    else if (!strcmp(a, "--tokenizer") && v) { kind = v; i++; }
-    else if (!strcmp(a, "--vocab-size")) { if (!cli_parse_int(a, v, 257, 1 << 24, &vocab)) return 2; i++; }
-    else if (!strcmp(a, "--shard-tokens")) { if (!cli_parse_int(a, v, 1, INT32_MAX, &shard_tokens)) return 2; i++; }
-    else if (!strcmp(a, "--val-fraction") && v) {
-      char *end;
-      valf = strtod(v, &end);
-      if (*end || end == v || !(valf >= 0 && valf <= 0.5)) {
-        fprintf(stderr, "ot prepare: --val-fraction '%s' is not a number in [0, 0.5]\n", v);
-        return 2;
-      }
-      i++;
-    } else {
-      fprintf(stderr, "ot prepare: unknown option or missing value: '%s'\n\n", a);
-      prepare_usage(stderr);
-      return 2;
-    }
-  }
-  if (!corpus || !out) { fprintf(stderr, "ot prepare: --corpus and --out are required\n\n"); prepare_usage(stderr); return 2; }
+  prepare_opts o = {.kind = "bpe", .vocab = 8192, .shard_tokens = 100000000, .valf = 0.05};
+  const int pr = cli_parse(&cli_prepare_command, argc, argv, &o, NULL);
+  if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
+  const char *corpus = o.corpus, *out = o.out, *kind = o.kind;
+  const int vocab = o.vocab, shard_tokens = o.shard_tokens;
+  const double valf = o.valf;
+  const bool quiet = o.quiet;
+  if (!corpus || !out) return cli_usage_error(&cli_prepare_command, "--corpus and --out are required");
   size_t len = 0;
-  char *text = read_all(corpus, &len);
-  if (!text) return 1;
-  if (!mkdirs(out)) { free(text); return 1; }
+  char *text = read_all("prepare", corpus, &len);
+  if (ot__mkdirs(out) != OT_OK) {
+    fprintf(stderr, "ot prepare: %s\n", ot_last_error());
+    free(text);
+    return 1;
+  }
   // held-out split from the start of a line
   size_t split = len - (size_t)((double)len * valf);
   while (valf > 0 && split < len && split > 0 && text[split - 1] != '\n') split++;
@@ -204,15 +185,26 @@ int ot_cmd_prepare(int argc, char **argv) {
 }
 
 // ------------------------------------------------------------- tokenize ----
-static void tokenize_usage(FILE *f) {
-  fprintf(f,
-          "usage: ot tokenize [--tokenizer DIR|gpt2] [--text STR | --file PATH] [--tokens] [--no-special]\n"
-          "       ot tokenize [--tokenizer DIR|gpt2] --decode [--text \"ID ID ...\" | --file PATH]\n"
-          "Prints the ids of the text (stdin when neither --text nor --file), or with --tokens one\n"
-          "line per token: id, then its bytes (C-escaped). --decode turns ids back into text.\n"
-          "  --tokenizer DIR   directory with vocab.json + merges.txt (default gpt2 = data/gpt2)\n"
-          "  --no-special      treat <|endoftext|> in the text as plain text\n");
-}
+typedef struct {
+  const char *dir, *text, *file;
+  bool tokens, no_special, decode;
+} tokenize_opts;
+
+static const cli_flag k_tokenize_flags[] = {
+    CLI_S("--tokenizer", tokenize_opts, dir, "DIR", "directory with vocab.json + merges.txt (default gpt2 = data/gpt2)"),
+    CLI_S("--text", tokenize_opts, text, "STR", "the text (or with --decode the ids \"ID ID ...\")"),
+    CLI_S("--file", tokenize_opts, file, "PATH", "read the text (or ids) from a file (default: stdin)"),
+    CLI_B("--tokens", tokenize_opts, tokens, "one line per token: id, then its bytes (C-escaped)"),
+    CLI_B("--decode", tokenize_opts, decode, "turn ids back into text"),
+    CLI_B("--no-special", tokenize_opts, no_special, "treat <|endoftext|> in the text as plain text"),
+};
+
+const cli_command cli_tokenize_command = {
+    "tokenize", "[--tokenizer DIR|gpt2] [--text STR | --file PATH] [--tokens | --decode] [--no-special]",
+    "print the token ids of a text (or decode ids)",
+    "Prints the ids of the text (stdin when neither --text nor --file), or with --tokens one\n"
+    "line per token: id, then its bytes (C-escaped). --decode turns ids back into text.\n",
+    k_tokenize_flags, sizeof k_tokenize_flags / sizeof k_tokenize_flags[0], NULL, NULL, false};
 
 static void put_escaped(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -226,23 +218,15 @@ static void put_escaped(const char *s, size_t n) {
 }
 
 int ot_cmd_tokenize(int argc, char **argv) {
-  const char *dir = "gpt2", *text = NULL, *file = NULL;
-  bool tokens = false, special = true, decode = false;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tokenize_usage(stdout); return 0; }
-    else if (!strcmp(a, "--tokens")) tokens = true;
-    else if (!strcmp(a, "--no-special")) special = false;
-    else if (!strcmp(a, "--decode")) decode = true;
-    else if (!strcmp(a, "--tokenizer") && v) { dir = v; i++; }
-    else if (!strcmp(a, "--text") && v) { text = v; i++; }
-    else if (!strcmp(a, "--file") && v) { file = v; i++; }
-    else { fprintf(stderr, "ot tokenize: unknown option or missing value: '%s'\n\n", a); tokenize_usage(stderr); return 2; }
-  }
+  tokenize_opts o = {.dir = "gpt2"};
+  const int pr = cli_parse(&cli_tokenize_command, argc, argv, &o, NULL);
+  if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
+  const char *dir = o.dir, *text = o.text, *file = o.file;
+  const bool tokens = o.tokens, special = !o.no_special, decode = o.decode;
   ot_bpe *t = load_tokenizer(dir);
   if (!t) return 1;
   size_t len = 0;
-  char *buf = text ? strdup(text) : read_all(file ? file : "-", &len);
+  char *buf = text ? strdup(text) : read_all("tokenize", file ? file : "-", &len);
   if (text) len = strlen(text);
   if (!buf) { ot_bpe_free(t); return 1; }
   int rc = 0;

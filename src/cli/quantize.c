@@ -5,23 +5,34 @@
 #include "ot/quant.h"
 #include <math.h>
 
-int ot_cmd_quantize(int argc, char **argv);
+typedef struct {
+  const char *model_dir, *out;
+  int kind, group, threads;
+  bool group_set;
+} quantize_opts;
 
-static void quantize_usage(FILE *f) {
-  fprintf(f,
-          "usage: ot quantize --model DIR --out FILE --dtype int8|bf16 [--group 0|32|64|128]\n"
-          "Writes every matrix of a model (linear weights, token embedding, lm_head) quantized to one\n"
-          "safetensors file (format \"ot-quantized\", the model config in its metadata); learned\n"
-          "positions, norms and biases stay f32. Inference reads it with ot_quant_file_load.\n"
-          "  --model DIR      a checkpoint of `ot train` (step_NNNNNN/ or its run directory), or a\n"
-          "                   Hugging Face directory (config.json + model.safetensors)\n"
-          "  --out FILE       the quantized file (written atomically)\n"
-          "  --dtype T        int8: symmetric, scale = absmax / 127 per row or per group;\n"
-          "                   bf16: rounded to nearest even\n"
-          "  --group G        int8 scale group along the input features: 0 = one scale per output\n"
-          "                   row, or 32, 64, 128 (default 64; must divide every matrix's inputs)\n"
-          "  --threads N      threads (default: OMP_NUM_THREADS)\n");
-}
+static const cli_flag k_flags[] = {
+    CLI_S("--model", quantize_opts, model_dir, "DIR",
+          "a checkpoint of `ot train` (step_NNNNNN/ or its run directory), or a\n"
+          "Hugging Face directory (config.json + model.safetensors)"),
+    CLI_S("--out", quantize_opts, out, "FILE", "the quantized file (written atomically)"),
+    {"--dtype", CLI_ENUM, offsetof(quantize_opts, kind), 0, NULL, 0, 0, "int8|bf16", {OT_QW_INT8, OT_QW_BF16},
+     "int8: symmetric, scale = absmax / 127 per row or per group;\n"
+     "bf16: rounded to nearest even"},
+    {"--group", CLI_INT, offsetof(quantize_opts, group), CLI_MARK(quantize_opts, group_set), "G", 0, 128, NULL,
+     {0},
+     "int8 scale group along the input features: 0 = one scale per output\n"
+     "row, or 32, 64, 128 (default 64; must divide every matrix's inputs)"},
+    CLI_I("--threads", quantize_opts, threads, 1, 4096, "N", "threads (default: OMP_NUM_THREADS)"),
+};
+
+const cli_command cli_quantize_command = {
+    "quantize", "--model DIR --out FILE --dtype int8|bf16 [--group 0|32|64|128]",
+    "write a model's matrices quantized to one safetensors file",
+    "Writes every matrix of a model (linear weights, token embedding, lm_head) quantized to one\n"
+    "safetensors file (format \"ot-quantized\", the model config in its metadata); learned\n"
+    "positions, norms and biases stay f32. Inference reads it with ot_quant_file_load.\n",
+    k_flags, sizeof k_flags / sizeof k_flags[0], NULL, NULL, false};
 
 // Largest normalized error ||W - deq(Q)|| / ||W|| over the quantized matrices; *worst names it.
 static double worst_error(const ot_qmodel *q, const ot_model *m, const char **worst) {
@@ -48,41 +59,21 @@ static double worst_error(const ot_qmodel *q, const ot_model *m, const char **wo
 }
 
 int ot_cmd_quantize(int argc, char **argv) {
-  const char *model_dir = NULL, *out = NULL, *dtype = NULL;
-  int group = 64, threads = 0;
-  bool group_set = false;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { quantize_usage(stdout); return 0; }
-    else if (!strcmp(a, "--model") && v) { model_dir = v; i++; }
-    else if (!strcmp(a, "--out") && v) { out = v; i++; }
-    else if (!strcmp(a, "--dtype") && v) { dtype = v; i++; }
-    else if (!strcmp(a, "--group")) {
-      if (!cli_parse_int(a, v, 0, 128, &group)) return 2;
-      group_set = true;
-      i++;
-    } else if (!strcmp(a, "--threads")) { if (!cli_parse_int(a, v, 1, 4096, &threads)) return 2; i++; }
-    else {
-      fprintf(stderr, "ot quantize: unknown option or missing value '%s'\n\n", a);
-      quantize_usage(stderr);
-      return 2;
-    }
-  }
-  if (!model_dir || !out || !dtype) {
-    fprintf(stderr, "ot quantize: --model, --out and --dtype are required\n\n");
-    quantize_usage(stderr);
-    return 2;
-  }
-  ot_qw_kind kind;
-  if (!strcmp(dtype, "int8")) kind = OT_QW_INT8;
-  else if (!strcmp(dtype, "bf16")) kind = OT_QW_BF16;
-  else { fprintf(stderr, "ot quantize: --dtype '%s' is not int8 or bf16\n", dtype); return 2; }
+  quantize_opts o = {.kind = -1, .group = 64};
+  const int pr = cli_parse(&cli_quantize_command, argc, argv, &o, NULL);
+  if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
+  const char *model_dir = o.model_dir, *out = o.out;
+  int group = o.group;
+  const int threads = o.threads;
+  if (!model_dir || !out || o.kind < 0)
+    return cli_usage_error(&cli_quantize_command, "--model, --out and --dtype are required");
+  const ot_qw_kind kind = (ot_qw_kind)o.kind;
   if (kind == OT_QW_INT8 && group != 0 && group != 32 && group != 64 && group != 128) {
     fprintf(stderr, "ot quantize: --group %d unsupported (use 0 = per output row, 32, 64 or 128)\n", group);
     return 2;
   }
   if (kind == OT_QW_BF16) {
-    if (group_set && group) fprintf(stderr, "ot quantize: --group applies to int8 only; ignored for bf16\n");
+    if (o.group_set && group) fprintf(stderr, "ot quantize: --group applies to int8 only; ignored for bf16\n");
     group = 0;
   }
   if (threads) ot_threads_set(threads);

@@ -5,48 +5,73 @@
 #include <pthread.h>
 #include <signal.h>
 
-static void serve_usage(FILE *f) {
-  fprintf(f,
-          "usage: ot serve (--model DIR | --checkpoint DIR) [options]\n"
-          "Serves the model over HTTP/1.1 until SIGINT / SIGTERM (in-flight requests are cancelled):\n"
-          "  POST /v1/completions   OpenAI completions: {\"prompt\": text or [token ids], \"max_tokens\",\n"
-          "                         \"temperature\", \"top_p\", \"top_k\", \"seed\", \"stop\", \"stream\",\n"
-          "                         \"stream_options\": {\"include_usage\"}, \"return_token_ids\"}; n = 1;\n"
-          "                         max_tokens beyond the context: 400 saying how many fit\n"
-          "  GET /v1/models         the model's id and context\n"
-          "  GET /health            status and request counts\n"
-          "options:\n"
-          "  --model DIR            Hugging Face directory: config.json + model.safetensors (GPT-2, Llama)\n"
-          "  --checkpoint DIR       a checkpoint of `ot train` (step_NNNNNN/), or its run directory\n"
-          "  --tokenizer DIR        vocab.json + merges.txt, gpt2 (= data/gpt2), or none (prompts must\n"
-          "                         be token ids). Default: as `ot generate`\n"
-          "  --host ADDR            numeric address to listen on (default 127.0.0.1: this machine only)\n"
-          "  --port N               port (default 8080; 0: any free port, printed)\n"
-          "  --model-id NAME        the model's name in responses (default: the directory's name)\n"
-          "  --max-clients N        requests answered at once, a worker thread each; a request beyond\n"
-          "                         them waits up to 0.5 s, then gets 429 with Retry-After (default 16)\n"
-          "  --max-connections N    open connections, idle ones included; beyond them the longest idle\n"
-          "                         kept-alive one is closed, else 429 (default 512, at least max-clients)\n"
-          "  --max-batch N          sequences generated at once (default 4)\n"
-          "  --weights f32|bf16|int8  linear weights of the batched decode engine (default f32)\n"
-          "  --group G              int8: input columns per scale, 32/64/128, 0 = per row (default 64)\n"
-          "  --kv-bf16              KV cache stored in bf16 (default f32)\n"
-          "  --kv-mb MB             KV block pool budget (default: max-batch sequences of the context);\n"
-          "                         a request waits while the pool cannot hold it\n"
-          "  --per-request          a KV cache per request stepped round-robin (the model's own\n"
-          "                         forward, --dtype applies) instead of the batched engine\n"
-          "  --context N            tokens per sequence, prompt + completion (default: the model's)\n"
-          "  --max-tokens N         completion length when a request gives none (default 16)\n"
-          "  --max-body BYTES       largest request body; more is 413 (default 1048576)\n"
-          "  --max-header BYTES     largest request line + headers; more is 431 (default 16384)\n"
-          "  --head-timeout S       seconds for a request's line and headers to arrive; then 408 (default 5)\n"
-          "  --timeout S            seconds a whole request may take to arrive; then 408 (default 30)\n"
-          "  --keepalive S          seconds an idle kept-alive connection stays open; 0: one request per\n"
-          "                         connection (default 5)\n"
-          "  --dtype f32|bf16       activation / GEMM dtype with --per-request (default f32)\n"
-          "  --threads N            threads (default: OMP_NUM_THREADS)\n"
-          "  --quiet                no startup summary and no request log on stderr\n");
-}
+typedef struct {
+  const char *model_dir, *ckpt_dir, *tok_flag, *model_id;
+  ot_server_config cfg;
+  int threads, max_body, max_header, timeout_s, head_timeout_s, keepalive_s, max_conns, weights, dt;
+  bool quiet, per_request, kv_bf16;
+  float kv_mb;
+} serve_opts;
+
+static const cli_flag k_flags[] = {
+    CLI_S("--model", serve_opts, model_dir, "DIR",
+          "Hugging Face directory: config.json + model.safetensors (GPT-2, Llama)"),
+    CLI_S("--checkpoint", serve_opts, ckpt_dir, "DIR", "a checkpoint of `ot train` (step_NNNNNN/), or its run directory"),
+    CLI_S("--tokenizer", serve_opts, tok_flag, "DIR",
+          "vocab.json + merges.txt, gpt2 (= data/gpt2), or none (prompts must\n"
+          "be token ids). Default: as `ot generate`"),
+    CLI_S("--host", serve_opts, cfg.host, "ADDR", "numeric address to listen on (default 127.0.0.1: this machine only)"),
+    CLI_I("--port", serve_opts, cfg.port, 0, 65535, "N", "port (default 8080; 0: any free port, printed)"),
+    CLI_S("--model-id", serve_opts, model_id, "NAME", "the model's name in responses (default: the directory's name)"),
+    CLI_I("--max-clients", serve_opts, cfg.max_clients, 1, 65536, "N",
+          "requests answered at once, a worker thread each; a request beyond\n"
+          "them waits up to 0.5 s, then gets 429 with Retry-After (default 16)"),
+    CLI_I("--max-connections", serve_opts, max_conns, 1, 1 << 20, "N",
+          "open connections, idle ones included; beyond them the longest idle\n"
+          "kept-alive one is closed, else 429 (default 512, at least max-clients)"),
+    CLI_I("--max-batch", serve_opts, cfg.max_batch, 1, 4096, "N", "sequences generated at once (default 4)"),
+    CLI_WEIGHTS("--weights", serve_opts, weights, 0, "linear weights of the batched decode engine (default f32)"),
+    CLI_I("--group", serve_opts, cfg.group, 0, 4096, "G",
+          "int8: input columns per scale, 32/64/128, 0 = per row (default 64)"),
+    CLI_B("--kv-bf16", serve_opts, kv_bf16, "KV cache stored in bf16 (default f32)"),
+    CLI_F("--kv-mb", serve_opts, kv_mb, 0.001, 1e7, "MB",
+          "KV block pool budget (default: max-batch sequences of the context);\n"
+          "a request waits while the pool cannot hold it"),
+    CLI_B("--per-request", serve_opts, per_request,
+          "a KV cache per request stepped round-robin (the model's own\n"
+          "forward, --dtype applies) instead of the batched engine"),
+    CLI_I("--context", serve_opts, cfg.max_seq, 1, 1 << 24, "N",
+          "tokens per sequence, prompt + completion (default: the model's)"),
+    CLI_I("--max-tokens", serve_opts, cfg.default_max_tokens, 1, 1 << 24, "N",
+          "completion length when a request gives none (default 16)"),
+    CLI_I("--max-body", serve_opts, max_body, 1, INT32_MAX, "BYTES", "largest request body; more is 413 (default 1048576)"),
+    CLI_I("--max-header", serve_opts, max_header, 256, 1 << 24, "BYTES",
+          "largest request line + headers; more is 431 (default 16384)"),
+    CLI_I("--head-timeout", serve_opts, head_timeout_s, 1, 86400, "S",
+          "seconds for a request's line and headers to arrive; then 408 (default 5)"),
+    CLI_I("--timeout", serve_opts, timeout_s, 1, 86400, "S",
+          "seconds a whole request may take to arrive; then 408 (default 30)"),
+    CLI_I("--keepalive", serve_opts, keepalive_s, 0, 86400, "S",
+          "seconds an idle kept-alive connection stays open; 0: one request per\n"
+          "connection (default 5)"),
+    CLI_DTYPE("--dtype", serve_opts, dt, "activation / GEMM dtype with --per-request (default f32)"),
+    CLI_I("--threads", serve_opts, threads, 1, 4096, "N", "threads (default: OMP_NUM_THREADS)"),
+    CLI_B("--quiet", serve_opts, quiet, "no startup summary and no request log on stderr"),
+};
+
+const cli_command cli_serve_command = {
+    "serve", "(--model DIR | --checkpoint DIR) [options]",
+    "OpenAI-compatible HTTP server: POST /v1/completions (streaming too),\n"
+    "GET /v1/models, GET /health",
+    "Serves the model over HTTP/1.1 until SIGINT / SIGTERM (in-flight requests are cancelled):\n"
+    "  POST /v1/completions   OpenAI completions: {\"prompt\": text or [token ids], \"max_tokens\",\n"
+    "                         \"temperature\", \"top_p\", \"top_k\", \"seed\", \"stop\", \"stream\",\n"
+    "                         \"stream_options\": {\"include_usage\"}, \"return_token_ids\"}; n = 1;\n"
+    "                         max_tokens beyond the context: 400 saying how many fit\n"
+    "  GET /v1/models         the model's id and context\n"
+    "  GET /health            status and request counts\n"
+    "options:\n",
+    k_flags, sizeof k_flags / sizeof k_flags[0], NULL, NULL, false};
 
 static ot_server *volatile g_server;
 
@@ -66,74 +91,33 @@ static void base_name(const char *dir, char *out, size_t cap) {
 }
 
 int ot_cmd_serve(int argc, char **argv) {
-  const char *model_dir = NULL, *ckpt_dir = NULL, *tok_flag = NULL, *model_id = NULL;
-  ot_server_config cfg = ot_server_config_default();
-  cfg.port = 8080;
-  int threads = 0, max_body = (int)cfg.max_body, max_header = (int)cfg.max_header, timeout_s = 30;
-  int head_timeout_s = 5, keepalive_s = 5, max_conns = 0;
-  bool quiet = false, per_request = false;
-  ot_dtype dt = OT_F32;
-  float kv_mb = 0.0f;
-  cfg.batched = true;
-  cfg.group = 64;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    bool ok = true;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { serve_usage(stdout); return 0; }
-    else if (!strcmp(a, "--quiet")) { quiet = true; continue; }
-    else if (!strcmp(a, "--per-request")) { per_request = true; continue; }
-    else if (!strcmp(a, "--kv-bf16")) { cfg.kv_dtype = OT_BF16; continue; }
-    else if (!v) ok = false;
-    else if (!strcmp(a, "--model")) model_dir = v;
-    else if (!strcmp(a, "--checkpoint")) ckpt_dir = v;
-    else if (!strcmp(a, "--tokenizer")) tok_flag = v;
-    else if (!strcmp(a, "--host")) cfg.host = v;
-    else if (!strcmp(a, "--model-id")) model_id = v;
-    else if (!strcmp(a, "--port")) ok = cli_parse_int(a, v, 0, 65535, &cfg.port);
-    else if (!strcmp(a, "--max-clients")) ok = cli_parse_int(a, v, 1, 65536, &cfg.max_clients);
-    else if (!strcmp(a, "--max-connections")) ok = cli_parse_int(a, v, 1, 1 << 20, &max_conns);
-    else if (!strcmp(a, "--max-batch")) ok = cli_parse_int(a, v, 1, 4096, &cfg.max_batch);
-    else if (!strcmp(a, "--context")) ok = cli_parse_int(a, v, 1, 1 << 24, &cfg.max_seq);
-    else if (!strcmp(a, "--max-tokens")) ok = cli_parse_int(a, v, 1, 1 << 24, &cfg.default_max_tokens);
-    else if (!strcmp(a, "--max-body")) ok = cli_parse_int(a, v, 1, INT32_MAX, &max_body);
-    else if (!strcmp(a, "--max-header")) ok = cli_parse_int(a, v, 256, 1 << 24, &max_header);
-    else if (!strcmp(a, "--timeout")) ok = cli_parse_int(a, v, 1, 86400, &timeout_s);
-    else if (!strcmp(a, "--head-timeout")) ok = cli_parse_int(a, v, 1, 86400, &head_timeout_s);
-    else if (!strcmp(a, "--keepalive")) ok = cli_parse_int(a, v, 0, 86400, &keepalive_s);
-    else if (!strcmp(a, "--threads")) ok = cli_parse_int(a, v, 1, 4096, &threads);
-    else if (!strcmp(a, "--group")) ok = cli_parse_int(a, v, 0, 4096, &cfg.group);
-    else if (!strcmp(a, "--kv-mb")) ok = cli_parse_float(a, v, 0.001, 1e7, &kv_mb);
-    else if (!strcmp(a, "--weights")) ok = cli_parse_weights(a, v, &cfg.weights);
-    else if (!strcmp(a, "--dtype")) {
-      if (!strcmp(v, "f32")) dt = OT_F32;
-      else if (!strcmp(v, "bf16")) dt = OT_BF16;
-      else { fprintf(stderr, "ot serve: --dtype '%s' is not f32 or bf16\n", v); return 2; }
-    } else {
-      fprintf(stderr, "ot serve: unknown option '%s'\n\n", a);
-      serve_usage(stderr);
-      return 2;
-    }
-    if (!ok) {
-      if (!v) { fprintf(stderr, "ot serve: %s needs a value\n\n", a); serve_usage(stderr); }
-      return 2;
-    }
-    i++;
-  }
-  if (!model_dir == !ckpt_dir) {
-    fprintf(stderr, "ot serve: give one of --model DIR (Hugging Face) or --checkpoint DIR\n\n");
-    serve_usage(stderr);
-    return 2;
-  }
-  cfg.batched = !per_request;
-  cfg.kv_bytes = (size_t)(kv_mb * 1e6);
-  cfg.max_body = (size_t)max_body;
-  cfg.max_header = (size_t)max_header;
-  cfg.timeout_ms = timeout_s * 1000;
-  cfg.head_timeout_ms = head_timeout_s * 1000;
-  if (max_conns) cfg.max_connections = max_conns;
+  serve_opts o = {.cfg = ot_server_config_default(), .timeout_s = 30, .head_timeout_s = 5, .keepalive_s = 5,
+                  .dt = OT_F32};
+  o.cfg.port = 8080;
+  o.cfg.group = 64;
+  o.max_body = (int)o.cfg.max_body;
+  o.max_header = (int)o.cfg.max_header;
+  o.weights = (int)o.cfg.weights;
+  const int pr = cli_parse(&cli_serve_command, argc, argv, &o, NULL);
+  if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
+  const char *model_dir = o.model_dir, *ckpt_dir = o.ckpt_dir, *tok_flag = o.tok_flag;
+  const bool quiet = o.quiet;
+  const ot_dtype dt = (ot_dtype)o.dt;
+  ot_server_config cfg = o.cfg;
+  if (!model_dir == !ckpt_dir)
+    return cli_usage_error(&cli_serve_command, "give one of --model DIR (Hugging Face) or --checkpoint DIR");
+  cfg.weights = (ot_dtype)o.weights;
+  if (o.kv_bf16) cfg.kv_dtype = OT_BF16;
+  cfg.batched = !o.per_request;
+  cfg.kv_bytes = (size_t)(o.kv_mb * 1e6);
+  cfg.max_body = (size_t)o.max_body;
+  cfg.max_header = (size_t)o.max_header;
+  cfg.timeout_ms = o.timeout_s * 1000;
+  cfg.head_timeout_ms = o.head_timeout_s * 1000;
+  if (o.max_conns) cfg.max_connections = o.max_conns;
   else if (cfg.max_connections < cfg.max_clients) cfg.max_connections = cfg.max_clients;
-  cfg.keepalive_ms = keepalive_s * 1000;
-  if (threads > 0) ot_threads_set(threads);
+  cfg.keepalive_ms = o.keepalive_s * 1000;
+  if (o.threads > 0) ot_threads_set(o.threads);
 
   ot_run_config run = {1, 1, dt, OT_RECOMPUTE_NONE, -1};
   ot_model *m = NULL;
@@ -156,7 +140,7 @@ int ot_cmd_serve(int argc, char **argv) {
     }
   }
   base_name(model_dir ? model_dir : ckpt_dir, name, sizeof name);
-  cfg.model_id = model_id ? model_id : name;
+  cfg.model_id = o.model_id ? o.model_id : name;
   cfg.log = quiet ? NULL : stderr;
   // the server's threads start with SIGINT / SIGTERM blocked: only this thread
   // runs the handler (interrupting its poll), never while the server is freed

@@ -8,22 +8,23 @@
 #include <glob.h>
 #include <math.h>
 
-static const char k_corpus[] = "data/shakespeare.txt";
+#define K_CORPUS "data/shakespeare.txt"
+static const char k_corpus[] = K_CORPUS;
 
-static void train_usage(FILE *f) {
+// Options of train / eval besides the keys of the training key table.
+typedef struct {
+  const char *config, *checkpoint;
+  int split;   // 0: val, 1: train
+} train_opts;
+
+// `ot train --help` after the table: --resume, every key of the training key table, examples.
+static void train_more_help(FILE *f) {
   fprintf(f,
-          "usage: ot train [--config FILE] [--KEY VALUE | --KEY=VALUE | --FLAG | --no-FLAG ...]\n"
-          "Trains a decoder model on token shards made by `ot prepare` (the defaults train the \"small\"\n"
-          "preset on the bundled corpus, preparing out/data from %s first when it is missing),\n"
-          "with one progress line per step, held-out evaluation, checkpoints, a JSONL log and a\n"
-          "loss-curve SVG in --out.\n"
-          "  --config FILE    settings file: 'key = value' lines (# comments) or a flat JSON object;\n"
-          "                   flags given on the command line override it\n"
-          "  --resume DIR     continue a run bit-exactly from a checkpoint (or from DIR/latest; without\n"
-          "                   a usable one, DIR's newest complete checkpoint); its settings are the\n"
-          "                   base, flags and --config override them (log and plot follow --out)\n"
+          "  --resume DIR         continue a run bit-exactly from a checkpoint (or from DIR/latest; without\n"
+          "                       a usable one, DIR's newest complete checkpoint); its settings are the\n"
+          "                       base, flags and --config override them (log and plot follow --out)\n"
           "Keys (flags and config files; '-' and '_' are the same; Megatron / nanoGPT / Hugging Face\n"
-          "names are accepted as aliases and reported with ours):\n", k_corpus);
+          "names are accepted as aliases and reported with ours):\n");
   ot_train_config_help(f);
   fprintf(f,
           "\nexamples:\n"
@@ -33,62 +34,21 @@ static void train_usage(FILE *f) {
           "  ot train --resume out/train --steps 600    # continue (and extend) the run\n");
 }
 
-// Flags -> settings (origin "command line"); --config FILE -> *config; the
-// extra options (name, value) of a subcommand are returned through `extra`.
-static int parse_flags(int argc, char **argv, const char *cmd, ot_settings *flags, const char **config,
-                       const char *const *extra_names, const char **extra_vals, int n_extra,
-                       bool *help) {
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return 0; }
-    if (strncmp(a, "--", 2) != 0 || !a[2]) {
-      fprintf(stderr, "ot %s: unexpected argument '%s' (options are --key value; see `ot %s --help`)\n", cmd, a,
-              cmd);
-      return 2;
-    }
-    char key[128];
-    const char *val = NULL, *eq = strchr(a, '=');
-    if (eq) {
-      snprintf(key, sizeof key, "%.*s", (int)(eq - a - 2), a + 2);
-      val = eq + 1;
-    } else {
-      snprintf(key, sizeof key, "%s", a + 2);
-    }
-    bool taken = false;
-    for (int k = 0; k < n_extra; k++)
-      if (!strcmp(key, extra_names[k])) {
-        if (!val) val = i + 1 < argc ? argv[++i] : NULL;
-        if (!val) { fprintf(stderr, "ot %s: --%s needs a value\n", cmd, key); return 2; }
-        extra_vals[k] = val;
-        taken = true;
-      }
-    if (taken) continue;
-    if (config && !strcmp(key, "config")) {
-      if (!val) val = i + 1 < argc ? argv[++i] : NULL;
-      if (!val) { fprintf(stderr, "ot %s: --config needs a file\n", cmd); return 2; }
-      *config = val;
-      continue;
-    }
-    if (!val && !strncmp(key, "no-", 3) && ot_train_key_is_bool(key + 3)) {
-      if (ot_settings_add(flags, key + 3, "false", "command line") != OT_OK) goto bad;
-      continue;
-    }
-    if (!val) {
-      const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-      if (ot_train_key_is_bool(key) && (!next || !strncmp(next, "--", 2))) val = "true";
-      else if (next) val = argv[++i];
-      else {
-        fprintf(stderr, "ot %s: --%s needs a value (see `ot %s --help`)\n", cmd, key, cmd);
-        return 2;
-      }
-    }
-    if (ot_settings_add(flags, key, val, "command line") != OT_OK) goto bad;
-  }
-  return 0;
-bad:
-  fprintf(stderr, "ot %s: %s\n", cmd, ot_last_error());
-  return 2;
-}
+static const cli_flag k_train_flags[] = {
+    CLI_S("--config", train_opts, config, "FILE",
+          "settings file: 'key = value' lines (# comments) or a flat JSON object;\n"
+          "flags given on the command line override it"),
+};
+
+const cli_command cli_train_command = {
+    "train", "[--config FILE] [--KEY VALUE | --KEY=VALUE | --FLAG | --no-FLAG ...]",
+    "train a model (default: the small preset on the bundled corpus) with\n"
+    "live progress, held-out eval, checkpoints, log and loss-curve SVG",
+    "Trains a decoder model on token shards made by `ot prepare` (the defaults train the \"small\"\n"
+    "preset on the bundled corpus, preparing out/data from " K_CORPUS " first when it is missing),\n"
+    "with one progress line per step, held-out evaluation, checkpoints, a JSONL log and a\n"
+    "loss-curve SVG in --out.\n",
+    k_train_flags, sizeof k_train_flags / sizeof k_train_flags[0], NULL, train_more_help, true};
 
 static bool has_shards(const char *data, const char *split) {
   char pat[OT_PATH_MAX + 32];
@@ -152,13 +112,12 @@ static int collect(ot_settings *user, const ot_settings *flags, const char *conf
 int ot_cmd_train(int argc, char **argv) {
   ot_settings *flags = calloc(1, sizeof *flags), *user = calloc(1, sizeof *user),
               *ck = calloc(1, sizeof *ck);
-  const char *config = NULL;
-  bool help = false;
+  train_opts o = {0};
   int rc = flags && user && ck ? 0 : 1;
   if (!rc && ot_dist_init(&argc, &argv) != OT_OK) rc = fail("train");
-  if (!rc) rc = parse_flags(argc, argv, "train", flags, &config, NULL, NULL, 0, &help);
-  if (!rc && help) { train_usage(stdout); goto out; }
-  if (!rc) rc = collect(user, flags, config, "train");
+  if (!rc) rc = cli_parse(&cli_train_command, argc, argv, &o, flags);
+  if (rc == CLI_HELP) { rc = 0; goto out; }
+  if (!rc) rc = collect(user, flags, o.config, "train");
   ot_train_config c;
   ot_train_config_default(&c);
   char from[OT_PATH_MAX + 64] = "", note[2 * OT_PATH_MAX + 256] = "";
@@ -203,48 +162,44 @@ out:
 }
 
 // ---------------------------------------------------------------- eval -----
-static void eval_usage(FILE *f) {
-  fprintf(f,
-          "usage: ot eval [--checkpoint] DIR [--split val|train] [--KEY VALUE ...]\n"
-          "Mean loss (and perplexity) of a checkpoint on the held-out split. DIR is a checkpoint\n"
-          "directory (model.safetensors), a run directory (its 'latest' checkpoint) or a Hugging Face\n"
-          "directory (config.json + model.safetensors). The checkpoint's settings (data, seq-len,\n"
-          "batch-size, eval-batches) are the defaults; training keys given here override them, e.g.\n"
-          "  --data DIR  --val-data GLOB  --seq-len N  --batch-size N  --eval-batches N (all of the\n"
-          "  split with a large N)  --dtype f32|bf16  --threads N\n"
-          "  --split S    val (default) or train: which shards of --data to score\n");
-}
+static const cli_flag k_eval_flags[] = {
+    CLI_S("--checkpoint", train_opts, checkpoint, "DIR", "the checkpoint (or give DIR first, without the flag)"),
+    {"--split", CLI_ENUM, offsetof(train_opts, split), 0, NULL, 0, 0, "val|train", {0, 1},
+     "which shards of --data to score (default val)"},
+};
+
+const cli_command cli_eval_command = {
+    "eval", "[--checkpoint] DIR [--split val|train] [--KEY VALUE ...]",
+    "held-out loss of a checkpoint (ours or a Hugging Face directory)",
+    "Mean loss (and perplexity) of a checkpoint on the held-out split. DIR is a checkpoint\n"
+    "directory (model.safetensors), a run directory (its 'latest' checkpoint) or a Hugging Face\n"
+    "directory (config.json + model.safetensors). The checkpoint's settings (data, seq-len,\n"
+    "batch-size, eval-batches) are the defaults; training keys given here override them, e.g.\n"
+    "  --data DIR  --val-data GLOB  --seq-len N  --batch-size N  --eval-batches N (all of the\n"
+    "  split with a large N)  --dtype f32|bf16  --threads N\n",
+    k_eval_flags, sizeof k_eval_flags / sizeof k_eval_flags[0], NULL, NULL, true};
 
 int ot_cmd_eval(int argc, char **argv) {
   ot_settings *flags = calloc(1, sizeof *flags), *user = calloc(1, sizeof *user),
               *ck = calloc(1, sizeof *ck);
-  static const char *const extra[] = {"checkpoint", "split"};
-  const char *vals[2] = {NULL, NULL};
-  bool help = false;
+  train_opts o = {0};
   int rc = flags && user && ck ? 0 : 1;
   // a leading positional DIR is the checkpoint
   if (!rc && argc > 0 && strncmp(argv[0], "--", 2) && strcmp(argv[0], "-h")) {
-    vals[0] = argv[0];
+    o.checkpoint = argv[0];
     argc--;
     argv++;
   }
-  if (!rc) rc = parse_flags(argc, argv, "eval", flags, NULL, extra, vals, 2, &help);
-  if (!rc && help) { eval_usage(stdout); goto out; }
-  if (!rc && !vals[0]) {
-    fprintf(stderr, "ot eval: which checkpoint? (ot eval out/train, or --checkpoint DIR)\n\n");
-    eval_usage(stderr);
-    rc = 2;
-  }
-  const char *split = vals[1] ? vals[1] : "val";
-  if (!rc && strcmp(split, "val") && strcmp(split, "train")) {
-    fprintf(stderr, "ot eval: --split '%s' is not val or train\n", split);
-    rc = 2;
-  }
+  if (!rc) rc = cli_parse(&cli_eval_command, argc, argv, &o, flags);
+  if (rc == CLI_HELP) { rc = 0; goto out; }
+  if (!rc && !o.checkpoint)
+    rc = cli_usage_error(&cli_eval_command, "which checkpoint? (ot eval out/train, or --checkpoint DIR)");
+  const char *split = o.split ? "train" : "val";
   if (!rc) rc = collect(user, flags, NULL, "eval");
   ot_train_config c;
   ot_train_config_default(&c);
   char dir[OT_PATH_MAX + 64] = "", path[OT_PATH_MAX + 96];
-  if (!rc && ot_ckpt_resolve(vals[0], dir, sizeof dir) != OT_OK) rc = fail("eval");
+  if (!rc && ot_ckpt_resolve(o.checkpoint, dir, sizeof dir) != OT_OK) rc = fail("eval");
   if (!rc) {
     if (ot_ckpt_has_settings(dir)) {   // ours: the settings are in model.safetensors (older: optimizer state)
       if (ot_ckpt_read_config(dir, ck) != OT_OK || ot_train_config_apply(&c, ck, NULL) != OT_OK) rc = fail("eval");
