@@ -23,7 +23,12 @@
 // Returns NULL (with error set) on allocation failure. Freed when its thread
 // exits (a pthread key destructor); the main thread's lives until the end.
 void *ot_scratch(size_t bytes);
-// Frees this thread's scratch now (tests use it to check the report returns to 0).
+// The same for one of a few independent per-thread blocks: a callee that runs
+// while its caller holds ot_scratch (the GEMM's oneDNN scratchpad, under a
+// caller's dequantized tile) takes its own slot. ot_scratch is slot OT_SCRATCH_MAIN.
+enum { OT_SCRATCH_MAIN = 0, OT_SCRATCH_GEMM = 1, OT_SCRATCH_SLOTS = 2 };
+void *ot_scratch_slot(int slot, size_t bytes);
+// Frees this thread's scratch blocks now (tests use it to check the report returns to 0).
 void ot_scratch_release(void);
 
 // Levenshtein distance of two short strings (99 when either exceeds 63 bytes):

@@ -157,6 +157,55 @@ static void test_concurrent(void) {
   free(A); free(B); free(C0);
 }
 
+// Threads running cached primitives the main thread made, at the same time,
+// each on its own data: every result bitwise equal to the same call made
+// alone. (With oneDNN's library-managed scratchpad, shared by the primitives of
+// the thread that creates them, such runs corrupted each other's partial sums.)
+enum { CT_THREADS = 3, CT_SHAPES = 3, CT_REPS = 40 };
+static const int ct_shape[CT_SHAPES][3] = {{70, 384, 128}, {2, 768, 128}, {64, 256, 384}};   // M, N, K
+typedef struct { float *A[CT_SHAPES], *C[CT_SHAPES], *want[CT_SHAPES]; const float *B[CT_SHAPES]; int bad; ot_status s; } ct_arg;
+static void *ct_main(void *p) {
+  ct_arg *a = p;
+  for (int r = 0; r < CT_REPS && a->s == OT_OK; r++)
+    for (int j = 0; j < CT_SHAPES && a->s == OT_OK; j++) {
+      const int M = ct_shape[j][0], N = ct_shape[j][1], K = ct_shape[j][2];
+      a->s = ot_gemm(OT_F32, OT_F32, false, true, M, N, K, 1, a->A[j], K, a->B[j], K, 0, a->C[j], N);
+      if (memcmp(a->C[j], a->want[j], (size_t)M * N * 4) != 0) a->bad++;
+    }
+  return NULL;
+}
+
+static void test_concurrent_data(void) {
+  ct_arg a[CT_THREADS];
+  float *B[CT_SHAPES];
+  for (int j = 0; j < CT_SHAPES; j++) {
+    B[j] = th_falloc((size_t)ct_shape[j][1] * ct_shape[j][2]);
+    th_fill(&g_rng, B[j], (size_t)ct_shape[j][1] * ct_shape[j][2], -1, 1);
+  }
+  for (int i = 0; i < CT_THREADS; i++) {
+    a[i].bad = 0; a[i].s = OT_OK;
+    for (int j = 0; j < CT_SHAPES; j++) {
+      const int M = ct_shape[j][0], N = ct_shape[j][1], K = ct_shape[j][2];
+      a[i].A[j] = th_falloc((size_t)M * K);
+      a[i].C[j] = th_falloc((size_t)M * N);
+      a[i].want[j] = th_falloc((size_t)M * N);
+      a[i].B[j] = B[j];
+      th_fill(&g_rng, a[i].A[j], (size_t)M * K, -1, 1);
+      // made (and its primitive created) here, alone, in the main thread
+      ot_gemm(OT_F32, OT_F32, false, true, M, N, K, 1, a[i].A[j], K, B[j], K, 0, a[i].want[j], N);
+    }
+  }
+  pthread_t t[CT_THREADS];
+  for (int i = 0; i < CT_THREADS; i++) pthread_create(&t[i], NULL, ct_main, &a[i]);
+  for (int i = 0; i < CT_THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < CT_THREADS; i++) {
+    th_check(a[i].s == OT_OK && a[i].bad == 0, "thread %d of %d, own data, %d shapes x %d runs at once: "
+             "%d results differ from the same call alone", i, CT_THREADS, CT_SHAPES, CT_REPS, a[i].bad);
+    for (int j = 0; j < CT_SHAPES; j++) { free(a[i].A[j]); free(a[i].C[j]); free(a[i].want[j]); }
+  }
+  for (int j = 0; j < CT_SHAPES; j++) free(B[j]);
+}
+
 static void test_bad_args(void) {
   float A[16] = {0}, B[16] = {0}, C[16] = {0};
   th_check_error(ot_gemm(OT_F32, OT_F32, false, false, -1, 2, 2, 1, A, 2, B, 2, 0, C, 2), OT_EINVAL,
@@ -219,6 +268,7 @@ int main(void) {
   test_cache();
   test_cache_bound();
   test_concurrent();
+  test_concurrent_data();
   test_determinism();
   test_bad_args();
   ot_gemm_cache_clear();

@@ -119,44 +119,54 @@ void ot_arena_destroy(ot_arena *a) {
 // only when the block is (re)allocated. Destructors do not run for the main
 // thread (its block lives until the process exits) nor, until their pool ends,
 // for OpenMP's threads.
-static _Thread_local void *g_scratch;
-static _Thread_local size_t g_scratch_cap;
-static pthread_key_t g_scratch_key;
+static _Thread_local void *g_scratch[OT_SCRATCH_SLOTS];
+static _Thread_local size_t g_scratch_cap[OT_SCRATCH_SLOTS];
+static pthread_key_t g_scratch_key[OT_SCRATCH_SLOTS];
 static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
-static bool g_scratch_keyed;   // the key exists (written once, under g_scratch_once)
+static bool g_scratch_keyed[OT_SCRATCH_SLOTS];   // the keys exist (written once, under g_scratch_once)
 
 // Thread exit: frees the block (a later destructor that calls ot_scratch again
 // gets a fresh one, freed in the next destructor round).
 static void scratch_at_exit(void *p) {
-  if (p == g_scratch) { g_scratch = NULL; g_scratch_cap = 0; }
+  for (int i = 0; i < OT_SCRATCH_SLOTS; i++)
+    if (p == g_scratch[i]) { g_scratch[i] = NULL; g_scratch_cap[i] = 0; }
   ot_mem_free(p);
 }
 
 static void scratch_key_init(void) {
-  g_scratch_keyed = pthread_key_create(&g_scratch_key, scratch_at_exit) == 0;
+  for (int i = 0; i < OT_SCRATCH_SLOTS; i++)
+    g_scratch_keyed[i] = pthread_key_create(&g_scratch_key[i], scratch_at_exit) == 0;
 }
 
-void *ot_scratch(size_t bytes) {
-  if (bytes <= g_scratch_cap && g_scratch) return g_scratch;
-  size_t cap = g_scratch_cap ? g_scratch_cap : 4096;
+void *ot_scratch_slot(int slot, size_t bytes) {
+  if (slot < 0 || slot >= OT_SCRATCH_SLOTS) {
+    ot_error(OT_EINVAL, "ot_scratch_slot: slot %d out of range [0, %d)", slot, OT_SCRATCH_SLOTS);
+    return NULL;
+  }
+  if (bytes <= g_scratch_cap[slot] && g_scratch[slot]) return g_scratch[slot];
+  size_t cap = g_scratch_cap[slot] ? g_scratch_cap[slot] : 4096;
   while (cap < bytes) cap *= 2;
   pthread_once(&g_scratch_once, scratch_key_init);
   void *p = ot_mem_alloc(cap, OT_MEM_WORKSPACE);
   if (!p) return NULL;
-  if (g_scratch_keyed && pthread_setspecific(g_scratch_key, p) != 0) {
+  if (g_scratch_keyed[slot] && pthread_setspecific(g_scratch_key[slot], p) != 0) {
     ot_mem_free(p);   // only when out of memory: better no block than one that leaks
     ot_error(OT_ENOMEM, "ot_scratch: cannot register %zu bytes of thread scratch", cap);
     return NULL;
   }
-  ot_mem_free(g_scratch);
-  g_scratch = p;
-  g_scratch_cap = cap;
+  ot_mem_free(g_scratch[slot]);
+  g_scratch[slot] = p;
+  g_scratch_cap[slot] = cap;
   return p;
 }
 
+void *ot_scratch(size_t bytes) { return ot_scratch_slot(OT_SCRATCH_MAIN, bytes); }
+
 void ot_scratch_release(void) {
-  if (g_scratch && g_scratch_keyed) pthread_setspecific(g_scratch_key, NULL);
-  ot_mem_free(g_scratch);
-  g_scratch = NULL;
-  g_scratch_cap = 0;
+  for (int i = 0; i < OT_SCRATCH_SLOTS; i++) {
+    if (g_scratch[i] && g_scratch_keyed[i]) pthread_setspecific(g_scratch_key[i], NULL);
+    ot_mem_free(g_scratch[i]);
+    g_scratch[i] = NULL;
+    g_scratch_cap[i] = 0;
+  }
 }

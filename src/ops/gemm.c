@@ -11,6 +11,12 @@
 //    thread finding them busy uses temporary ones. The table holds at most
 //    OT_GEMM_CACHE_MAX entries (~17 KB each): past that the least recently used
 //    idle one is dropped, so a server seeing every prompt length stays bounded.
+//  - The scratchpad is user-managed: each calling thread passes its own block
+//    (ot_scratch_slot(OT_SCRATCH_GEMM)). oneDNN's library-managed scratchpad
+//    is shared by the primitives of the thread that made them, so a cached
+//    primitive run from another thread (a server's workers, a scheduler beside
+//    the caller) would share it with that thread's GEMMs running at the same
+//    time, and their results would be wrong.
 //  - bf16: oneDNN 2.6 only implements bf16 matmul on avx512_core and above. On
 //    CPUs with avx512_bf16 (or OT_GEMM_BF16=native) bf16 goes to oneDNN; else
 //    (or when oneDNN refuses it, or picks a reference kernel) the bf16 operands
@@ -30,8 +36,9 @@ typedef struct {
 typedef struct {
   mm_key key;
   dnnl_primitive_t prim;              // NULL: no (fast) oneDNN implementation
-  dnnl_memory_desc_t md[4];           // src, weights, dst, bias
-  dnnl_memory_t mem[4];               // reused while not busy
+  dnnl_memory_desc_t md[5];           // src, weights, dst, bias, scratchpad
+  dnnl_memory_t mem[5];               // reused while not busy (scratchpad: when it has bytes)
+  size_t scratch_bytes;               // the primitive's scratchpad (user-managed), 0: none
   int busy;                           // atomic
   int users;                          // atomic: threads between lookup and the end of exec
   uint64_t tick;                      // last lookup (under g_mu)
@@ -99,7 +106,7 @@ static void make_key(mm_key *k, const ot_mm *m) {
 }
 
 static void entry_destroy(mm_entry *e) {
-  for (int i = 0; i < 4; i++) if (e->mem[i]) dnnl_memory_destroy(e->mem[i]);
+  for (int i = 0; i < 5; i++) if (e->mem[i]) dnnl_memory_destroy(e->mem[i]);
   if (e->prim) dnnl_primitive_destroy(e->prim);
   ot_mem_free(e);
 }
@@ -128,6 +135,7 @@ static dnnl_status_t entry_build(mm_entry *e) {
   float alpha, beta;
   memcpy(&alpha, &k->alpha, 4); memcpy(&beta, &k->beta, 4);
   if ((st = dnnl_primitive_attr_create(&attr))) goto done;
+  if ((st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user))) goto done;
   if (alpha != 1.0f && (st = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha))) goto done;
   if (beta != 0.0f || k->gelu) {
     if ((st = dnnl_post_ops_create(&po))) goto done;
@@ -140,9 +148,12 @@ static dnnl_status_t entry_build(mm_entry *e) {
   dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
   snprintf(e->impl, sizeof e->impl, "%s", impl ? impl : "?");
   if (k->adt == OT_BF16 && strncmp(e->impl, "ref", 3) == 0) { st = dnnl_unimplemented; goto done; }
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (smd) { e->md[4] = *smd; e->scratch_bytes = dnnl_memory_desc_get_size(smd); }
   if ((st = dnnl_primitive_create(&e->prim, pd))) { e->prim = NULL; goto done; }
-  for (int i = 0; i < 4 && !st; i++)
-    if (i < 3 || k->bias) st = dnnl_memory_create(&e->mem[i], &e->md[i], g_eng, DNNL_MEMORY_NONE);
+  for (int i = 0; i < 5 && !st; i++)
+    if (i < 3 || (i == 3 && k->bias) || (i == 4 && e->scratch_bytes))
+      st = dnnl_memory_create(&e->mem[i], &e->md[i], g_eng, DNNL_MEMORY_NONE);
 done:
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (po) dnnl_post_ops_destroy(po);
@@ -208,13 +219,13 @@ static ot_status lookup(const ot_mm *m, mm_entry **out, const char *fn) {
   dnnl_status_t st = entry_build(e);
   if (verbose())
     fprintf(stderr, "ot_gemm: primitive M=%d N=%d K=%d %s*%s->%s tA=%d tB=%d ld=%d,%d,%d bias=%d gelu=%d "
-            "alpha=%g beta=%g: %s (%s, %.1f ms)\n", m->M, m->N, m->K, ot_dtype_name(m->adt),
+            "alpha=%g beta=%g: %s (%s, scratchpad %zu B, %.1f ms)\n", m->M, m->N, m->K, ot_dtype_name(m->adt),
             ot_dtype_name(m->adt), ot_dtype_name(m->cdt), m->ta, m->tb, m->lda, m->ldb, m->ldc,
             m->bias != NULL, m->gelu, m->alpha, m->beta, st ? "unavailable" : "created", e->impl,
-            (ot_now() - t0) * 1e3);
+            e->scratch_bytes, (ot_now() - t0) * 1e3);
   if (st != dnnl_success) {
     bool cacheable = st == dnnl_unimplemented && m->adt == OT_BF16;
-    for (int i = 0; i < 4; i++) if (e->mem[i]) { dnnl_memory_destroy(e->mem[i]); e->mem[i] = NULL; }
+    for (int i = 0; i < 5; i++) if (e->mem[i]) { dnnl_memory_destroy(e->mem[i]); e->mem[i] = NULL; }
     if (e->prim) { dnnl_primitive_destroy(e->prim); e->prim = NULL; }
     if (!cacheable) {
       ot_mem_free(e);
@@ -239,24 +250,31 @@ static void release(mm_entry *e) { __atomic_sub_fetch(&e->users, 1, __ATOMIC_ACQ
 static ot_status exec(mm_entry *e, const ot_mm *m, const char *fn) {
   dnnl_stream_t s = NULL;
   OT_TRY(get_stream(&s, fn));
-  dnnl_memory_t mem[4] = {0};
+  void *scratch = NULL;   // this thread's scratchpad block
+  if (e->scratch_bytes && !(scratch = ot_scratch_slot(OT_SCRATCH_GEMM, e->scratch_bytes)))
+    return ot_error(OT_ENOMEM, "%s: oneDNN matmul M=%d N=%d K=%d: no %zu-byte scratchpad", fn, m->M, m->N,
+                    m->K, e->scratch_bytes);
+  dnnl_memory_t mem[5] = {0};
   bool mine = __atomic_exchange_n(&e->busy, 1, __ATOMIC_ACQUIRE) == 0;
   int n = m->bias ? 4 : 3;
+  void *h[5] = {(void *)m->A, (void *)m->B, m->C, (void *)m->bias, scratch};
+  static const int argi[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS, DNNL_ARG_SCRATCHPAD};
+  int idx[5] = {0, 1, 2, 3, 4}, na = 0;   // the arguments this call passes
+  for (int i = 0; i < 5; i++) if (i < n || (i == 4 && scratch)) idx[na++] = i;
   dnnl_status_t st = dnnl_success;
   if (mine) memcpy(mem, e->mem, sizeof mem);
   else
-    for (int i = 0; i < n && !st; i++) st = dnnl_memory_create(&mem[i], &e->md[i], g_eng, DNNL_MEMORY_NONE);
-  void *h[4] = {(void *)m->A, (void *)m->B, m->C, (void *)m->bias};
-  static const int argi[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-  dnnl_exec_arg_t args[4];
-  for (int i = 0; i < n && !st; i++) {
-    st = dnnl_memory_set_data_handle(mem[i], h[i]);
-    args[i].arg = argi[i]; args[i].memory = mem[i];
+    for (int a = 0; a < na && !st; a++)
+      st = dnnl_memory_create(&mem[idx[a]], &e->md[idx[a]], g_eng, DNNL_MEMORY_NONE);
+  dnnl_exec_arg_t args[5];
+  for (int a = 0; a < na && !st; a++) {
+    st = dnnl_memory_set_data_handle(mem[idx[a]], h[idx[a]]);
+    args[a].arg = argi[idx[a]]; args[a].memory = mem[idx[a]];
   }
-  if (!st) st = dnnl_primitive_execute(e->prim, s, n, args);
+  if (!st) st = dnnl_primitive_execute(e->prim, s, na, args);
   if (!st) st = dnnl_stream_wait(s);
   if (mine) __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
-  else for (int i = 0; i < n; i++) if (mem[i]) dnnl_memory_destroy(mem[i]);
+  else for (int i = 0; i < 5; i++) if (mem[i]) dnnl_memory_destroy(mem[i]);
   if (st != dnnl_success)
     return ot_error(OT_EINTERNAL, "%s: oneDNN matmul M=%d N=%d K=%d (%s) execution failed: status %d",
                     fn, m->M, m->N, m->K, e->impl, (int)st);
