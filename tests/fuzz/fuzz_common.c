@@ -1,6 +1,7 @@
 // Helpers of the libFuzzer targets: see fuzz_common.h.
 #define _GNU_SOURCE
 #include "fuzz_common.h"
+#include "internal.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +20,14 @@ void fz_fail(const char *file, int line, const char *fmt, ...) {
 }
 
 size_t fz_mem_total(void) {
+  ot_scratch_release();
   size_t t = 0;
   for (int c = 0; c < OT_MEM_CATEGORY_COUNT; c++) t += ot_mem_current((ot_mem_category)c);
   return t;
 }
 
 void fz_mem_back(size_t start, const char *target) {
+  ot_scratch_release();   // this thread's scratch block is kept between calls by design
   const size_t now = fz_mem_total();
   FZ_CHECK(now == start, "%s: tracked memory %zu bytes after the input, %zu before", target, now, start);
 }

@@ -12,7 +12,8 @@
 #define FZ_CHECK(cond, ...) do { if (!(cond)) fz_fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
 void fz_fail(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 
-// Bytes tracked by the library's memory counter, all categories together.
+// Bytes tracked by the library's memory counter, all categories together,
+// after releasing this thread's scratch block (kept between calls by design).
 size_t fz_mem_total(void);
 // After an input: the counter is back at `start` (else abort, naming the target).
 void fz_mem_back(size_t start, const char *target);

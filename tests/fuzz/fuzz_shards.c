@@ -17,7 +17,9 @@ static uint64_t le64(const uint8_t *p) {
   return x;
 }
 
-// The shard f (path) written again by our writer is the same file bytes.
+// The shard f written again by our writer holds the same version and tokens:
+// the same file bytes, except header words 3..255 (zero in our files; llm.c's
+// readers, and ours, ignore them).
 static void round_trip(const ot_shard *f, const uint8_t *file, size_t n) {
   const int64_t nt = ot_shard_ntokens(f);
   int32_t *ids = ot_mem_alloc(sizeof(int32_t) * (size_t)nt, OT_MEM_OTHER);
@@ -34,7 +36,8 @@ static void round_trip(const ot_shard *f, const uint8_t *file, size_t n) {
   uint8_t *back = malloc(n + 1);
   const size_t k = fread(back, 1, n + 1, g);
   fclose(g);
-  FZ_CHECK(k == n && memcmp(back, file, n) == 0, "the rewritten shard differs (%zu vs %zu bytes)", k, n);
+  FZ_CHECK(k == n && n >= 1024 && memcmp(back, file, 12) == 0 && memcmp(back + 1024, file + 1024, n - 1024) == 0,
+           "the rewritten shard differs (%zu vs %zu bytes)", k, n);
   free(back);
 }
 
