@@ -5,7 +5,9 @@ set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package asks for OpenCL, which
 # libdnnl-dev only recommends (and --no-install-recommends skips).
 # pkg-config: the install test builds a program against ot.pc.
-pkgs=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin)
+# clang, libclang-rt-14-dev: the fuzz targets (scripts/fuzz.sh; libFuzzer and the sanitizers' runtimes).
+pkgs=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Builds with -Werror and runs every test; then again under ASan+UBSan.
-# Usage: scripts/test.sh [--no-sanitize]
+# Builds with -Werror and runs every test; then again under ASan+UBSan; then
+# every fuzz target for 30 s (scripts/fuzz.sh).
+# Usage: scripts/test.sh [--no-sanitize] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 t0=$(date +%s)
 scripts/build.sh build
 (cd build && ctest --output-on-failure --timeout 600)
-if [ "${1:-}" != "--no-sanitize" ]; then
+sanitize=1 fuzz=1
+for a in "$@"; do
+  case $a in
+    --no-sanitize) sanitize=0 ;;
+    --no-fuzz) fuzz=0 ;;
+    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-fuzz]" >&2; exit 2 ;;
+  esac
+done
+if [ "$sanitize" = 1 ]; then
   scripts/build.sh build-asan -DOT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
   # oneDNN's JIT and OpenMP keep allocations alive until exit: not leaks of ours.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -24,5 +33,8 @@ if [ "${1:-}" != "--no-sanitize" ]; then
     fi
     echo "LeakSanitizer: $t: no leaks"
   done
+fi
+if [ "$fuzz" = 1 ]; then
+  scripts/fuzz.sh 30
 fi
 echo "tests: done in $(( $(date +%s) - t0 )) s"

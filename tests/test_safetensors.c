@@ -137,6 +137,11 @@ static void test_malformed(void) {
   th_check_error(ot_st_open_mem(&f, img, sizeof img, "t.safetensors"), OT_EFORMAT,
                  "header length 57 is larger than the 56 bytes after the length field", "header beyond file");
 
+  // The reader refuses what the writer refuses: an empty tensor name, an empty metadata key.
+  check_bad("{\"__metadata__\": {\"\": \"x\"}}", 0, "t.safetensors: __metadata__ has an empty key",
+            "empty metadata key");
+  check_bad("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+            "t.safetensors: tensor 0 has an empty name", "empty tensor name");
   check_bad("not json", 0, "t.safetensors: header: invalid JSON at byte 0", "header not JSON");
   check_bad("{\"a\":", 0, "header: invalid JSON at byte 5", "header JSON truncated");
   check_bad("[1,2]", 0, "header is a JSON array, not an object", "header is an array");

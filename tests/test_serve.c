@@ -13,7 +13,7 @@
 //  - errors: malformed JSON, wrong types, n > 1, prompt beyond the context,
 //    max_tokens beyond the context (400 saying how many fit), body over
 //    max_body (413), header section over max_header (431), missing
-//    Content-Length (411), unknown path (404), wrong method (405), bad version
+//    Content-Length (411), Transfer-Encoding (501; beside Content-Length 400), unknown path (404), wrong method (405), bad version
 //    (505), garbage, a slow client (408), a client that disconnects
 //    mid-stream (its slot is cancelled, the server goes on), shutdown with a
 //    request in flight; fuzzed requests never crash it
@@ -570,6 +570,27 @@ static void expect_error(http_resp r, int status, const char *needle, const char
   free(r.all);
 }
 
+// ot__parse_head alone: no transfer coding is implemented, so any Transfer-Encoding is 501,
+// and one beside Content-Length (request smuggling, RFC 9112 6.1) is 400, in either order.
+static void test_parse_head_te(void) {
+  static const struct { const char *head; int status; const char *needle; } c[] = {
+    {"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "both"},
+    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n", 400, "both"},
+    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nContent-length: 0\r\n\r\n", 400, "both"},
+    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501, "not implemented"},
+    {"POST /v1/completions HTTP/1.1\r\ntransfer-encoding: identity\r\n\r\n", 501, "not implemented"},
+    {"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n", 0, NULL},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    ot__http_req r;
+    ot__head_info hi;
+    memset(&r, 0, sizeof r);
+    const int st = ot__parse_head(c[i].head, strlen(c[i].head), &r, &hi);
+    th_check(st == c[i].status && (!c[i].needle || strstr(hi.err, c[i].needle)),
+             "parse_head case %zu: status %d (want %d), err '%s'", i, st, c[i].status, hi.err);
+  }
+}
+
 static void test_errors(int port) {
   expect_error(post(port, "/v1/completions", "{\"prompt\": [1,2,"), 400, "invalid JSON", "truncated JSON");
   expect_error(post(port, "/v1/completions", "{\"prompt\": \"a\"} x"), 400, "invalid JSON", "trailing garbage");
@@ -645,7 +666,11 @@ static void test_errors(int port) {
   expect_error(raw_request(port, no_len, sizeof no_len - 1, false), 411, "Content-Length", "no Content-Length");
   const char chunked[] =
       "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
-  expect_error(raw_request(port, chunked, sizeof chunked - 1, false), 411, "chunked", "chunked body");
+  expect_error(raw_request(port, chunked, sizeof chunked - 1, false), 501, "Transfer-Encoding", "chunked body");
+  const char smuggle[] = "POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n"
+                         "\r\n{}";
+  expect_error(raw_request(port, smuggle, sizeof smuggle - 1, false), 400, "both Transfer-Encoding and Content-Length",
+               "Transfer-Encoding and Content-Length");
   expect_error(get(port, "GET", "/v1/nothing"), 404, "not_found", "unknown path");
   http_resp w = get(port, "GET", "/v1/completions");
   th_check(strstr(w.all, "Allow: POST\r\n") != NULL, "405 names the allowed method");
@@ -904,6 +929,7 @@ static void test_fuzz(void) {
 }
 
 int main(void) {
+  test_parse_head_te();
   // a tiny GPT-2-family model with a 300-token vocabulary and a BPE trained to it
   ot_model_config c;
   ot_model_config_preset(&c, "tiny");

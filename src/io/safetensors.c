@@ -194,6 +194,8 @@ static ot_status parse_meta(ot_st_file *f, const ot_json *m) {
     return ot_error(OT_EFORMAT, "%s: __metadata__ is %s, not an object", f->name,
                     a_type(m->type));
   for (const ot_json *v = m->first; v; v = v->next) {
+    if (v->key_len == 0)  // the writer refuses it too
+      return ot_error(OT_EFORMAT, "%s: __metadata__ has an empty key", f->name);
     if (strlen(v->key) != v->key_len)
       return ot_error(OT_EFORMAT, "%s: __metadata__ key '%s...' contains a NUL character", f->name, v->key);
     if (v->type != OT_JSTR)
@@ -256,7 +258,9 @@ static ot_status parse_image(ot_st_file *f) {
   ot_status s = OT_OK;
   int k = 0;
   for (const ot_json *e = root->first; e && s == OT_OK; e = e->next) {
-    if (strlen(e->key) != e->key_len)
+    if (e->key_len == 0)  // the writer refuses it too
+      s = ot_error(OT_EFORMAT, "%s: tensor %d has an empty name", nm, k);
+    else if (strlen(e->key) != e->key_len)
       s = ot_error(OT_EFORMAT, "%s: tensor name '%s...' contains a NUL character", nm, e->key);
     else if (strcmp(e->key, "__metadata__") == 0) s = parse_meta(f, e);
     else {

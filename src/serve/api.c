@@ -414,30 +414,50 @@ static void run_completion(ot__conn *c, comp_req *q, completion *st) {
   ot__sb_free(&ids);
 }
 
-void ot__api_completions(ot__conn *c, const ot__http_req *r) {
-  ot_json_doc doc = {0};
-  if (ot_json_parse(&doc, r->body, r->body_len, 32, "request body") != OT_OK) {
-    ot__respond_error(c, 400, NULL, NULL, "%s", ot_last_error());
-    return;
-  }
-  comp_req q;
-  memset(&q, 0, sizeof q);
-  completion st;
-  memset(&st, 0, sizeof st);
-  st.bpe = c->srv->bpe;
-  pthread_mutex_init(&st.mu, NULL);
+// Parses body[0, len) into q and st (st initialised here; release them with
+// release_request whatever this returns). false: the error was answered on c.
+static bool read_request(ot__conn *c, const char *body, size_t len, ot_json_doc *doc, comp_req *q,
+                         completion *st) {
+  memset(q, 0, sizeof *q);
+  memset(st, 0, sizeof *st);
+  st->bpe = c->srv->bpe;
+  pthread_mutex_init(&st->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&st.cv, &ca);
+  pthread_cond_init(&st->cv, &ca);
   pthread_condattr_destroy(&ca);
-  if (parse_request(c, doc.root, &q, &st)) run_completion(c, &q, &st);
-  pthread_cond_destroy(&st.cv);
-  pthread_mutex_destroy(&st.mu);
-  ot__sb_free(&st.raw);
-  free(st.toks);
-  free(q.prompt);
-  ot_json_free(&doc);
+  if (ot_json_parse(doc, body, len, 32, "request body") != OT_OK) {
+    ot__respond_error(c, 400, NULL, NULL, "%s", ot_last_error());
+    return false;
+  }
+  return parse_request(c, doc->root, q, st);
+}
+
+static void release_request(ot_json_doc *doc, comp_req *q, completion *st) {
+  pthread_cond_destroy(&st->cv);
+  pthread_mutex_destroy(&st->mu);
+  ot__sb_free(&st->raw);
+  free(st->toks);
+  free(q->prompt);
+  ot_json_free(doc);
+}
+
+void ot__api_completions(ot__conn *c, const ot__http_req *r) {
+  ot_json_doc doc = {0};
+  comp_req q;
+  completion st;
+  if (read_request(c, r->body, r->body_len, &doc, &q, &st)) run_completion(c, &q, &st);
+  release_request(&doc, &q, &st);
+}
+
+bool ot__api_check_completion(ot__conn *c, const char *body, size_t len) {
+  ot_json_doc doc = {0};
+  comp_req q;
+  completion st;
+  const bool ok = read_request(c, body, len, &doc, &q, &st);
+  release_request(&doc, &q, &st);
+  return ok;
 }
 
 void ot__api_models(ot__conn *c) {

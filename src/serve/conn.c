@@ -203,11 +203,6 @@ static void conn_advance(ot__conn *c) {
     }
     const int st = ot__parse_head(c->buf, he, &c->req, &c->hi);
     if (st) { conn_fail(c, st, NULL, NULL, "%s", c->hi.err); return; }
-    if (c->hi.has_te) {
-      conn_fail(c, 411, NULL, NULL, "chunked request bodies are not supported: send the body with a "
-                "Content-Length header");
-      return;
-    }
     if (c->hi.len > k->max_body) {
       conn_fail(c, 413, NULL, NULL, "the body of %llu bytes exceeds the limit of %zu bytes",
                 (unsigned long long)c->hi.len, k->max_body);

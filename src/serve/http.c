@@ -32,6 +32,7 @@ static const char *reason(int status) {
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 505: return "HTTP Version Not Supported";
     default: return "Error";
@@ -219,6 +220,18 @@ int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi) 
       }
     }
     p = next;
+  }
+  // No transfer coding is implemented (bodies are framed by Content-Length only).
+  // Both headers at once is the shape of request smuggling: RFC 9112 6.1 says refuse.
+  if (hi->has_te && hi->has_len) {
+    snprintf(hi->err, sizeof hi->err, "both Transfer-Encoding and Content-Length: send the body with "
+             "Content-Length only");
+    return 400;
+  }
+  if (hi->has_te) {
+    snprintf(hi->err, sizeof hi->err, "Transfer-Encoding is not implemented (chunked bodies neither): "
+             "send the body with a Content-Length header");
+    return 501;
   }
   return 0;
 }

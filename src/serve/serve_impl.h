@@ -136,6 +136,10 @@ void ot__log_request(ot__conn *c);
 // Worker: answers the whole request at c->buf (routing to the endpoints) and logs it.
 void ot__serve_request(ot__conn *c);
 void ot__api_completions(ot__conn *c, const ot__http_req *r);
+// Only parses and checks a completion body as ot__api_completions does (the
+// same code), without generating: true when valid, else the 400 (or 503) is
+// answered on c. For the fuzz target tests/fuzz/fuzz_http.c.
+bool ot__api_check_completion(ot__conn *c, const char *body, size_t len);
 void ot__api_models(ot__conn *c);
 void ot__api_health(ot__conn *c);
 #endif
