@@ -125,14 +125,12 @@ ot_status ot__read_text(const char *path, size_t max_bytes, char **out, size_t *
   return OT_OK;
 }
 
-uint64_t ot__hash_floats(const float *x, size_t n) {
-  // four independent FNV-1a-like lanes over 32-bit words, folded with a mixer
-  uint64_t h[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0x1234567887654321ull};
-  const uint32_t *w = (const uint32_t *)(const void *)x;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; k++) h[k] = (h[k] ^ w[i + k]) * 0x100000001b3ull;
-  for (; i < n; i++) h[0] = (h[0] ^ w[i]) * 0x100000001b3ull;
+// The four lanes' starting values, and their fold with the length into one
+// word: shared by ot__hash_floats and ot__hash_bytes (same values for the same
+// 32-bit words).
+static const uint64_t k_lane0[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull,
+                                    0x1234567887654321ull};
+static uint64_t fold_lanes(const uint64_t h[4], size_t n) {
   uint64_t r = n;
   for (int k = 0; k < 4; k++) {
     r ^= h[k] + 0x9e3779b97f4a7c15ull + (r << 6) + (r >> 2);
@@ -142,10 +140,23 @@ uint64_t ot__hash_floats(const float *x, size_t n) {
   return r ^ (r >> 29);
 }
 
+uint64_t ot__hash_floats(const float *x, size_t n) {
+  // four independent FNV-1a-like lanes over 32-bit words, folded with a mixer
+  uint64_t h[4];
+  memcpy(h, k_lane0, sizeof h);
+  const uint32_t *w = (const uint32_t *)(const void *)x;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; k++) h[k] = (h[k] ^ w[i + k]) * 0x100000001b3ull;
+  for (; i < n; i++) h[0] = (h[0] ^ w[i]) * 0x100000001b3ull;
+  return fold_lanes(h, n);
+}
+
 uint64_t ot__hash_bytes(const void *data, size_t n) {
   // the lanes of ot__hash_floats over whole 32-bit words, then the tail bytes
   const unsigned char *b = data;
-  uint64_t h[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0x1234567887654321ull};
+  uint64_t h[4];
+  memcpy(h, k_lane0, sizeof h);
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
     for (int k = 0; k < 4; k++) {
@@ -154,13 +165,7 @@ uint64_t ot__hash_bytes(const void *data, size_t n) {
       h[k] = (h[k] ^ w) * 0x100000001b3ull;
     }
   for (; i < n; i++) h[0] = (h[0] ^ b[i]) * 0x100000001b3ull;
-  uint64_t r = n;
-  for (int k = 0; k < 4; k++) {
-    r ^= h[k] + 0x9e3779b97f4a7c15ull + (r << 6) + (r >> 2);
-    r ^= r >> 31;
-    r *= 0xbf58476d1ce4e5b9ull;
-  }
-  return r ^ (r >> 29);
+  return fold_lanes(h, n);
 }
 
 ot_status ot__abs_path(const char *path, char *out, size_t cap) {
