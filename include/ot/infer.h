@@ -270,6 +270,89 @@ const float *ot_engine_logits(const ot_engine *e, int id, int *V);
 // n - 1 into *count. 2 <= n <= max_prompt.
 ot_status ot_engine_score(ot_engine *e, const int32_t *tokens, int n, double *nll, int *count);
 
+// ------------------------------------------------------------ beam search ---
+// Greedy and beam search over a batch of sentences, independent of the model:
+// a step callback computes the logits of every live hypothesis. Semantics are
+// Hugging Face transformers 4.40's generate() (num_beams > 1: _beam_search with
+// BeamSearchScorer / BeamHypotheses; num_beams == 1: _greedy_search), with the
+// decoder start token as the one-token decoder prompt:
+// - a step takes log_softmax of each row's logits (float32), masks eos to -inf
+//   while fewer than min_length tokens (start token included) exist, adds the
+//   beam's running score (float32; beam 0 starts at 0, the others at -1e9) and
+//   keeps the 2 * num_beams best of the sentence's num_beams * V candidates
+//   (ties: lower beam, then lower id, first; torch.topk leaves ties unspecified);
+// - in rank order an eos candidate among the first num_beams ranks becomes a
+//   finished hypothesis (later ones are skipped), the others the next beams
+//   until num_beams are taken;
+// - a hypothesis's score is sum_logprobs / len^length_penalty in double, len =
+//   tokens generated after the start token, the eos included; a sentence keeps
+//   its num_beams best (a better one replaces the worst);
+// - a sentence is done when it holds num_beams hypotheses and: TRUE: at once;
+//   FALSE: the worst is >= best candidate score / cur_len^α (cur_len: tokens
+//   generated so far incl. this step's); NEVER: the same with (max_new)^α when
+//   α > 0 (the best any longer beam could reach), else with cur_len^α;
+// - at the length limit the live beams join the hypotheses (no eos) and the
+//   best hypothesis is the result (the last added among equal scores);
+//   its score is HF's sequences_scores.
+// Greedy: argmax of the (min_length-masked) logits (lowest id on ties),
+// ends at eos or the limit; its score is computed as for a beam hypothesis
+// (HF's greedy search reports none).
+typedef enum {
+  OT_EARLY_STOP_FALSE = 0,   // HF early_stopping=False (the heuristic)
+  OT_EARLY_STOP_TRUE = 1,    // HF early_stopping=True
+  OT_EARLY_STOP_NEVER = 2,   // HF early_stopping="never"
+} ot_early_stop;
+
+typedef struct {
+  int vocab;                 // V: logits per row (ids 0..V-1)
+  int num_beams;             // >= 1; 1: greedy
+  float length_penalty;      // α (HF default 1.0)
+  ot_early_stop early_stopping;
+  // Length limit per sentence, counted like HF's max_length (the decoder start
+  // token included, so at most limit - 1 new tokens, the eos among them):
+  // limit = min(max_length if > 0, floor(max_len_a * src_len + max_len_b) if
+  // either is nonzero). At least one must be set; each limit must be >= 2.
+  int max_length;
+  float max_len_a, max_len_b;
+  int min_length;            // HF min_length (start token included); 0: none
+  int32_t eos_id;            // in [0, V)
+  int32_t pad_id;            // written after a result's end in out_tokens; in [0, V)
+  int32_t decoder_start_id;  // the first input token of every sentence; in [0, V)
+} ot_beam_config;
+
+// num_beams 4, length_penalty 1, early_stopping FALSE, max_length 0,
+// max_len_a 0, max_len_b 0, min_length 0; vocab and the ids must be set.
+ot_beam_config ot_beam_config_default(void);
+
+// Computes logits for `rows` live hypotheses. tokens[r]: row r's last token
+// (the decoder start token at step 0); parent[r]: the row of the previous call
+// whose sequence row r continues (-1 at step 0): a KV cache gathers its rows
+// by parent before appending tokens (rows may repeat a parent or drop one);
+// sentence[r]: the batch index of row r's sentence (e.g. its encoder output).
+// Rows are grouped by sentence in increasing order. Step 0 has one row per
+// sentence; later steps num_beams rows per sentence still searching (finished
+// sentences leave the batch, so rows shrink). Writes logits [rows, ld] (ld =
+// V); a non-OK status stops the search and is returned as is.
+typedef ot_status (*ot_beam_step_fn)(void *ctx, int step, int rows, const int32_t *tokens,
+                                     const int32_t *parent, const int32_t *sentence,
+                                     float *logits, int ld);
+
+typedef struct {
+  int steps;          // callback calls
+  long long rows;     // rows computed over all calls
+} ot_beam_stats;
+
+// Searches batch sentences (src_len[batch]: source lengths for max_len_a;
+// may be NULL when max_len_a == 0). Results: out_tokens [batch, cap] (the
+// tokens after the start token, the eos included when the hypothesis ended
+// with it, pad_id after), out_len [batch], out_score [batch] (may be NULL);
+// cap must be >= the largest limit - 1. stats may be NULL. OT_EINVAL names a
+// bad option; all working memory is allocated once (OT_MEM_WORKSPACE) and
+// freed before returning, also on errors.
+ot_status ot_beam_search(const ot_beam_config *cfg, int batch, const int *src_len,
+                         ot_beam_step_fn step, void *ctx, int32_t *out_tokens, int cap,
+                         int *out_len, float *out_score, ot_beam_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""Golden results of Hugging Face transformers' generate() (greedy and beam
+search) for tests/test_beam.c, on a toy model whose logits both sides compute
+identically from fixed float32 tables (not needed by CI: the output is committed).
+
+Usage:
+  PYTHONPATH=/tmp/hfpy /usr/bin/python3 tools/gen_beam_golden.py [out]
+  (default out: tests/golden/beam/beam_hf.txt; transformers 4.40.2, torch 1.13)
+
+Toy model: the decoder prompt is the start token; for a sequence of sentence s
+whose input is [start, y1, .., yt] (t = tokens generated so far) the next-token
+logits are, added in this order in float32,
+    E[s] + W[last] + U[prev] + P[t]
+with last = the input's last token and prev = the one before it (start when
+t == 0). The sentence id travels as a model kwarg (generate() expands it to the
+beams). Each sentence is generated alone with its own max_length
+(= floor(a * src_len + b), capped by max_length when set) unless the case sets
+one max_length for all, when the batch is generated together.
+
+Text format (all floats printed with 9 significant digits, exact for float32):
+  beam-golden 1
+  dims <nsent> <V> <P rows> <eos> <pad> <start>
+  E <nsent*V floats> / W <V*V> / U <V*V> / P <P*V>    (one line each, row-major)
+  src <nsent ints>
+  case <num_beams> <length_penalty> <early: 0 false, 1 true, 2 never>
+       <max_length> <a> <b> <min_length>
+  then per sentence: out <len> <score> <len tokens after the start token>
+  (score: sequences_scores for beams; for greedy the sum of the chosen
+   tokens' float32 log-softmax over len^length_penalty, as C computes it)
+"""
+import os
+import sys
+
+import torch
+from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutput
+
+NSENT, V, PROWS = 5, 23, 48
+EOS, PAD, START = 2, 0, 1
+SRC = [3, 5, 8, 2, 11]
+
+
+def tables():
+    g = torch.Generator().manual_seed(20260214)
+    E = (torch.randn(NSENT, V, generator=g) * 1.0).float()
+    W = (torch.randn(V, V, generator=g) * 1.2).float()
+    U = (torch.randn(V, V, generator=g) * 0.8).float()
+    P = (torch.randn(PROWS, V, generator=g) * 0.3).float()
+    # eos grows more likely with the step: hypotheses of varied lengths
+    P[:, EOS] += torch.arange(PROWS, dtype=torch.float32) * 0.45 - 1.5
+    for T in (E, W, U, P):
+        T[:, PAD] = -4.0            # pad and start are rarely chosen
+        T[:, START] = -4.0
+    return E, W, U, P
+
+
+class ToyConfig(PretrainedConfig):
+    model_type = "beam_toy"
+
+
+class Toy(PreTrainedModel):
+    config_class = ToyConfig
+
+    def __init__(self, config, tabs):
+        super().__init__(config)
+        self.E, self.W, self.U, self.P = tabs
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids, src=None, **kwargs):
+        n, L = input_ids.shape
+        last = input_ids[:, -1]
+        prev = input_ids[:, -2] if L >= 2 else torch.full_like(last, START)
+        t = L - 1
+        x = self.E[src] + self.W[last]
+        x = x + self.U[prev]
+        x = x + self.P[t].unsqueeze(0)
+        return CausalLMOutput(logits=x.unsqueeze(1))
+
+    def prepare_inputs_for_generation(self, input_ids, src=None, **kwargs):
+        return {"input_ids": input_ids, "src": src}
+
+
+def fmt(x):
+    return "%.9g" % float(x)
+
+
+def greedy_score(model, sents, seq, lp):
+    """Sum of float32 log-softmax of the chosen tokens / len^lp."""
+    tot = torch.zeros((), dtype=torch.float32)
+    ids = torch.tensor([[START]])
+    for tok in seq:
+        logits = model(ids, src=torch.tensor([sents]))["logits"][0, -1]
+        tot = tot + torch.log_softmax(logits, -1)[tok]
+        ids = torch.cat([ids, torch.tensor([[tok]])], 1)
+    return float(torch.tensor(float(tot) / (len(seq) ** lp), dtype=torch.float32))
+
+
+def run(model, nb, lp, es, max_length, sents, min_length):
+    gc = GenerationConfig(num_beams=nb, length_penalty=lp, early_stopping=es,
+                          max_length=max_length, min_length=min_length, eos_token_id=EOS,
+                          pad_token_id=PAD, bos_token_id=START, do_sample=False,
+                          num_return_sequences=1, output_scores=True,
+                          return_dict_in_generate=True)
+    ids = torch.full((len(sents), 1), START, dtype=torch.long)
+    with torch.no_grad():
+        o = model.generate(ids, generation_config=gc, src=torch.tensor(sents))
+    res = []
+    for i in range(len(sents)):
+        row = o.sequences[i, 1:].tolist()
+        # the tokens up to and with the eos, or all when no eos (pads after)
+        n = row.index(EOS) + 1 if EOS in row else len(row)
+        toks = row[:n]
+        if nb > 1:
+            score = float(o.sequences_scores[i])
+        else:
+            score = greedy_score(model, sents[i], toks, lp)
+        res.append((toks, score))
+    return res
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "tests/golden/beam/beam_hf.txt"
+    torch.manual_seed(0)
+    tabs = tables()
+    model = Toy(ToyConfig(vocab_size=V, is_encoder_decoder=False), tabs).eval()
+    cases = []
+    ES = {0: False, 1: True, 2: "never"}
+    for nb in (1, 2, 4, 5):
+        for lp in (0.6, 1.0, 2.0):
+            for es in (0, 1, 2):
+                if nb == 1 and es != 0:
+                    continue
+                cases.append((nb, lp, es, 0, 1.5, 2.0, 0))   # limit = floor(1.5 src + 2)
+    for nb in (2, 4, 5):
+        for es in (0, 1, 2):
+            cases.append((nb, 1.0, es, 12, 0.0, 0.0, 0))      # one max_length, batched
+            cases.append((nb, -0.5, es, 0, 1.5, 2.0, 0))      # negative penalty
+            cases.append((nb, 1.0, es, 0, 2.0, 1.0, 6))       # min_length
+    cases.append((1, 1.0, 0, 12, 0.0, 0.0, 0))
+    cases.append((1, 1.0, 0, 0, 2.0, 1.0, 6))
+    lines = ["beam-golden 1", "dims %d %d %d %d %d %d" % (NSENT, V, PROWS, EOS, PAD, START)]
+    for name, T in zip("EWUP", tabs):
+        lines.append(name + " " + " ".join(fmt(v) for v in T.flatten().tolist()))
+    lines.append("src " + " ".join(str(s) for s in SRC))
+    for nb, lp, es, ml, a, b, mn in cases:
+        lines.append("case %d %s %d %d %s %s %d" % (nb, fmt(lp), es, ml, fmt(a), fmt(b), mn))
+        if ml > 0:
+            res = run(model, nb, lp, ES[es], ml, list(range(NSENT)), mn)
+        else:
+            res = []
+            for s in range(NSENT):
+                lim = int(a * SRC[s] + b)
+                res += run(model, nb, lp, ES[es], lim, [s], mn)
+        for toks, score in res:
+            lines.append("out %d %s %s" % (len(toks), fmt(score), " ".join(map(str, toks))))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", out, len(cases), "cases")
+
+
+if __name__ == "__main__":
+    main()
