@@ -24,6 +24,7 @@ Text format (all floats printed with 9 significant digits, exact for float32):
   src <nsent ints>
   case <num_beams> <length_penalty> <early: 0 false, 1 true, 2 never>
        <max_length> <a> <b> <min_length>
+  steps batch <forward calls of the batched run> | steps each <calls per sentence>
   then per sentence: out <len> <score> <len tokens after the start token>
   (score: sequences_scores for beams; for greedy the sum of the chosen
    tokens' float32 log-softmax over len^length_penalty, as C computes it)
@@ -65,8 +66,11 @@ class Toy(PreTrainedModel):
         super().__init__(config)
         self.E, self.W, self.U, self.P = tabs
         self.dummy = torch.nn.Parameter(torch.zeros(1))
+        self.calls = 0
+
 
     def forward(self, input_ids, src=None, **kwargs):
+        self.calls += 1
         n, L = input_ids.shape
         last = input_ids[:, -1]
         prev = input_ids[:, -2] if L >= 2 else torch.full_like(last, START)
@@ -102,8 +106,10 @@ def run(model, nb, lp, es, max_length, sents, min_length):
                           num_return_sequences=1, output_scores=True,
                           return_dict_in_generate=True)
     ids = torch.full((len(sents), 1), START, dtype=torch.long)
+    model.calls = 0
     with torch.no_grad():
         o = model.generate(ids, generation_config=gc, src=torch.tensor(sents))
+    calls = model.calls
     res = []
     for i in range(len(sents)):
         row = o.sequences[i, 1:].tolist()
@@ -115,7 +121,7 @@ def run(model, nb, lp, es, max_length, sents, min_length):
         else:
             score = greedy_score(model, sents[i], toks, lp)
         res.append((toks, score))
-    return res
+    return res, calls
 
 
 def main():
@@ -145,12 +151,16 @@ def main():
     for nb, lp, es, ml, a, b, mn in cases:
         lines.append("case %d %s %d %d %s %s %d" % (nb, fmt(lp), es, ml, fmt(a), fmt(b), mn))
         if ml > 0:
-            res = run(model, nb, lp, ES[es], ml, list(range(NSENT)), mn)
+            res, calls = run(model, nb, lp, ES[es], ml, list(range(NSENT)), mn)
+            lines.append("steps batch %d" % calls)
         else:
-            res = []
+            res, calls = [], []
             for s in range(NSENT):
                 lim = int(a * SRC[s] + b)
-                res += run(model, nb, lp, ES[es], lim, [s], mn)
+                r, c = run(model, nb, lp, ES[es], lim, [s], mn)
+                res += r
+                calls.append(c)
+            lines.append("steps each " + " ".join(map(str, calls)))
         for toks, score in res:
             lines.append("out %d %s %s" % (len(toks), fmt(score), " ".join(map(str, toks))))
     os.makedirs(os.path.dirname(out), exist_ok=True)
