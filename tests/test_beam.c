@@ -10,7 +10,7 @@
 //    argmax of sum_logprobs / len^α over every sequence that ends with eos or at
 //    the limit (any α: the NEVER bound never stops a search that could improve);
 //  - the row contract (rows grouped by sentence, parents in range, finished
-//    sentences leave), bad options, a callback error, no workspace left over.
+//    sentences leave), a batch equals each sentence searched alone, bad options, a callback error, no workspace left over.
 #include "harness.h"
 #include "ot/infer.h"
 
@@ -25,6 +25,7 @@ typedef struct {
   int fail_at;                // returns OT_EIO at this step (-1: never)
   int nb, batch;
   bool bad_contract;
+  int sent0;                  // sentence ids offset (a sentence searched alone)
   int sent_steps[16];         // calls that had rows of sentence s (s < 16)
 } toy;
 
@@ -60,7 +61,7 @@ static ot_status toy_step(void *ctx, int step, int rows, const int32_t *tokens,
     if (step > 0 && rows % m->nb != 0) m->bad_contract = true;
     cur[r] = tokens[r];
     if (sentence[r] >= 0 && sentence[r] < 16) m->sent_steps[sentence[r]] = step + 1;
-    toy_row(m, sentence[r] % m->nsent, tokens[r], prev, step, logits + (size_t)r * ld);
+    toy_row(m, (m->sent0 + sentence[r]) % m->nsent, tokens[r], prev, step, logits + (size_t)r * ld);
   }
   free(m->last);
   m->last = cur;
@@ -319,6 +320,27 @@ static void test_errors(void) {
   for (int s = 0; s < 4; s++)
     th_check(len[s] >= 1 && len[s] <= (int)(src[s] + 1.5f) - 1, "sentence %d: len %d over the "
              "limit %d", s, len[s], (int)(src[s] + 1.5f));
+  // a batch gives each sentence what a search of it alone gives (4 beams and greedy)
+  for (int nb = 1; nb <= 4; nb += 3) {
+    ot_beam_config one = ab;
+    one.num_beams = nb;
+    toy_begin(&m, nb, 4);
+    th_check(ot_beam_search(&one, 4, src, toy_step, &m, out, 32, len, score, NULL) == OT_OK,
+             "batch: %s", ot_last_error());
+    for (int s = 0; s < 4; s++) {
+      int32_t o1[32];
+      int l1 = -1;
+      float s1 = 0.0f;
+      m.sent0 = s;
+      toy_begin(&m, nb, 1);
+      th_check(ot_beam_search(&one, 1, &src[s], toy_step, &m, o1, 32, &l1, &s1, NULL) == OT_OK,
+               "alone: %s", ot_last_error());
+      m.sent0 = 0;
+      th_check(l1 == len[s] && s1 == score[s] && !memcmp(o1, out + s * 32, sizeof o1),
+               "beams %d sentence %d: alone len %d score %g, in the batch len %d score %g", nb, s,
+               l1, s1, len[s], score[s]);
+    }
+  }
   // a callback error stops the search and comes back as it is
   m.fail_at = 2;
   toy_begin(&m, 4, 4);
@@ -345,6 +367,8 @@ static void test_errors(void) {
   bad[n++].c.early_stopping = (ot_early_stop)7;
   bad[n] = (typeof(bad[0])){"length_penalty=nan", c, 32, src};
   bad[n++].c.length_penalty = NAN;
+  const int neg[4] = {3, -2, 1, 1};
+  bad[n] = (typeof(bad[0])){"src_len[1]=-2", c, 32, neg}; bad[n++].c.max_len_a = 1.0f;
   for (int i = 0; i < n; i++)
     th_check_error(ot_beam_search(&bad[i].c, 4, bad[i].src, toy_step, &m, out, bad[i].cap, len,
                                   score, NULL), OT_EINVAL, bad[i].needle, bad[i].needle);

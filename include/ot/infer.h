@@ -296,7 +296,10 @@ ot_status ot_engine_score(ot_engine *e, const int32_t *tokens, int n, double *nl
 //   its score is HF's sequences_scores.
 // Greedy: argmax of the (min_length-masked) logits (lowest id on ties),
 // ends at eos or the limit; its score is computed as for a beam hypothesis
-// (HF's greedy search reports none).
+// (HF's greedy search reports none). One result per sentence
+// (num_return_sequences 1). NaN logits count as -inf. Sentences are
+// independent: a batch gives each sentence what a search of it alone gives
+// (HF keeps computing finished sentences with pad tokens; here they leave).
 typedef enum {
   OT_EARLY_STOP_FALSE = 0,   // HF early_stopping=False (the heuristic)
   OT_EARLY_STOP_TRUE = 1,    // HF early_stopping=True

@@ -120,6 +120,16 @@ static void topk_push(float *ts, int32_t *ti, int *n, int k, float sc, int32_t i
   ti[i] = idx;
 }
 
+// HF max_length of sentence b (start token included), clamped to [-1, 2^30].
+static int sent_limit(const ot_beam_config *c, const int *src_len, int b) {
+  int lim = c->max_length > 0 ? c->max_length : 1 << 30;
+  if (c->max_len_a != 0.0f || c->max_len_b != 0.0f) {
+    const double l = floor((double)c->max_len_a * (src_len ? src_len[b] : 0) + c->max_len_b);
+    if (l < lim) lim = l < -1.0 ? -1 : (int)l;
+  }
+  return lim;
+}
+
 static ot_status check_cfg(const ot_beam_config *c, int batch, const int *src_len, int cap,
                            int *max_limit) {
   static const char fn[] = "ot_beam_search";
@@ -128,8 +138,6 @@ static ot_status check_cfg(const ot_beam_config *c, int batch, const int *src_le
     return ot_error(OT_EINVAL, "%s: vocab=%d must be >= 2", fn, c->vocab);
   if (c->num_beams < 1)
     return ot_error(OT_EINVAL, "%s: num_beams=%d must be >= 1 (1 = greedy)", fn, c->num_beams);
-  if (2LL * c->num_beams > (long long)c->num_beams * c->vocab)
-    return ot_error(OT_EINVAL, "%s: num_beams=%d needs vocab >= 2", fn, c->num_beams);
   if (!isfinite(c->length_penalty))
     return ot_error(OT_EINVAL, "%s: length_penalty=%g must be finite", fn, c->length_penalty);
   if ((int)c->early_stopping < 0 || (int)c->early_stopping > 2)
@@ -156,13 +164,9 @@ static ot_status check_cfg(const ot_beam_config *c, int batch, const int *src_le
                     c->max_len_a);
   int mx = 0;
   for (int b = 0; b < batch; b++) {
-    int lim = c->max_length > 0 ? c->max_length : 1 << 30;
-    if (ab) {
-      if (src_len && src_len[b] < 0)
-        return ot_error(OT_EINVAL, "%s: src_len[%d]=%d must be >= 0", fn, b, src_len[b]);
-      const double l = floor((double)c->max_len_a * (src_len ? src_len[b] : 0) + c->max_len_b);
-      if (l < lim) lim = l < -1.0 ? -1 : (int)l;
-    }
+    if (ab && src_len && src_len[b] < 0)
+      return ot_error(OT_EINVAL, "%s: src_len[%d]=%d must be >= 0", fn, b, src_len[b]);
+    const int lim = sent_limit(c, src_len, b);
     if (lim < 2)
       return ot_error(OT_EINVAL, "%s: sentence %d: length limit %d < 2 leaves no token to "
                       "generate (limits count the decoder start token; raise max_length or "
@@ -174,15 +178,6 @@ static ot_status check_cfg(const ot_beam_config *c, int batch, const int *src_le
                     mx - 1);
   *max_limit = mx;
   return OT_OK;
-}
-
-static int sent_limit(const ot_beam_config *c, const int *src_len, int b) {
-  int lim = c->max_length > 0 ? c->max_length : 1 << 30;
-  if (c->max_len_a != 0.0f || c->max_len_b != 0.0f) {
-    const double l = floor((double)c->max_len_a * (src_len ? src_len[b] : 0) + c->max_len_b);
-    if (l < lim) lim = (int)l;
-  }
-  return lim;
 }
 
 static ot_status alloc_work(work *w, void **block, int batch, int nb, int V, int max_new) {
