@@ -30,7 +30,7 @@ typedef struct {
   double worst;       // BeamHypotheses.worst_score
   bool active;        // still searching
   int row0;           // its first row in the last call
-  hyp *h;             // [num_beams], in insertion order
+  hyp *h;             // [num_beams + 1]: those held in insertion order, then a spare
 } sent;
 
 // BeamHypotheses.add: keeps the nb best; a new one enters while fewer are held
