@@ -133,10 +133,10 @@ def marian_config(**kw):
 
 RUNS = [  # name, generate() kwargs besides the inputs
     ("greedy", dict(num_beams=1, do_sample=False, max_length=MAX_LENGTH)),
-    ("beam4_lp1.0_esT", dict(num_beams=4, length_penalty=1.0, early_stopping=True)),
-    ("beam4_lp1.0_esF", dict(num_beams=4, length_penalty=1.0, early_stopping=False)),
-    ("beam4_lp0.6_esT", dict(num_beams=4, length_penalty=0.6, early_stopping=True)),
-    ("beam4_lp0.6_esF", dict(num_beams=4, length_penalty=0.6, early_stopping=False)),
+    ("beam4_lp10_esT", dict(num_beams=4, length_penalty=1.0, early_stopping=True)),
+    ("beam4_lp10_esF", dict(num_beams=4, length_penalty=1.0, early_stopping=False)),
+    ("beam4_lp06_esT", dict(num_beams=4, length_penalty=0.6, early_stopping=True)),
+    ("beam4_lp06_esF", dict(num_beams=4, length_penalty=0.6, early_stopping=False)),
 ]
 for _, kw in RUNS[1:]:
     kw.update(do_sample=False, max_length=MAX_LENGTH, num_return_sequences=1)
