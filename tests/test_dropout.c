@@ -39,6 +39,26 @@ static void test_philox(void) {
     word &= ot_rand_u32(seed, c) == o[c & 3];
   }
   th_check(same, "inline philox (kernels) == ot_philox4x32_10");
+  bool lanes = true;
+  for (int t = 0; t < 50; t++) {
+    const uint64_t seed = th_next(&r), b0 = t < 25 ? (uint64_t)t : th_next(&r);
+    uint32_t w[4 * OT__PHX_N], o[4];
+    ot__philox_lanes(w, seed, b0);
+    for (int l = 0; l < OT__PHX_N; l++) {
+      ot__philox_blk(o, seed, b0 + (uint64_t)l);
+      for (int k = 0; k < 4; k++) lanes &= w[k * OT__PHX_N + l] == o[k];
+    }
+  }
+  th_check(lanes, "lane-wise philox (kernels) == one block at a time");
+  bool mask = true;
+  for (int t = 0; t < 300; t++) {
+    const uint64_t seed = th_next(&r), c0 = th_next(&r) >> (t % 60);
+    const int n = (int)(th_next(&r) % 200);
+    float m[200];
+    ot__drop_mask(m, n, seed, c0, ot_dropout_threshold(0.3f), 2.0f);
+    for (int e = 0; e < n; e++) mask &= m[e] == (ot_dropout_keep(seed, c0 + e, 0.3f) ? 2.0f : 0.0f);
+  }
+  th_check(mask, "kernels' mask rows == ot_dropout_keep (any start, any length)");
   th_check(word, "ot_rand_u32(seed, c) = word c & 3 of block c >> 2");
   // the keep rule
   th_check(ot_dropout_threshold(0.0f) == 0 && ot_dropout_threshold(0.5f) == 0x80000000u &&
