@@ -7,7 +7,12 @@
 // kernels skip their invisible triangles); several backward rounds (dQ
 // partials per round); bf16 storage; finite differences of
 // the flash backward; bitwise determinism across runs and thread counts;
-// O(T*D) workspace; argument validation messages.
+// O(T*D) workspace; argument validation messages. Attention dropout: flash ==
+// reference with the same mask (f32, bf16, every ISA, the cases above), the
+// mask of every (b, h, i, j) == ot_dropout_keep at its documented counter and
+// its keep rate within 5 sigma, dropout_p = 0 bit-identical to no dropout,
+// finite differences with the fixed mask, the same bits with 1/2/3 threads
+// (dq: rounding only), the kernels without dropout refuse it.
 #include "harness.h"
 #include "internal.h"  // ot_scratch_release
 
@@ -197,7 +202,7 @@ static double fd_loss(void *p) {
   return th_dot(c->b->o, c->w, c->b->nq);
 }
 
-static void test_fd(ot_isa isa) {
+static void test_fd(ot_isa isa, float p) {
   static const fcase fc[] = {
       {1, 2, 1, 3, 5, 4, true, {-1}},    // GQA, Tq < Tk causal
       {1, 1, 1, 4, 4, 3, false, {2}},    // padding
@@ -208,6 +213,7 @@ static void test_fd(ot_isa isa) {
   for (size_t ci = 0; ci < sizeof fc / sizeof fc[0]; ci++) {
     int32_t kvl[3];
     ot_attn_shape s = shape_of(&fc[ci], kvl);
+    s.dropout_p = p; s.dropout_seed = 77 + ci; s.dropout_offset = 5 * ci;  // p = 0: none
     bufs b = bufs_make(&s);
     float *w = th_falloc(b.nq), *fq = th_falloc(b.nq), *fk = th_falloc(b.nk), *fv = th_falloc(b.nk);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
@@ -218,9 +224,12 @@ static void test_fd(ot_isa isa) {
     for (size_t i = 0; i < b.nq; i++) fq[i] = (float)th_fd(b.q, i, 1e-2f, fd_loss, &c);
     for (size_t i = 0; i < b.nk; i++) fk[i] = (float)th_fd(b.k, i, 1e-2f, fd_loss, &c);
     for (size_t i = 0; i < b.nk; i++) fv[i] = (float)th_fd(b.v, i, 1e-2f, fd_loss, &c);
-    th_check_nerr(b.dq, fq, b.nq, 1e-3, "%s flash bwd vs finite differences, case %zu: dq", ot_isa_name(isa), ci);
-    th_check_nerr(b.dk, fk, b.nk, 1e-3, "%s flash bwd vs finite differences, case %zu: dk", ot_isa_name(isa), ci);
-    th_check_nerr(b.dv, fv, b.nk, 1e-3, "%s flash bwd vs finite differences, case %zu: dv", ot_isa_name(isa), ci);
+    th_check_nerr(b.dq, fq, b.nq, 1e-3, "%s flash bwd vs finite differences, case %zu, dropout %g: dq",
+                  ot_isa_name(isa), ci, (double)p);
+    th_check_nerr(b.dk, fk, b.nk, 1e-3, "%s flash bwd vs finite differences, case %zu, dropout %g: dk",
+                  ot_isa_name(isa), ci, (double)p);
+    th_check_nerr(b.dv, fv, b.nk, 1e-3, "%s flash bwd vs finite differences, case %zu, dropout %g: dv",
+                  ot_isa_name(isa), ci, (double)p);
     bufs_free(&b); free(w); free(fq); free(fk); free(fv);
   }
 }
@@ -322,6 +331,190 @@ static void test_errors(void) {
                  "scale=-1", "flash negative scale");
 }
 
+// ---- attention dropout ----
+// Flash with dropout == the reference with the same (seed, offset): a wrong
+// mask element would change o by a whole probability.
+static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
+  const bool bf = dt == OT_BF16;
+  const double tol = bf ? 1e-2 : 2e-6;
+  th_rng r = {4242};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    if (bf && (ci % 3) != 2) continue;  // bf16: a subset
+    int32_t kvl[3];
+    ot_attn_shape s = shape_of(&cases[ci], kvl);
+    s.dropout_p = ci % 2 ? 0.6f : 0.15f;
+    s.dropout_seed = th_next(&r);
+    s.dropout_offset = (th_next(&r) >> 20) + ci;  // not a multiple of 4 either
+    bufs b = bufs_make(&s), w = bufs_make(&s), n = bufs_make(&s);
+    th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
+    th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
+    if (bf) { th_round_bf16(b.q, b.nq); th_round_bf16(b.k, b.nk); th_round_bf16(b.v, b.nk);
+              th_round_bf16(b.dout, b.nq); }
+    poison_padding(b.k, &s); poison_padding(b.v, &s);
+    ot_ref_attn_fwd(w.o, w.lse, b.q, b.k, b.v, &s);
+    ot_ref_attn_bwd(w.dq, w.dk, w.dv, b.dout, b.q, b.k, b.v, &s);
+    ot_attn_shape s0 = s;
+    s0.dropout_p = 0.0f;
+    ot_ref_attn_fwd(n.o, n.lse, b.q, b.k, b.v, &s0);
+    dirty(&b);
+    ot_status st = run_flash(dt, &b, &s);
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "%s %s flash dropout %g case %zu (B%d Hq%d Hkv%d Tq%d Tk%d D%d%s%s)",
+             ot_isa_name(isa), ot_dtype_name(dt), (double)s.dropout_p, ci, s.B, s.Hq, s.Hkv,
+             s.Tq, s.Tk, s.D, s.causal ? " causal" : "", s.kv_len ? " kv_len" : "");
+    th_check(st == OT_OK, "%s: status %s (%s)", ctx, ot_status_name(st), ot_last_error());
+    th_check(all_finite(b.o, b.nq) && all_finite(b.dq, b.nq) && all_finite(b.dk, b.nk) &&
+             all_finite(b.dv, b.nk), "%s: outputs written and finite", ctx);
+    th_check_nerr(b.o, w.o, b.nq, tol, "%s: o", ctx);
+    check_lse(b.lse, w.lse, b.nl, bf ? 1e-2 : 1e-6, ctx);
+    check_lse(b.lse, n.lse, b.nl, bf ? 1e-2 : 1e-6, ctx);  // lse: the undropped normalizer
+    check_grad(b.dq, w.dq, b.nq, tol, ctx, "dq");
+    check_grad(b.dk, w.dk, b.nk, tol, ctx, "dk");
+    check_grad(b.dv, w.dv, b.nk, tol, ctx, "dv");
+    if (s.Tk > 8) th_check(th_nerr(w.o, n.o, b.nq) > 0.05, "%s: dropout changes o", ctx);
+    bufs_free(&b); bufs_free(&w); bufs_free(&n);
+  }
+}
+
+// V = identity (Tk = D): o[b, h, i, j] = Z P[i, j] / (1 - p), so the nonzeros
+// of o are the mask. It must be ot_dropout_keep at the counter offset +
+// ((b*Hq + h)*Tq + i)*Tk + j on every visible (i, j), and keep ~(1 - p) of them.
+static void test_drop_mask(ot_isa isa) {
+  static const float ps[] = {0.1f, 0.5f, 0.9f};
+  const int B = 2, Hq = 2, Tq = 70, Tk = 67;
+  int32_t kvl[2] = {67, 50};
+  for (int causal = 0; causal < 2; causal++)
+    for (int pi = 0; pi < 3; pi++) {
+      ot_attn_shape s = {B, Hq, 1, Tq, Tk, Tk, causal, kvl, 0.0f, ps[pi], 31337 + pi, 4099};
+      bufs b = bufs_make(&s);
+      th_rng r = {6};
+      th_fill_normal(&r, b.q, b.nq, 0.1f); th_fill_normal(&r, b.k, b.nk, 0.1f);
+      for (int bb = 0; bb < B; bb++)
+        for (int j = 0; j < Tk; j++)
+          for (int d = 0; d < Tk; d++) b.v[((size_t)bb * Tk + j) * Tk + d] = j == d ? 1.0f : 0.0f;
+      ot_status st = ot_attn_flash_fwd(OT_F32, b.o, b.lse, b.q, b.k, b.v, &s);
+      size_t vis = 0, kept = 0, bad = 0;
+      for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < Hq; h++)
+          for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < Tk; j++) {
+              const size_t row = ((size_t)bb * Hq + h) * Tq + i;
+              const bool see = j < kvl[bb] && (!causal || j <= i + Tk - Tq);
+              const bool keep = ot_dropout_keep(s.dropout_seed,
+                                                s.dropout_offset + row * Tk + (size_t)j, s.dropout_p);
+              const bool nz = b.o[row * Tk + (size_t)j] != 0.0f;
+              bad += nz != (see && keep);
+              vis += see;
+              kept += see && nz;
+            }
+      const double q = 1.0 - (double)ot_dropout_threshold(s.dropout_p) / 4294967296.0;
+      const double sig = sqrt((double)vis * q * (1 - q)), dev = fabs((double)kept - vis * q);
+      th_check(st == OT_OK && bad == 0, "%s attention dropout %g%s: mask == ot_dropout_keep at "
+               "its counter (%zu of %zu differ)", ot_isa_name(isa), (double)s.dropout_p,
+               causal ? " causal" : "", bad, vis);
+      th_check(dev <= 5 * sig, "%s attention dropout %g: kept %zu of %zu visible, expected %.0f "
+               "+- %.0f (5 sigma)", ot_isa_name(isa), (double)s.dropout_p, kept, vis, vis * q,
+               5 * sig);
+      bufs_free(&b);
+    }
+}
+
+// dropout_p = 0 with any seed / offset: bit-identical to a shape without dropout.
+static void test_drop_p0(ot_isa isa) {
+  static const int pick[] = {4, 7, 11, 13};
+  th_rng r = {12};
+  for (int pi = 0; pi < 4; pi++) {
+    int32_t kvl[3];
+    ot_attn_shape s = shape_of(&cases[pick[pi]], kvl), s0 = s;
+    s0.dropout_seed = 99; s0.dropout_offset = 12345;
+    for (int bf = 0; bf < 2; bf++) {
+      const ot_dtype dt = bf ? OT_BF16 : OT_F32;
+      bufs a = bufs_make(&s), b = bufs_make(&s);
+      th_fill_normal(&r, a.q, a.nq, 1.0f); th_fill_normal(&r, a.k, a.nk, 1.0f);
+      th_fill_normal(&r, a.v, a.nk, 1.0f); th_fill_normal(&r, a.dout, a.nq, 1.0f);
+      memcpy(b.q, a.q, a.nq * 4); memcpy(b.k, a.k, a.nk * 4);
+      memcpy(b.v, a.v, a.nk * 4); memcpy(b.dout, a.dout, a.nq * 4);
+      run_flash(dt, &a, &s);
+      run_flash(dt, &b, &s0);
+      th_check(!memcmp(a.o, b.o, a.nq * 4) && !memcmp(a.lse, b.lse, a.nl * 4) &&
+               !memcmp(a.dq, b.dq, a.nq * 4) && !memcmp(a.dk, b.dk, a.nk * 4) &&
+               !memcmp(a.dv, b.dv, a.nk * 4), "%s %s flash case %d: dropout_p = 0 is bit-identical "
+               "to no dropout", ot_isa_name(isa), ot_dtype_name(dt), pick[pi]);
+      bufs_free(&a); bufs_free(&b);
+    }
+  }
+}
+
+// With dropout, as without: o, lse, dk, dv bitwise equal for 1, 2, 3 threads,
+// dq equal up to its documented rounding; repeated runs identical.
+static void test_drop_determinism(ot_isa isa) {
+  const fcase c = {2, 4, 2, 150, 170, 64, true, {-1}};
+  int32_t kvl[3];
+  ot_attn_shape s = shape_of(&c, kvl);
+  s.dropout_p = 0.3f; s.dropout_seed = 2718; s.dropout_offset = 3;
+  bufs b = bufs_make(&s), b2 = bufs_make(&s), b3 = bufs_make(&s);
+  th_rng r = {98};
+  th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
+  th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
+  bufs *o2[2] = {&b2, &b3};
+  for (int i = 0; i < 2; i++) {
+    memcpy(o2[i]->q, b.q, b.nq * 4); memcpy(o2[i]->k, b.k, b.nk * 4);
+    memcpy(o2[i]->v, b.v, b.nk * 4); memcpy(o2[i]->dout, b.dout, b.nq * 4);
+  }
+  const int nt0 = ot_threads_get();
+  for (int nt = 1; nt <= 3; nt++) {
+    ot_threads_set(nt);
+    run_flash(OT_F32, &b2, &s);
+    run_flash(OT_F32, &b3, &s);
+    th_check(!memcmp(b2.o, b3.o, b.nq * 4) && !memcmp(b2.dq, b3.dq, b.nq * 4) &&
+             !memcmp(b2.dk, b3.dk, b.nk * 4) && !memcmp(b2.dv, b3.dv, b.nk * 4),
+             "%s flash dropout: two runs with %d threads give identical bits", ot_isa_name(isa), nt);
+    if (nt == 1) {
+      memcpy(b.o, b2.o, b.nq * 4); memcpy(b.lse, b2.lse, b.nl * 4); memcpy(b.dq, b2.dq, b.nq * 4);
+      memcpy(b.dk, b2.dk, b.nk * 4); memcpy(b.dv, b2.dv, b.nk * 4);
+      continue;
+    }
+    th_check(!memcmp(b.o, b2.o, b.nq * 4) && !memcmp(b.lse, b2.lse, b.nl * 4) &&
+             !memcmp(b.dk, b2.dk, b.nk * 4) && !memcmp(b.dv, b2.dv, b.nk * 4),
+             "%s flash dropout: o, lse, dk, dv bitwise equal with 1 and %d threads",
+             ot_isa_name(isa), nt);
+    th_check_nerr(b2.dq, b.dq, b.nq, 1e-6, "%s flash dropout: dq with %d threads vs 1",
+                  ot_isa_name(isa), nt);
+  }
+  ot_threads_set(nt0);
+  bufs_free(&b); bufs_free(&b2); bufs_free(&b3);
+}
+
+static void test_drop_errors(void) {
+  float buf[4096] = {0}, lse[64] = {0}, att[512] = {0};
+  const float *x = buf;
+  ot_attn_shape ok = {2, 4, 2, 3, 4, 8, true, NULL, 0.0f, 0.1f, 1, 0}, s;
+  th_check(ot_attn_flash_fwd(OT_F32, buf, lse, x, x, x, &ok) == OT_OK &&
+           ot_attn_flash_bwd(OT_F32, buf, buf, buf, x, x, lse, x, x, x, &ok) == OT_OK,
+           "flash accepts dropout_p = 0.1");
+  s = ok; s.dropout_p = 1.0f;
+  th_check_error(ot_attn_flash_fwd(OT_F32, buf, lse, x, x, x, &s), OT_EINVAL,
+                 "ot_attn_flash_fwd: dropout_p=1 must be in [0, 1)", "flash dropout_p = 1");
+  s = ok; s.dropout_p = NAN;
+  th_check_error(ot_attn_flash_bwd(OT_F32, buf, buf, buf, x, x, lse, x, x, x, &s), OT_EINVAL,
+                 "dropout_p=nan", "flash dropout_p = NaN");
+  s = ok; s.dropout_p = -0.5f;
+  th_check_error(ot_attn_flash_fwd(OT_F32, buf, lse, x, x, x, &s), OT_EINVAL, "dropout_p=-0.5",
+                 "flash dropout_p < 0");
+  th_check_error(ot_attn_mat_fwd(OT_F32, buf, att, x, x, x, &ok), OT_EINVAL,
+                 "ot_attn_mat_fwd: dropout_p=0.1 is not supported", "mat refuses dropout");
+  th_check_error(ot_attn_mat_bwd(OT_F32, buf, buf, buf, att, x, att, x, x, x, &ok), OT_EINVAL,
+                 "ot_attn_mat_bwd: dropout_p=0.1 is not supported", "mat bwd refuses dropout");
+  th_check_error(ot_attn_decode(OT_F32, buf, lse, x, x, x, &ok), OT_EINVAL,
+                 "ot_attn_decode: dropout_p=0.1 is not supported", "decode refuses dropout");
+  s = ok; s.Tq = 4;
+  const ot_attn_sparse_layout l = {2, 1, 0};
+  th_check_error(ot_attn_sparse_fwd(OT_F32, buf, lse, x, x, x, &s, &l), OT_EINVAL,
+                 "ot_attn_sparse_fwd: dropout_p=0.1 is not supported", "sparse refuses dropout");
+  th_check_error(ot_attn_sparse_bwd(OT_F32, buf, buf, buf, x, x, lse, x, x, x, &s, &l), OT_EINVAL,
+                 "ot_attn_sparse_bwd: dropout_p=0.1 is not supported", "sparse bwd refuses dropout");
+}
+
 int main(void) {
   ot_isa isas[OT_ISA_COUNT];
   int ni = th_isas(isas);
@@ -329,12 +522,19 @@ int main(void) {
     ot_isa_force(isas[k]);
     test_vs_ref(isas[k], OT_F32);
     test_vs_ref(isas[k], OT_BF16);
-    test_fd(isas[k]);
+    test_fd(isas[k], 0.0f);
     test_determinism(isas[k]);
+    test_drop_vs_ref(isas[k], OT_F32);
+    test_drop_vs_ref(isas[k], OT_BF16);
+    test_drop_mask(isas[k]);
+    test_drop_p0(isas[k]);
+    test_fd(isas[k], 0.3f);
+    test_drop_determinism(isas[k]);
   }
   ot_isa_unforce();
   test_vs_mat();
   test_memory();
   test_errors();
+  test_drop_errors();
   return th_finish();
 }

@@ -34,11 +34,29 @@ extern "C" {
 // j <= i + (Tk - Tq). kv_len: [B] valid key count per sequence (keys j >=
 // kv_len[b] are masked) or NULL. A query row that sees no key gets o = 0 and
 // lse = -inf. scale 0 means 1/sqrt(D).
+//
+// Attention dropout (training only; the fields come last, so a positional
+// initializer that stops at `scale` means "no dropout"): with dropout_p > 0,
+//   o = (Z o P / (1 - p)) V,   P = softmax (the undropped probabilities),
+// lse unchanged (the logsumexp of the undropped scores), Z[b, h, i, j] = 1 iff
+// the counter dropout_offset + ((b * Hq + h) * Tq + i) * Tk + j of stream
+// dropout_seed is kept by the rule of ot/core.h (ot_dropout_keep), and the
+// factor is ot_dropout_scale(p). The mask is never stored: the backward
+// regenerates it per tile from (seed, offset), so pass the forward's shape to
+// the backward unchanged. A call uses the counters [offset, offset + B*Hq*Tq*Tk):
+// advance the offset by that much between calls that must differ (layers,
+// steps). dropout_p in [0, 1) (else OT_EINVAL); 0 (inference) takes exactly
+// the no-dropout code path. Supported by ot_attn_flash_* and the references
+// ot_ref_attn_*; ot_attn_mat_*, ot_attn_sparse_* and ot_attn_decode reject
+// dropout_p != 0 (OT_EINVAL).
 typedef struct {
   int B, Hq, Hkv, Tq, Tk, D;
   bool causal;
   const int32_t *kv_len;
   float scale;
+  float dropout_p;          // probability of dropping a probability (0: off)
+  uint64_t dropout_seed;    // stream of the mask
+  uint64_t dropout_offset;  // first counter of this call's mask
 } ot_attn_shape;
 ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn);
 

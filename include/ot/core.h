@@ -148,6 +148,32 @@ ot_status ot_prof_write_trace(const char *path);
 // Per-name table: calls, total ms, share of profiled time, GFLOP/s, GB/s.
 void ot_prof_summary(FILE *f);
 
+// ------------------------------------------------------ counter-based RNG ---
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
+// SC 2011): a keyed bijection of a 128-bit counter. ctr[4], key[2] -> out[4];
+// out may alias ctr. Stateless: any element of a stream is computed directly.
+void ot_philox4x32_10(uint32_t out[4], const uint32_t ctr[4], const uint32_t key[2]);
+// Element c of stream `seed`: word (c & 3) of Philox4x32-10 with key
+// {seed & 0xffffffff, seed >> 32} and counter {(c >> 2) & 0xffffffff, c >> 34, 0, 0}.
+// (Four consecutive elements share one Philox block.)
+uint32_t ot_rand_u32(uint64_t seed, uint64_t c);
+
+// The ONE dropout keep rule (elementwise ops, attention, references, tests):
+// element with counter c of stream `seed` is KEPT iff
+//     ot_rand_u32(seed, c) >= ot_dropout_threshold(p),
+// threshold = floor(p * 2^32) (exact: p is a float in [0, 1)), so P(keep) =
+// 1 - threshold / 2^32 ~= 1 - p; a kept value is multiplied by
+// ot_dropout_scale(p) = (float)(1 / (1 - p)) in f32, a dropped one becomes 0.
+// p == 0 keeps everything (threshold 0) and every op then takes its exact
+// no-dropout code path (bit-identical results). Callers give each dropout
+// site a disjoint counter range [offset, offset + n) of one seed (e.g. a
+// running offset advanced by n per call); nothing is stored between the
+// forward and the backward: the backward regenerates the same mask from
+// (seed, offset). Results do not depend on the thread count.
+uint32_t ot_dropout_threshold(float p);
+float ot_dropout_scale(float p);
+bool ot_dropout_keep(uint64_t seed, uint64_t c, float p);
+
 // Monotonic wall clock in seconds.
 double ot_now(void);
 

@@ -114,6 +114,25 @@ ot_status ot_swiglu_fwd(ot_dtype dt, void *y, const void *x, int N, int F);
 // dy: [N, F] -> dx: [N, 2F] (overwritten).
 ot_status ot_swiglu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, int N, int F);
 
+// --------------------------------------------------------------- dropout ----
+// Inverted dropout on n elements (residual branches, activations), training
+// only: at inference pass p = 0 (or skip the call). The keep rule is the one
+// of ot/core.h: element e uses counter offset + e of stream `seed`, kept iff
+// ot_rand_u32(seed, offset + e) >= ot_dropout_threshold(p), and then
+//   y[e] = x[e] * ot_dropout_scale(p)   (f32 product, rounded to dt), else 0.
+// Nothing is stored: the backward regenerates the mask from (seed, offset).
+// dt: OT_F32 or OT_BF16. p must be in [0, 1) (p >= 1 or NaN: OT_EINVAL).
+// p == 0: y is an exact copy of x (no-op when y == x). y may alias x.
+// Deterministic for (seed, offset) and independent of the thread count.
+// Usage (the model): one seed per run and a running counter `off`; each call
+// on a tensor of n elements uses [off, off + n) and advances off by n; the
+// backward calls ot_dropout_bwd with the same (p, seed, offset).
+ot_status ot_dropout_fwd(ot_dtype dt, void *y, const void *x, size_t n, float p, uint64_t seed,
+                         uint64_t offset);
+// dx[e] = kept(offset + e) ? dy[e] * ot_dropout_scale(p) : 0; dx may alias dy.
+ot_status ot_dropout_bwd(ot_dtype dt, void *dx, const void *dy, size_t n, float p, uint64_t seed,
+                         uint64_t offset);
+
 // ------------------------------------------------------------------ RoPE ----
 typedef enum {
   OT_ROPE_NEOX = 0,  // rotate pairs (i, i + rot/2): GPT-NeoX, Llama (HF)
@@ -192,6 +211,11 @@ void ot_ref_rmsnorm_bwd(float *dx, float *dg, const float *dy, const float *dres
                         const float *res, const float *rstd, const float *g, int N, int C);
 void ot_ref_gelu_fwd(float *y, const float *x, size_t n);
 void ot_ref_gelu_bwd(float *dx, const float *x, const float *dy, size_t n);
+// Scalar dropout reference (same contract as ot_dropout_fwd / _bwd, f32, any p).
+void ot_ref_dropout_fwd(float *y, const float *x, size_t n, float p, uint64_t seed,
+                        uint64_t offset);
+void ot_ref_dropout_bwd(float *dx, const float *dy, size_t n, float p, uint64_t seed,
+                        uint64_t offset);
 void ot_ref_swiglu_fwd(float *y, const float *x, int N, int F);
 void ot_ref_swiglu_bwd(float *dx, const float *x, const float *dy, int N, int F);
 void ot_ref_rope_fwd(float *x, int B, int H, int T, int D, int rot_dims, float base, int pos0,

@@ -9,6 +9,7 @@ ot_status ot_attn_decode(ot_dtype dt, void *o, float *lse, const void *q, const 
   static const char fn[] = "ot_attn_decode";
   OT_CHECK_FLOAT_DT(dt, fn);
   OT_TRY(ot_attn_shape_check(s, fn));
+  OT_TRY(ot__attn_no_dropout(s, fn));
   OT_CHECK_PTR(o, fn); OT_CHECK_PTR(q, fn); OT_CHECK_PTR(kc, fn); OT_CHECK_PTR(vc, fn);
   ot__attn_args A;
   ot__attn_args_init(&A, dt, s);

@@ -14,6 +14,21 @@ void ot__attn_args_init(ot__attn_args *A, ot_dtype dt, const ot_attn_shape *s) {
   // same rounding as the reference: the f32 value of 1/sqrt(D)
   A->scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->D));
   A->bf16 = dt == OT_BF16;
+  if (s->dropout_p > 0.0f) {
+    A->drop = 1;
+    A->drop_thr = ot_dropout_threshold(s->dropout_p);
+    A->drop_scale = ot_dropout_scale(s->dropout_p);
+    A->drop_seed = s->dropout_seed;
+    A->drop_off = s->dropout_offset;
+  }
+}
+
+ot_status ot__attn_no_dropout(const ot_attn_shape *s, const char *fn) {
+  if (s->dropout_p != 0.0f)
+    return ot_error(OT_EINVAL, "%s: dropout_p=%g is not supported here (only ot_attn_flash_fwd "
+                    "/ ot_attn_flash_bwd apply attention dropout): set dropout_p = 0 or use "
+                    "the flash kernels", fn, (double)s->dropout_p);
+  return OT_OK;
 }
 
 static int threads(void) {

@@ -21,6 +21,8 @@ ot_status ot__attn_bwd_run(const char *fn, ot_dtype dt, ot__attn_args *A, void *
                            const void *q, const void *k, const void *v, const ot_attn_shape *s);
 // Fills A's shape fields from s (already checked).
 void ot__attn_args_init(ot__attn_args *A, ot_dtype dt, const ot_attn_shape *s);
+// OT_EINVAL (naming fn) when s asks for dropout: for the kernels without it.
+ot_status ot__attn_no_dropout(const ot_attn_shape *s, const char *fn);
 // Visible (query, key) pairs of one head summed over the batch (A's layout).
 double ot__attn_pairs(const ot__attn_args *A);
 

@@ -30,6 +30,9 @@ ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn) {
   if (!isfinite(s->scale) || s->scale < 0)
     return ot_error(OT_EINVAL, "%s: scale=%g must be finite and >= 0 (0 means 1/sqrt(D))", fn,
                     s->scale);
+  if (!(s->dropout_p >= 0.0f && s->dropout_p < 1.0f))
+    return ot_error(OT_EINVAL, "%s: dropout_p=%g must be in [0, 1) (0: no attention dropout, "
+                    "e.g. at inference)", fn, (double)s->dropout_p);
   if (s->kv_len)
     for (int b = 0; b < s->B; b++)
       if (s->kv_len[b] < 0 || s->kv_len[b] > s->Tk)
@@ -67,6 +70,10 @@ ot_status ot_attn_mat_fwd(ot_dtype dt, void *o, float *att, const void *q, const
   static const char fn[] = "ot_attn_mat_fwd";
   OT_CHECK_FLOAT_DT(dt, fn);
   OT_TRY(ot_attn_shape_check(s, fn));
+  if (s->dropout_p != 0.0f)
+    return ot_error(OT_EINVAL, "%s: dropout_p=%g is not supported by materialized attention: "
+                    "use ot_attn_flash_fwd / ot_attn_flash_bwd for attention dropout", fn,
+                    (double)s->dropout_p);
   OT_CHECK_PTR(o, fn); OT_CHECK_PTR(att, fn);
   OT_CHECK_PTR(q, fn); OT_CHECK_PTR(k, fn); OT_CHECK_PTR(v, fn);
   const int G = s->Hq / s->Hkv, M = G * s->Tq, Tk = s->Tk, D = s->D;
@@ -120,6 +127,10 @@ ot_status ot_attn_mat_bwd(ot_dtype dt, void *dq, void *dk, void *dv, float *datt
   static const char fn[] = "ot_attn_mat_bwd";
   OT_CHECK_FLOAT_DT(dt, fn);
   OT_TRY(ot_attn_shape_check(s, fn));
+  if (s->dropout_p != 0.0f)
+    return ot_error(OT_EINVAL, "%s: dropout_p=%g is not supported by materialized attention: "
+                    "use ot_attn_flash_fwd / ot_attn_flash_bwd for attention dropout", fn,
+                    (double)s->dropout_p);
   OT_CHECK_PTR(dq, fn); OT_CHECK_PTR(dk, fn); OT_CHECK_PTR(dv, fn); OT_CHECK_PTR(datt, fn);
   OT_CHECK_PTR(dout, fn); OT_CHECK_PTR(att, fn);
   OT_CHECK_PTR(q, fn); OT_CHECK_PTR(k, fn); OT_CHECK_PTR(v, fn);

@@ -1,5 +1,6 @@
 // Scalar reference attention (tests only): plain loops, one query row at a
-// time, accumulation in double. Shapes and masking as in ops.h.
+// time, accumulation in double. Shapes, masking and dropout as in attn.h (the
+// dropout mask straight from ot_dropout_keep, one call per element).
 #include "internal.h"
 #include "ot/attn.h"
 #include "ot/ops.h"
@@ -16,6 +17,14 @@ static int ref_lim(const ot_attn_shape *s, int b, int i) {
 
 static double ref_scale(const ot_attn_shape *s) {
   return s->scale != 0.0f ? (double)s->scale : (double)(float)(1.0 / sqrt((double)s->D));
+}
+
+// Dropout factor of (row, key j): Z * scale (1 without dropout); row = (b*Hq + h)*Tq + i.
+static double ref_drop(const ot_attn_shape *s, size_t row, int j) {
+  if (s->dropout_p == 0.0f) return 1.0;
+  const uint64_t c = s->dropout_offset + (uint64_t)row * (uint64_t)s->Tk + (uint64_t)j;
+  return ot_dropout_keep(s->dropout_seed, c, s->dropout_p) ? (double)ot_dropout_scale(s->dropout_p)
+                                                           : 0.0;
 }
 
 static void fill_nan(float *x, size_t n) { if (x) for (size_t i = 0; i < n; i++) x[i] = NAN; }
@@ -57,6 +66,7 @@ void ot_ref_attn_fwd(float *o, float *lse, const float *q, const float *k, const
         size_t row = ((size_t)b * Hq + h) * Tq + i;
         double l;
         int lim = ref_row_probs(p, &l, q + row * D, kb, s, b, i, scale);
+        for (int j = 0; j < lim; j++) p[j] *= ref_drop(s, row, j);  // o = (Z o P / (1-p)) V
         for (int c = 0; c < D; c++) {
           double acc = 0;
           for (int j = 0; j < lim; j++) acc += p[j] * vb[(size_t)j * D + c];
@@ -93,12 +103,13 @@ void ot_ref_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
           const float *qi = q + row * D, *doi = dout + row * D;
           double l;
           int lim = ref_row_probs(p, &l, qi, kb, s, b, i, scale);
+          // dropout: o = sum_j z_j P_j v_j, so dP_j = z_j (dO . v_j), dV_j += z_j P_j dO
           double dsum = 0;  // sum_j P_j dP_j
           for (int j = 0; j < lim; j++) {
             double dpj = 0;
             for (int c = 0; c < D; c++) dpj += (double)doi[c] * vb[(size_t)j * D + c];
-            ds[j] = dpj;
-            dsum += p[j] * dpj;
+            ds[j] = dpj * ref_drop(s, row, j);
+            dsum += p[j] * ds[j];
           }
           for (int j = 0; j < lim; j++) ds[j] = p[j] * (ds[j] - dsum);
           for (int c = 0; c < D; c++) {
@@ -109,7 +120,7 @@ void ot_ref_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
           for (int j = 0; j < lim; j++)
             for (int c = 0; c < D; c++) {
               dka[(size_t)j * D + c] += scale * ds[j] * qi[c];
-              dva[(size_t)j * D + c] += p[j] * doi[c];
+              dva[(size_t)j * D + c] += p[j] * ref_drop(s, row, j) * doi[c];
             }
         }
       float *dkb = dk + ((size_t)b * Hkv + kh) * kvn, *dvb = dv + ((size_t)b * Hkv + kh) * kvn;

@@ -38,6 +38,7 @@ ot_status ot_attn_sparse_fwd(ot_dtype dt, void *o, float *lse, const void *q, co
   static const char fn[] = "ot_attn_sparse_fwd";
   ot__attn_args A;
   OT_TRY(sparse_args(fn, &A, dt, s, l));
+  OT_TRY(ot__attn_no_dropout(s, fn));
   return ot__attn_fwd_run(fn, dt, &A, o, lse, q, k, v, s);
 }
 
@@ -49,6 +50,7 @@ ot_status ot_attn_sparse_bwd(ot_dtype dt, void *dq, void *dk, void *dv, const vo
   static const char fn[] = "ot_attn_sparse_bwd";
   ot__attn_args A;
   OT_TRY(sparse_args(fn, &A, dt, s, l));
+  OT_TRY(ot__attn_no_dropout(s, fn));
   return ot__attn_bwd_run(fn, dt, &A, dq, dk, dv, dout, o, lse, q, k, v, s);
 }
 

@@ -53,6 +53,11 @@ typedef struct {
   int *items;              // backward: 3 * chunk * nkt ints (work list)
   int nch;                 // decode: chunks per (b, kv head)
   float *part;             // decode: [B, Hkv, nch, G*Tq, D + 2] partial (m, l, acc)
+  int drop;                // attention dropout on (flash forward / backward only)
+  uint32_t drop_thr;       // keep iff rand >= drop_thr (ot_dropout_threshold)
+  float drop_scale;        // kept probabilities times this (ot_dropout_scale)
+  uint64_t drop_seed;      // stream
+  uint64_t drop_off;       // counter of (b, h, i, j) = drop_off + ((b*Hq + h)*Tq + i)*Tk + j
 } ot__attn_args;
 
 static inline int ot__attn_L(const ot__attn_args *A, int b) {

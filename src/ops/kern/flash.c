@@ -16,9 +16,12 @@
 // diagonal or outside the sparse layout are never touched; only tiles that
 // cross the diagonal apply an element mask.
 #include "flash_mk.h"
+#include "dropout_k.h"
 
 typedef struct {
   float *qt, *st, *oacc, *m, *l, *al, *lim, *cm, *kb, *vb;
+  float *dm;      // dropout: one mask row (keys of one query)
+  uint64_t dc0;   // dropout: counter of (query row 0 of the tile, key 0)
 } fwd_ws;
 
 static fwd_ws fwd_ws_of(const ot__attn_args *A, int Dp) {
@@ -34,6 +37,8 @@ static fwd_ws fwd_ws_of(const ot__attn_args *A, int Dp) {
   w.cm = take(&p, OT_ATTN_BQ);
   w.kb = take(&p, (size_t)OT_ATTN_BK * Dp);
   w.vb = take(&p, (size_t)OT_ATTN_BK * Dp);
+  w.dm = take(&p, OT_ATTN_BK);
+  w.dc0 = 0;
   return w;
 }
 
@@ -44,6 +49,18 @@ static void fwd_tile_begin(const ot__attn_args *A, fwd_ws *w, size_t qoff, int n
   tr_rows(w->qt, OT_ATTN_BQ, ncols, A->q, qoff, nq, A->D, A->bf16, A->scale * OT_LOG2E);
   for (int i = 0; i < ncols; i++) { w->m[i] = -INFINITY; w->l[i] = 0.0f; }
   memset(w->oacc, 0, sizeof(float) * (size_t)nq * Dp);
+}
+
+// Attention dropout on the tile's probabilities P^T (st [nk keys, ld], query
+// column i): P[i, j] *= Z[i, j] * scale, before they meet V; l keeps the
+// undropped sum. Query i of the tile has counters dc0 + i * Tk + j.
+static void fwd_dropout(const ot__attn_args *A, fwd_ws *w, float *st, int ld, int j0, int nk,
+                        int nq) {
+  for (int i = 0; i < nq; i++) {
+    ot__drop_mask(w->dm, nk, A->drop_seed, w->dc0 + (uint64_t)i * (uint64_t)A->Tk + (uint64_t)j0,
+                  A->drop_thr, A->drop_scale);
+    for (int j = 0; j < nk; j++) st[(size_t)j * ld + i] *= w->dm[j];
+  }
 }
 
 // Keys [j0, j0 + nk) of kv slice `kvoff` against the current query tile.
@@ -109,6 +126,7 @@ static void fwd_block(const ot__attn_args *A, fwd_ws *w, size_t kvoff, int j0, i
       vstore(l, vfmadd(vload(l), vload(w->al + c0 + v * VL), sm[v]));
     }
   }
+  if (A->drop) fwd_dropout(A, w, st, ld, j0, nk, nq);
   // O = O * alpha + P V  (P[i, j] = st[j * ld + i])
   const mk_ep e = {.rs = w->al};
   mm_tri(nq, Dp, MK_RESCALE, w->oacc, Dp, st, 1, ld, V, Dp, nk, &e,
@@ -122,6 +140,7 @@ static void fwd_qtile(const ot__attn_args *A, fwd_ws *w, int b, int h, int i0, i
   const size_t kvoff = ((size_t)b * A->Hkv + h / A->G) * A->Tk * D;
   fwd_tile_begin(A, w, row0 * D, nq, ncols, Dp);
   for (int i = 0; i < ncols; i++) w->lim[i] = (float)(i0 + i + A->off);
+  w->dc0 = A->drop_off + (uint64_t)row0 * (uint64_t)A->Tk;
   long jend = ot__attn_L(A, b);
   if (A->causal) jend = ot__lmin(jend, (long)i1 + A->off);  // last row's limit + 1
   ot__iv iv[2];

@@ -16,6 +16,7 @@
 // A->chunk groups so that the partials stay O(T * D) per thread (at most
 // about the size of dq over all threads).
 #include "flash_mk.h"
+#include "dropout_k.h"
 
 // delta[r] = sum_d dout[r, d] * o[r, d] over all B*Hq*Tq rows; called by
 // every thread of a parallel region (a work-shared loop, ends in a barrier).
@@ -66,6 +67,7 @@ static void dkv_item(const ot__attn_args *A, int b, int kh, int j0, int j1, int 
   float *dka = take(&p, (size_t)OT_ATTN_BK * Dp), *dva = take(&p, (size_t)OT_ATTN_BK * Dp);
   float *qb = take(&p, (size_t)OT_ATTN_BQ * Dp), *db = take(&p, (size_t)OT_ATTN_BQ * Dp);
   float *kb = take(&p, (size_t)OT_ATTN_BK * Dp), *jv = take(&p, ld), *ls2 = take(&p, OT_ATTN_BQ);
+  float *dm = take(&p, ld);  // dropout: mask row (Z * scale) of one query row
   tr_rows(kt, ld, ncols, A->k, kvoff + (size_t)j0 * D, nk, D, A->bf16, A->scale * OT_LOG2E);
   tr_rows(vt, ld, ncols, A->v, kvoff + (size_t)j0 * D, nk, D, A->bf16, 1.0f);
   const float *K = rows_f32(kb, A->k, kvoff + (size_t)j0 * D, nk, D, Dp, A->bf16);
@@ -91,7 +93,24 @@ static void dkv_item(const ot__attn_args *A, int b, int kh, int j0, int j1, int 
         const int tkq = masked ? MK_TRI_K_QUERIES : MK_TRI_NONE, tkk = masked ? MK_TRI_K_KEYS : MK_TRI_NONE;
         for (int i = 0; i < nq; i++) ls2[i] = A->lse_in[row0 + i] * OT_LOG2E;
         mm_tri(nq, ncols, MK_SET, s, ld, Q, Dp, 1, kt, ld, D, NULL, tsc, d);  // S = scale log2(e) Q K^T
-        if (!masked) {  // dP = dO V^T, and in its epilogue P = 2^(S - lse), dS
+        if (A->drop) {  // Pd = Z P scale: dV += Pd^T dO, dS = P (Z scale dPd - delta)
+          mm_tri(nq, ncols, MK_SET, dp, ld, dO, Dp, 1, vt, ld, D, NULL, tsc, d);  // dPd = dO V^T
+          for (int c = nk; c < ncols; c++) dm[c] = 0.0f;
+          for (int i = 0; i < nq; i++) {
+            ot__drop_mask(dm, nk, A->drop_seed,
+                          A->drop_off + (uint64_t)(row0 + i) * (uint64_t)A->Tk + (uint64_t)j0,
+                          A->drop_thr, A->drop_scale);
+            const vf ls = vset1(ls2[i]), de = vset1(A->delta[row0 + i]);
+            const vf lim = vset1(masked ? (float)(i0 + i + A->off) : INFINITY);
+            float *sr = s + (size_t)i * ld, *dr = dp + (size_t)i * ld;
+            for (int c = 0; c < ncols; c += VL) {
+              const vf jc = vload(jv + c), z = vload(dm + c);
+              const vf pv = vselect_gt(jc, lim, zero, exp2_neg(vsub(vload(sr + c), ls)));
+              vstore(sr + c, vmul(pv, z));
+              vstore(dr + c, vselect_gt(jc, lim, zero, vmul(pv, vsub(vmul(z, vload(dr + c)), de))));
+            }
+          }
+        } else if (!masked) {  // dP = dO V^T, and in its epilogue P = 2^(S - lse), dS
           const mk_ep e = {.x = s, .ls = ls2, .de = A->delta + row0};
           mm(nq, ncols, MK_SET_DS, dp, ld, dO, Dp, 1, vt, ld, D, &e);
         } else {  // dP = dO V^T; then P and dS, 0 past each row's limit (whatever S, dP hold there)
