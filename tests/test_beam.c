@@ -3,7 +3,9 @@
 //    logits are E[s] + W[last] + U[prev] + P[t] over fixed float32 tables
 //    (tools/gen_beam_golden.py -> tests/golden/beam/beam_hf.txt): beams 1/2/4/5,
 //    length penalty 0.6/1/2/-0.5, early stopping false/true/never, per-sentence
-//    limits from max_len_a/b, one max_length for a batch, min_length. Sequences
+//    limits from max_len_a/b, one max_length for a batch, min_length; and
+//    (beam_proc.txt) the logits processors repetition_penalty, no_repeat_ngram_size,
+//    bad_words_ids (single and multi-token), forced_eos_token_id. Sequences
 //    must be equal, scores within 1e-5;
 //  - brute force: with early_stopping NEVER and num_beams at least the number of
 //    candidates of any step (nothing is pruned), the result is the exhaustive
@@ -91,15 +93,15 @@ static float *read_floats(FILE *f, const char *tag, size_t n) {
   return x;
 }
 
-static void test_golden(void) {
-  const char *path = "tests/golden/beam/beam_hf.txt";
+// path: beam_hf.txt (version 1) or beam_proc.txt (version 2: logits processors)
+static void test_golden(const char *path) {
   FILE *f = fopen(path, "r");
   if (!th_check(f != NULL, "golden %s missing (tools/gen_beam_golden.py)", path)) return;
   int ver = 0, eos = 0, pad = 0;
   toy m = {0};
   m.fail_at = -1;
   bool ok = fscanf(f, "beam-golden %d dims %d %d %d %d %d %d", &ver, &m.nsent, &m.V, &m.prows,
-                   &eos, &pad, &m.start) == 7 && ver == 1;
+                   &eos, &pad, &m.start) == 7 && (ver == 1 || ver == 2);
   if (ok) {
     m.E = read_floats(f, "E", (size_t)m.nsent * m.V);
     m.W = read_floats(f, "W", (size_t)m.V * m.V);
@@ -122,7 +124,24 @@ static void test_golden(void) {
     int nb, es, ml, mn;
     float lp, a, b;
     if (fscanf(f, "%d %f %d %d %f %f %d", &nb, &lp, &es, &ml, &a, &b, &mn) != 7) { ok = false; break; }
+    float rep = 1.0f;
+    int ngram = 0, feos = -1, nbad = 0, nbt = 0;
+    int32_t bad_len[8], bad_ids[64];
+    if (ver == 2) {
+      ok = fscanf(f, "%f %d %d %d", &rep, &ngram, &feos, &nbad) == 4 && nbad >= 0 && nbad <= 8;
+      for (int i = 0; ok && i < nbad; i++) {
+        ok = fscanf(f, "%d", &bad_len[i]) == 1 && bad_len[i] >= 1 && nbt + bad_len[i] <= 64;
+        for (int j = 0; ok && j < bad_len[i]; j++) ok = fscanf(f, "%d", &bad_ids[nbt++]) == 1;
+      }
+      if (!ok) break;
+    }
     ot_beam_config c = ot_beam_config_default();
+    c.repetition_penalty = rep;
+    c.no_repeat_ngram_size = ngram;
+    c.forced_eos_id = feos;
+    c.n_bad_words = nbad;
+    c.bad_words_len = bad_len;
+    c.bad_words_ids = bad_ids;
     c.vocab = m.V;
     c.num_beams = nb;
     c.length_penalty = lp;
@@ -167,9 +186,10 @@ static void test_golden(void) {
       }
       for (int i = len[s]; same && i < cap; i++) same = got[(size_t)s * cap + i] == pad;
       const bool close = fabsf(score[s] - ws) <= 1e-5f;
-      if (!th_check(same && close, "golden case %d (beams %d, lp %g, early %d, max %d, a %g, "
-                    "b %g, min %d) sentence %d: len %d (want %d), score %.7g (want %.7g)%s",
-                    ncase, nb, lp, es, ml, a, b, mn, s, len[s], wl, score[s], ws,
+      if (!th_check(same && close, "%s case %d (beams %d, lp %g, early %d, max %d, a %g, "
+                    "b %g, min %d, rep %g, ngram %d, forced eos %d, bad words %d) sentence %d: "
+                    "len %d (want %d), score %.7g (want %.7g)%s", path, ncase, nb, lp, es, ml, a,
+                    b, mn, rep, ngram, feos, nbad, s, len[s], wl, score[s], ws,
                     same ? "" : ", tokens differ"))
         bad++;
       nseq++;
@@ -178,7 +198,8 @@ static void test_golden(void) {
   }
   th_check(ok && ncase > 0, "golden %s: malformed at case %d", path, ncase);
   th_check(ot_mem_current(OT_MEM_WORKSPACE) == mem0, "golden: workspace left allocated");
-  printf("golden: %d cases, %d sequences vs transformers generate(), %d differ\n", ncase, nseq, bad);
+  printf("golden %s: %d cases, %d sequences vs transformers generate(), %d differ\n", path,
+         ncase, nseq, bad);
   toy_begin(&m, 1, 1);
   free(m.E); free(m.W); free(m.U); free(m.P);
   free(src); free(got); free(len); free(score);
@@ -382,8 +403,63 @@ static void test_errors(void) {
   free(m.E); free(m.W); free(m.U); free(m.P);
 }
 
+// Logits processors: properties of every result (beams 1 and 4) and refusals.
+static void test_procs(void) {
+  th_rng rng = {9};
+  toy m = small_toy(&rng, 11);
+  ot_beam_config c = ot_beam_config_default();
+  c.vocab = 11; c.eos_id = 0; c.pad_id = 0; c.decoder_start_id = 1; c.max_length = 14;
+  int32_t out[4 * 32];
+  int len[4];
+  float score[4];
+  const int32_t blen[3] = {1, 1, 2}, bids[4] = {5, 7, 3, 4};
+  for (int nb = 1; nb <= 4; nb += 3) {
+    ot_beam_config p = c;
+    p.num_beams = nb;
+    p.no_repeat_ngram_size = 1;
+    p.n_bad_words = 3; p.bad_words_len = blen; p.bad_words_ids = bids;
+    p.forced_eos_id = 9;
+    toy_begin(&m, nb, 4);
+    th_check(ot_beam_search(&p, 4, NULL, toy_step, &m, out, 32, len, score, NULL) == OT_OK,
+             "processors, beams %d: %s", nb, ot_last_error());
+    for (int s = 0; s < 4; s++) {
+      const int32_t *o = out + s * 32;
+      bool ok = len[s] >= 1 && len[s] <= 13;
+      for (int i = 0; ok && i < len[s]; i++) {
+        ok = o[i] != 5 && o[i] != 7 && o[i] != 1;   // bad words; the start token is in the input
+        for (int j = 0; j < i; j++) ok = ok && o[i] != o[j];
+        if (i > 0 && o[i - 1] == 3) ok = ok && o[i] != 4;
+      }
+      if (len[s] == 13) ok = ok && o[12] == 9;   // the last step allows the forced token only
+      th_check(ok, "processors, beams %d sentence %d: len %d breaks a ban", nb, s, len[s]);
+    }
+  }
+  const int32_t zero_len[1] = {0}, big_ids[1] = {11};
+  const int32_t one_len[1] = {1};
+  struct { const char *needle; ot_beam_config c; } bad[8];
+  int n = 0;
+  bad[n] = (typeof(bad[0])){"repetition_penalty=-1", c}; bad[n++].c.repetition_penalty = -1.0f;
+  bad[n] = (typeof(bad[0])){"repetition_penalty=inf", c};
+  bad[n++].c.repetition_penalty = INFINITY;
+  bad[n] = (typeof(bad[0])){"no_repeat_ngram_size=-2", c}; bad[n++].c.no_repeat_ngram_size = -2;
+  bad[n] = (typeof(bad[0])){"forced_eos_id=11", c}; bad[n++].c.forced_eos_id = 11;
+  bad[n] = (typeof(bad[0])){"needs bad_words_len", c}; bad[n++].c.n_bad_words = 1;
+  bad[n] = (typeof(bad[0])){"sequence 0 has length 0", c};
+  bad[n].c.n_bad_words = 1; bad[n].c.bad_words_len = zero_len; bad[n++].c.bad_words_ids = bids;
+  bad[n] = (typeof(bad[0])){"token 11 is out of range", c};
+  bad[n].c.n_bad_words = 1; bad[n].c.bad_words_len = one_len; bad[n++].c.bad_words_ids = big_ids;
+  bad[n] = (typeof(bad[0])){"n_bad_words=-1", c}; bad[n++].c.n_bad_words = -1;
+  for (int i = 0; i < n; i++)
+    th_check_error(ot_beam_search(&bad[i].c, 4, NULL, toy_step, &m, out, 32, len, score, NULL),
+                   OT_EINVAL, bad[i].needle, bad[i].needle);
+  toy_begin(&m, 1, 1);
+  free(m.E); free(m.W); free(m.U); free(m.P);
+}
+
 int main(void) {
-  test_golden();
+  test_golden("tests/golden/beam/beam_hf.txt");
+  test_golden("tests/golden/beam/beam_proc.txt");
+  test_procs();
   test_brute();
   test_errors();
   return th_finish();

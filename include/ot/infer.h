@@ -276,8 +276,9 @@ ot_status ot_engine_score(ot_engine *e, const int32_t *tokens, int n, double *nl
 // Hugging Face transformers 4.40's generate() (num_beams > 1: _beam_search with
 // BeamSearchScorer / BeamHypotheses; num_beams == 1: _greedy_search), with the
 // decoder start token as the one-token decoder prompt:
-// - a step takes log_softmax of each row's logits (float32), masks eos to -inf
-//   while fewer than min_length tokens (start token included) exist, adds the
+// - a step takes log_softmax of each row's logits (float32), applies the
+//   logits processors below (min_length: eos -inf while fewer than min_length
+//   tokens, the start token included, exist), adds the
 //   beam's running score (float32; beam 0 starts at 0, the others at -1e9) and
 //   keeps the 2 * num_beams best of the sentence's num_beams * V candidates
 //   (ties: lower beam, then lower id, first; torch.topk leaves ties unspecified);
@@ -294,9 +295,9 @@ ot_status ot_engine_score(ot_engine *e, const int32_t *tokens, int n, double *nl
 // - at the length limit the live beams join the hypotheses (no eos) and the
 //   best hypothesis is the result (the last added among equal scores);
 //   its score is HF's sequences_scores.
-// Greedy: argmax of the (min_length-masked) logits (lowest id on ties),
-// ends at eos or the limit; its score is computed as for a beam hypothesis
-// (HF's greedy search reports none). One result per sentence
+// Greedy: argmax of the processed logits (lowest id on ties), ends at eos or
+// the limit; its score is computed as for a beam hypothesis from the model's
+// own log_softmax of the chosen tokens (HF's greedy search reports none). One result per sentence
 // (num_return_sequences 1). NaN logits count as -inf. Sentences are
 // independent: a batch gives each sentence what a search of it alone gives
 // (HF keeps computing finished sentences with pad tokens; here they leave).
@@ -321,10 +322,27 @@ typedef struct {
   int32_t eos_id;            // in [0, V)
   int32_t pad_id;            // written after a result's end in out_tokens; in [0, V)
   int32_t decoder_start_id;  // the first input token of every sentence; in [0, V)
+  // Hugging Face logits processors (all off by default), applied to a row's
+  // log_softmax scores (beams) or raw logits (greedy) in HF 4.40's order:
+  // repetition_penalty, no_repeat_ngram_size, bad_words_ids, min_length,
+  // forced_eos_token_id. A row's input is [start, y_1 .. y_t] (cur_len = t + 1).
+  float repetition_penalty;  // > 0; 1 (or 0, a zeroed config): off. Each token of
+                             // the input: score < 0 ? score * p : score / p
+  int no_repeat_ngram_size;  // n > 0: a token completing an n-gram of the input
+                             // already seen in it is -inf; 0: off
+  int n_bad_words;           // HF bad_words_ids: n_bad_words sequences, 0: off;
+  const int32_t *bad_words_len;   // [n_bad_words] lengths >= 1
+  const int32_t *bad_words_ids;   // their tokens concatenated, each in [0, V).
+                             // Length 1: that token -inf (the sequence [eos] is
+                             // ignored, as HF drops it); longer: the last token
+                             // -inf when the input ends with the others
+  int32_t forced_eos_id;     // -1: off; else at cur_len == limit - 1 every score
+                             // is -inf but this token's, which is 0
 } ot_beam_config;
 
 // num_beams 4, length_penalty 1, early_stopping FALSE, max_length 0,
-// max_len_a 0, max_len_b 0, min_length 0; vocab and the ids must be set.
+// max_len_a 0, max_len_b 0, min_length 0, processors off (repetition_penalty 1,
+// forced_eos_id -1); vocab and the ids must be set.
 ot_beam_config ot_beam_config_default(void);
 
 // Computes logits for `rows` live hypotheses. tokens[r]: row r's last token

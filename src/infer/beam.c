@@ -3,7 +3,7 @@
 // live beams, its finished hypotheses and its length limit, and leaves the
 // batch when done, so the callback only computes rows still searching.
 #include "internal.h"
-#include "ot/infer.h"
+#include "infer/beam_impl.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -14,6 +14,8 @@ ot_beam_config ot_beam_config_default(void) {
   c.length_penalty = 1.0f;
   c.early_stopping = OT_EARLY_STOP_FALSE;
   c.eos_id = c.pad_id = c.decoder_start_id = -1;
+  c.repetition_penalty = 1.0f;
+  c.forced_eos_id = -1;
   return c;
 }
 
@@ -101,6 +103,7 @@ typedef struct {
   float *bscore, *bscore2;        // [batch * nb]
   float *logits;                  // [batch * nb, V]
   float *lp;                      // [nb, V]
+  float *proc;                    // [V] greedy: the processed logits
   int32_t *tokens, *parent, *sentence;   // [batch * nb] the call's rows
   int32_t *ntok, *npar, *nsent;   // next call's rows
   float *cand_s;                  // [2 nb] top candidates
@@ -149,6 +152,7 @@ static ot_status check_cfg(const ot_beam_config *c, int batch, const int *src_le
     if (ids[i] < 0 || ids[i] >= c->vocab)
       return ot_error(OT_EINVAL, "%s: %s=%d is out of range [0, vocab=%d)", fn, names[i],
                       (int)ids[i], c->vocab);
+  OT_TRY(ot__beam_check_procs(c));
   if (c->max_length < 0)
     return ot_error(OT_EINVAL, "%s: max_length=%d must be >= 0 (0 = unset)", fn, c->max_length);
   if (c->min_length < 0)
@@ -187,7 +191,7 @@ static ot_status alloc_work(work *w, void **block, int batch, int nb, int V, int
   size_t o_h = off;      off += H * sizeof(hyp);
   size_t o_bs = off;     off += 2 * R * sizeof(float);
   size_t o_lg = off;     off += R * V * sizeof(float);
-  size_t o_lp = off;     off += (size_t)nb * V * sizeof(float);
+  size_t o_lp = off;     off += (size_t)(nb + 1) * V * sizeof(float);
   size_t o_cs = off;     off += 2 * (size_t)nb * sizeof(float);
   size_t o_ht = off;     off += H * max_new * sizeof(int32_t);
   size_t o_sq = off;     off += 2 * R * max_new * sizeof(int32_t);
@@ -202,6 +206,7 @@ static ot_status alloc_work(work *w, void **block, int batch, int nb, int V, int
   w->bscore2 = w->bscore + R;
   w->logits = (float *)(p + o_lg);
   w->lp = (float *)(p + o_lp);
+  w->proc = w->lp + (size_t)nb * V;
   w->cand_s = (float *)(p + o_cs);
   w->hyp_tok = (int32_t *)(p + o_ht);
   w->seq = (int32_t *)(p + o_sq);
@@ -263,7 +268,6 @@ ot_status ot_beam_search(const ot_beam_config *cfg, int batch, const int *src_le
     if (stats) { stats->steps++; stats->rows += rows; }
     if (st != OT_OK) goto done;
     const int cur = t + 1;           // tokens generated incl. this step's
-    const bool mask_eos = t + 1 < cfg->min_length;
     int nrows = 0;
     for (int b = 0; b < batch; b++) {
       sent *s = &w.s[b];
@@ -273,11 +277,13 @@ ot_status ot_beam_search(const ot_beam_config *cfg, int batch, const int *src_le
       float *bs = w.bscore + b * nb, *bs2 = w.bscore2 + b * nb;
       if (nb == 1) {                 // greedy
         const float *x = w.logits + (size_t)s->row0 * V;
+        memcpy(w.proc, x, (size_t)V * sizeof *x);
+        ot__beam_process(cfg, w.proc, seq, t, s->limit);
         int32_t tok = -1;              // first maximum (torch.argmax); NaN never wins
         float m = -INFINITY;
         for (int v = 0; v < V; v++) {
-          if ((mask_eos && v == cfg->eos_id) || x[v] != x[v]) continue;
-          if (tok < 0 || x[v] > m) { m = x[v]; tok = v; }
+          if (w.proc[v] != w.proc[v]) continue;
+          if (tok < 0 || w.proc[v] > m) { m = w.proc[v]; tok = v; }
         }
         if (tok < 0) tok = cfg->eos_id == 0 ? 1 : 0;   // no usable logit at all
         log_softmax(x, w.lp, V);
@@ -300,7 +306,7 @@ ot_status ot_beam_search(const ot_beam_config *cfg, int batch, const int *src_le
       int nc = 0;
       for (int k = 0; k < nb; k++) {
         log_softmax(w.logits + (size_t)(s->row0 + (t == 0 ? 0 : k)) * V, w.lp, V);
-        if (mask_eos) w.lp[cfg->eos_id] = -INFINITY;
+        ot__beam_process(cfg, w.lp, seq + (size_t)k * max_new, t, s->limit);
         for (int v = 0; v < V; v++)
           topk_push(w.cand_s, w.cand_i, &nc, 2 * nb, w.lp[v] + bs[k], k * V + v);
       }
