@@ -1,5 +1,5 @@
 // Checkpoint and run tests on the tiny model and synthetic shards:
-//  - resume is bit-exact: 6 steps straight vs 3 + save + load + 3 (losses,
+//  - resume is bit-exact (cosine and inverse_sqrt schedules): 6 steps straight vs 3 + save + load + 3 (losses,
 //    final weights and AdamW moments bitwise equal), f32, bf16 and with
 //    gradient accumulation and a skipped step in the first half
 //  - the files load back: model.safetensors has the Hugging Face names and
@@ -28,14 +28,17 @@ static void run_steps(ot_trainer *t, int n, double *losses) {
   }
 }
 
-static void test_resume(const char *data, const char *tmp, ot_dtype dt, int accum, bool skip) {
+static void test_resume(const char *data, const char *tmp, ot_dtype dt, int accum, bool skip,
+                        ot_lr_decay decay) {
   ot_train_config c = tiny_config(data);
   c.dtype = dt;
   c.grad_accum = accum;
   c.steps = 6;
   c.warmup = 2;
-  char what[64];
-  snprintf(what, sizeof what, "%s accum %d%s", ot_dtype_name(dt), accum, skip ? " skip" : "");
+  c.lr_decay = decay;
+  char what[96];
+  snprintf(what, sizeof what, "%s accum %d%s %s", ot_dtype_name(dt), accum, skip ? " skip" : "",
+           ot_lr_decay_name(decay));
   ot_trainer *a = make_trainer(&c), *b = make_trainer(&c), *r = make_trainer(&c);
   if (!a || !b || !r) goto out;
   double la[6], lb[6];
@@ -57,7 +60,7 @@ static void test_resume(const char *data, const char *tmp, ot_dtype dt, int accu
   run_steps(a, 6 - s0, la + s0);
   run_steps(b, 3 - s0, lb + s0);
   char dir[256];
-  snprintf(dir, sizeof dir, "%s/ck_%s_%d_%d", tmp, ot_dtype_name(dt), accum, skip);
+  snprintf(dir, sizeof dir, "%s/ck_%s_%d_%d_%d", tmp, ot_dtype_name(dt), accum, skip, (int)decay);
   th_check(ot_trainer_save(b, dir) == OT_OK, "%s: save: %s", what, ot_last_error());
   th_check(ot_trainer_load(r, dir, false) == OT_OK, "%s: load: %s", what, ot_last_error());
   th_check(ot_trainer_steps_done(r) == 3 && ot_trainer_updates(r) == 3 - s0, "%s: counters restored (%lld, %lld)",
@@ -65,7 +68,15 @@ static void test_resume(const char *data, const char *tmp, ot_dtype dt, int accu
   th_check(same_floats(ot_model_params(mr), ot_model_params(mb), n), "%s: weights restored bitwise", what);
   if (dt == OT_BF16)
     th_check(memcmp(ot_model_params_bf16(mr), ot_model_params_bf16(mb), n * 2) == 0, "%s: bf16 copy restored", what);
-  run_steps(r, 3, lb + 3);
+  if (decay == OT_LR_INVSQRT) {   // the resumed run continues the curve: step 3 at lr sqrt(2 / 4)
+    ot_step_info st;
+    th_check(ot_trainer_step(r, &st) == OT_OK && st.lr == (float)((double)c.lr * sqrt(0.5)),
+             "%s: the resumed step 3 runs at lr sqrt(2/4) (%g)", what, st.lr);
+    lb[3] = st.loss;
+    run_steps(r, 2, lb + 4);
+  } else {
+    run_steps(r, 3, lb + 3);
+  }
   bool same = true;
   for (int i = s0; i < 6; i++) same &= memcmp(&la[i], &lb[i], sizeof la[i]) == 0;
   th_check(same, "%s: 6 straight vs 3 + resume + 3: bitwise-identical losses (%.7f / %.7f at step 6)", what, la[5],
@@ -324,9 +335,10 @@ int main(void) {
   snprintf(tmp, sizeof tmp, "%s/ck", dir);
   mkdir(tmp, 0755);
   double t0 = ot_now();
-  test_resume(dir, tmp, OT_F32, 1, false);
-  test_resume(dir, tmp, OT_BF16, 1, false);
-  test_resume(dir, tmp, OT_F32, 2, true);
+  test_resume(dir, tmp, OT_F32, 1, false, OT_LR_COSINE);
+  test_resume(dir, tmp, OT_BF16, 1, false, OT_LR_COSINE);
+  test_resume(dir, tmp, OT_F32, 2, true, OT_LR_COSINE);
+  test_resume(dir, tmp, OT_F32, 1, false, OT_LR_INVSQRT);
   test_files(dir, tmp);
   test_run(dir, tmp);
   printf("(%.1f s)\n", ot_now() - t0);

@@ -33,6 +33,83 @@ static void test_schedule(void) {
   s.decay = OT_LR_CONSTANT;
   th_check(ot_lr_at(&s, 60) == 1e-3f && ot_lr_at(&s, 5000) == 1e-3f && fabsf(ot_lr_at(&s, 0) - 1e-4f) < 1e-10f,
            "constant after warmup");
+  {   // inverse_sqrt: lr (s + 1) / w, then lr sqrt(w / (s + 1)), floor min_lr
+    ot_lr_schedule iv = {1e-3f, 0.0f, 4, 0, OT_LR_INVSQRT};
+    const double L = (double)1e-3f;
+    th_check(ot_lr_at(&iv, 0) == (float)(L / 4) && ot_lr_at(&iv, 1) == (float)(L / 2) &&
+             ot_lr_at(&iv, 2) == (float)(L * 3 / 4), "inverse_sqrt warmup: lr (s + 1) / 4");
+    th_check(ot_lr_at(&iv, 3) == 1e-3f, "inverse_sqrt: the peak at the last warmup step (%g)",
+             ot_lr_at(&iv, 3));
+    th_check(ot_lr_at(&iv, 4) == (float)(L * sqrt(4.0 / 5.0)) && ot_lr_at(&iv, 15) == (float)(L / 2) &&
+             ot_lr_at(&iv, 99) == (float)(L / 5) && ot_lr_at(&iv, 399999) == (float)(L / 316.2277660168379),
+             "inverse_sqrt decay: lr sqrt(4 / (s + 1)) (%g %g %g)", ot_lr_at(&iv, 4), ot_lr_at(&iv, 15),
+             ot_lr_at(&iv, 99));
+    bool mono = true, hf = true;
+    for (int i = 3; i < 2000; i++) mono &= ot_lr_at(&iv, i + 1) < ot_lr_at(&iv, i);
+    for (int i = 1; i < 2000; i++) {   // HF / fairseq: lr min(s / w, sqrt(w / s)), one step later
+      const double x = i < 4 ? L * i / 4.0 : L * sqrt(4.0 / i);
+      hf &= ot_lr_at(&iv, i - 1) == (float)x;
+    }
+    th_check(mono && hf, "inverse_sqrt: strictly decreasing after the peak (%d), = HF's lr(s + 1) (%d)",
+             mono, hf);
+    th_check(fabsf(ot_lr_at(&iv, 4) - ot_lr_at(&iv, 3)) < 0.11f * 1e-3f,
+             "inverse_sqrt continuous at the boundary: %g -> %g", ot_lr_at(&iv, 3), ot_lr_at(&iv, 4));
+    iv.min_lr = 3e-4f;
+    th_check(ot_lr_at(&iv, 9) == (float)(L * sqrt(0.4)) && ot_lr_at(&iv, 99) == 3e-4f &&
+             ot_lr_at(&iv, 0) == (float)(L / 4), "inverse_sqrt: min_lr floors the decay only");
+    iv.warmup = 0;
+    iv.min_lr = 0;
+    th_check(ot_lr_at(&iv, 0) == 1e-3f && ot_lr_at(&iv, 3) == (float)(L / 2), "inverse_sqrt: warmup 0 read as 1");
+    ot_train_config c;
+    ot_train_config_default(&c);
+    th_check(ot_train_config_set(&c, "lr_scheduler_type", "inverse_sqrt", "t") == OT_OK &&
+             c.lr_decay == OT_LR_INVSQRT, "lr_scheduler_type inverse_sqrt (HF)");
+    const char *al[] = {"noam", "rsqrt", "inverse-sqrt", "Inverse_Square_Root"};
+    for (int i = 0; i < 4; i++) {
+      c.lr_decay = OT_LR_COSINE;
+      th_check(ot_train_config_set(&c, "lr_scheduler", al[i], "t") == OT_OK && c.lr_decay == OT_LR_INVSQRT,
+               "lr_scheduler %s (fairseq / Marian names)", al[i]);
+    }
+    char v[64];
+    th_check(!strcmp(ot_train_config_get(&c, "lr-decay", v, sizeof v), "inverse_sqrt"), "its name: %s", v);
+    c.steps = 50;
+    c.decay_steps = 10;   // unused: no 'warmup longer than the decay' refusal
+    c.warmup = 20;
+    th_check(ot_train_config_resolve(&c) == OT_OK && c.min_lr == 0.0f && c.warmup == 20,
+             "inverse_sqrt resolves: min_lr unset -> 0 (no floor): %s", ot_last_error());
+    ot_lr_schedule r = ot_train_schedule(&c);
+    th_check(r.decay == OT_LR_INVSQRT && ot_lr_at(&r, 19) == c.lr && ot_lr_at(&r, 79) == (float)((double)c.lr / 2),
+             "the run's schedule");
+    ot_train_config_default(&c);
+    c.lr_decay = OT_LR_INVSQRT;
+    c.warmup = 0;
+    th_check_error(ot_train_config_resolve(&c), OT_EINVAL, "inverse_sqrt needs --warmup >= 1",
+                   "inverse_sqrt with warmup 0");
+    ot_train_config_default(&c);
+    c.lr_decay = OT_LR_INVSQRT;
+    c.steps = 5;   // automatic warmup steps / 10 = 0 -> 1
+    th_check(ot_train_config_resolve(&c) == OT_OK && c.warmup == 1, "inverse_sqrt: automatic warmup >= 1 (%lld)",
+             (long long)c.warmup);
+    ot_train_config_default(&c);
+    th_check(ot_train_config_set(&c, "adam_betas", "(0.9, 0.98)", "t") == OT_OK && c.beta1 == 0.9f &&
+             c.beta2 == 0.98f, "adam_betas \"(0.9, 0.98)\" (fairseq)");
+    th_check(ot_train_config_set(&c, "betas", "0.8,0.99", "t") == OT_OK && c.beta1 == 0.8f && c.beta2 == 0.99f,
+             "betas 0.8,0.99");
+    th_check(ot_train_config_set(&c, "beta2", "0.98", "t") == OT_OK && c.beta2 == 0.98f &&
+             ot_train_config_set(&c, "adam_beta2", "0.997", "t") == OT_OK && c.beta2 == 0.997f,
+             "beta2 / adam_beta2 (HF)");
+    th_check(!strcmp(ot_train_config_get(&c, "adam-betas", v, sizeof v), "(0.8, 0.997)"),
+             "adam-betas reads back: %s", v);
+    th_check_error(ot_train_config_set(&c, "adam_betas", "(0.9)", "t"), OT_EINVAL, "not two numbers", "one beta");
+    th_check_error(ot_train_config_set(&c, "adam_betas", "(0.9, 1.5)", "t"), OT_EINVAL, "outside [0, 1)",
+                   "beta 1.5");
+    th_check_error(ot_train_config_set(&c, "adam_betas", "0.9 0.98 0.7", "t"), OT_EINVAL, "not two numbers",
+                   "three betas");
+    th_check(ot_train_config_set(&c, "warmup_updates", "4000", "t") == OT_OK && c.warmup == 4000 &&
+             ot_train_config_set(&c, "max_update", "9", "t") == OT_OK && c.steps == 9 &&
+             ot_train_config_set(&c, "clip_norm", "0.1", "t") == OT_OK && c.grad_clip == 0.1f,
+             "fairseq names: warmup_updates, max_update, clip_norm");
+  }
   ot_lr_schedule nw = {2e-3f, 0, 0, 100, OT_LR_COSINE};
   th_check(ot_lr_at(&nw, 0) == 2e-3f && ot_lr_at(&nw, 100) == 0.0f, "no warmup: lr at step 0, 0 at the end");
   // the config's schedule: defaults resolve min_lr, warmup and decay_steps

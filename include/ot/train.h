@@ -18,22 +18,34 @@ extern "C" {
 #endif
 
 // ------------------------------------------------------------ LR schedule ---
-typedef enum { OT_LR_COSINE = 0, OT_LR_LINEAR, OT_LR_CONSTANT } ot_lr_decay;
-const char *ot_lr_decay_name(ot_lr_decay d);   // "cosine", "linear", "constant"
+typedef enum { OT_LR_COSINE = 0, OT_LR_LINEAR, OT_LR_CONSTANT, OT_LR_INVSQRT } ot_lr_decay;
+// "cosine", "linear", "constant", "inverse_sqrt"
+const char *ot_lr_decay_name(ot_lr_decay d);
 
 typedef struct {
   float lr;            // peak learning rate
-  float min_lr;        // floor reached at decay_steps (cosine/linear), <= lr
+  float min_lr;        // floor reached at decay_steps (cosine/linear), <= lr;
+                       // inverse_sqrt: a floor of the decay (0: none)
   int64_t warmup;      // steps of linear warmup: lr * (s + 1) / warmup for s < warmup
   int64_t decay_steps; // decay over [warmup, decay_steps); min_lr from then on
+                       // (unused by constant and inverse_sqrt)
   ot_lr_decay decay;
 } ot_lr_schedule;
 
 // Learning rate of (0-based) step s:
 //   s < warmup:            lr * (s + 1) / warmup
+//   inverse_sqrt, s >= warmup: max(min_lr, lr * sqrt(warmup / (s + 1)))
+//     (the peak lr at the last warmup step, continuous there. fairseq's and
+//     Hugging Face's inverse_sqrt (warmup_init_lr 0, timescale = warmup) are
+//     this curve one step later: theirs(s) = lr * min(s / warmup, sqrt(warmup
+//     / s)) = ours(s - 1), 0 at step 0; here the first update is not wasted,
+//     as with the other warmups. "noam" (Vaswani et al.) is the same shape with
+//     the peak given by --lr instead of d_model^-0.5 warmup^-0.5. warmup <= 0
+//     is read as 1.)
 //   s >= decay_steps:      min_lr            (constant: lr)
 //   otherwise, r = (s - warmup) / (decay_steps - warmup) in [0, 1):
 //     cosine: min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr);  linear: lr - r (lr - min_lr)
+// Computed in double, rounded to float once.
 float ot_lr_at(const ot_lr_schedule *s, int64_t step);
 
 // ------------------------------------------------------------ the config ---
@@ -55,7 +67,7 @@ typedef struct {
   uint64_t seed;               // init and data order
   // optimizer and schedule
   int64_t steps;               // optimizer steps of the run
-  float lr, min_lr;            // min_lr < 0: lr / 10
+  float lr, min_lr;            // min_lr < 0: lr / 10 (inverse_sqrt: 0, no floor)
   int64_t warmup, decay_steps; // decay_steps 0: = steps
   ot_lr_decay lr_decay;
   float beta1, beta2, eps, weight_decay, grad_clip;   // grad_clip <= 0: off

@@ -10,7 +10,7 @@
 
 typedef enum {
   K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
-  K_NAMES, K_ROPE, K_DECAY, K_MODEL
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS
 } ktype;
 
 typedef struct {
@@ -79,21 +79,26 @@ static const key_def k_keys[] = {
   {"threads", K_INT, O(threads), 0, 1024, 0, "num_threads omp_num_threads", "threads (0: OMP_NUM_THREADS)"},
   {"seed", K_U64, O(seed), 0, 0, 0, "random_seed", "seed of the initialization and the data order"},
   // optimizer and schedule
-  {"steps", K_I64, O(steps), 0, BIG, 0, "train_iters max_iters max_steps iters num_steps", "optimizer steps"},
+  {"steps", K_I64, O(steps), 0, BIG, 0, "train_iters max_iters max_steps iters num_steps max_update", "optimizer steps"},
   {"lr", K_F32, O(lr), 0, 1e3, 0, "learning_rate max_lr", "peak learning rate"},
   {"min-lr", K_F32, O(min_lr), -1, 1e3, 0, "min_learning_rate lr_min",
-   "final learning rate of the decay (< 0: lr / 10)"},
-  {"warmup", K_I64, O(warmup), -1, BIG, 0, "lr_warmup_iters warmup_iters warmup_steps lr_warmup_steps",
+   "final learning rate of the decay (< 0: lr / 10; inverse_sqrt: a floor, < 0: none)"},
+  {"warmup", K_I64, O(warmup), -1, BIG, 0,
+   "lr_warmup_iters warmup_iters warmup_steps lr_warmup_steps warmup_updates lr_warmup",
    "linear warmup steps (< 0: steps / 10, at most 100)"},
   {"decay-steps", K_I64, O(decay_steps), 0, BIG, 0, "lr_decay_iters lr_decay_steps",
    "step where the decay reaches min-lr (0: = steps)"},
-  {"lr-decay", K_DECAY, O(lr_decay), 0, 0, 0, "lr_decay_style lr_scheduler_type", "cosine | linear | constant"},
+  {"lr-decay", K_DECAY, O(lr_decay), 0, 0, 0, "lr_decay_style lr_scheduler_type lr_scheduler",
+   "cosine | linear | constant | inverse_sqrt (aliases noam, rsqrt: lr sqrt(warmup / step) after "
+   "the warmup)"},
   {"beta1", K_F32, O(beta1), 0, 0.999999, 0, "adam_beta1", "AdamW beta1"},
   {"beta2", K_F32, O(beta2), 0, 0.99999999, 0, "adam_beta2", "AdamW beta2"},
+  {"adam-betas", K_BETAS, O(beta1), 0, 0.99999999, F_NOSAVE, "betas",
+   "AdamW (beta1, beta2) together, e.g. \"(0.9, 0.98)\" or 0.9,0.98 (fairseq --adam-betas)"},
   {"eps", K_F32, O(eps), 1e-30, 1, 0, "adam_eps adam_epsilon", "AdamW epsilon"},
   {"weight-decay", K_F32, O(weight_decay), 0, 100, 0, "wd",
    "AdamW weight decay (matrices and embeddings; none on norms and biases)"},
-  {"grad-clip", K_F32, O(grad_clip), -1, 1e9, 0, "clip_grad max_grad_norm gradient_clipping",
+  {"grad-clip", K_F32, O(grad_clip), -1, 1e9, 0, "clip_grad max_grad_norm gradient_clipping clip_norm",
    "clip the global gradient norm to this (<= 0: off)"},
   // evaluation and output
   {"eval-every", K_INT, O(eval_every), 0, 1 << 30, 0, "eval_interval eval_steps",
@@ -322,7 +327,8 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
   static const char *const poss[] = {"learned", "rope", "learned-absolute"};
   static const char *const names[] = {"gpt2", "llama"};
   static const char *const ropes[] = {"neox", "gptj"};
-  static const char *const decays[] = {"cosine", "linear", "constant"};
+  static const char *const decays[] = {"cosine", "linear", "constant", "inverse-sqrt", "noam",
+                                       "rsqrt", "inverse-square-root"};
   int k;
   switch (d->type) {
     case K_INT: case K_I64: case K_U64: case K_F32: return set_num(c, d, value, origin);
@@ -362,9 +368,26 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       *(ot_rope_style *)p = k == 0 ? OT_ROPE_NEOX : OT_ROPE_GPTJ;
       return OT_OK;
     case K_DECAY:
-      if ((k = parse_choice(value, decays, 3)) < 0) BADV("is not a decay (cosine | linear | constant)");
-      *(ot_lr_decay *)p = (ot_lr_decay)k;
+      if ((k = parse_choice(value, decays, 7)) < 0)
+        BADV("is not a decay (cosine | linear | constant | inverse_sqrt)");
+      *(ot_lr_decay *)p = k >= 3 ? OT_LR_INVSQRT : (ot_lr_decay)k;
       return OT_OK;
+    case K_BETAS: {   // "(b1, b2)", "[b1, b2]", "b1,b2" or "b1 b2"
+      char buf[96], *e1, *e2 = buf;
+      if (strlen(value) >= sizeof buf) BADV("is too long");
+      snprintf(buf, sizeof buf, "%s", value);
+      for (char *q = buf; *q; q++)
+        if (*q == '(' || *q == ')' || *q == '[' || *q == ']' || *q == ',') *q = ' ';
+      errno = 0;
+      const double b1 = strtod(buf, &e1), b2 = e1 == buf ? 0.0 : strtod(e1, &e2);
+      if (e1 == buf || e2 == e1 || errno) BADV("is not two numbers (\"(0.9, 0.98)\")");
+      while (*e2 == ' ') e2++;
+      if (*e2) BADV("is not two numbers (\"(0.9, 0.98)\")");
+      if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1)) BADV("has a beta outside [0, 1)");
+      ((float *)p)[0] = (float)b1;
+      ((float *)p)[1] = (float)b2;
+      return OT_OK;
+    }
     case K_MODEL: {
       ot_model_config m;
       if (ot_model_config_preset(&m, value) != OT_OK)
@@ -376,6 +399,14 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
   return ot_error(OT_EINTERNAL, "ot_train_config_set: key type %d", (int)d->type);
 }
 
+// The shortest text that reads back as the same float.
+static void float_text(char *buf, size_t cap, float x) {
+  for (int prec = 6; prec <= 9; prec++) {
+    snprintf(buf, cap, "%.*g", prec, (double)x);
+    if (strtof(buf, NULL) == x) break;
+  }
+}
+
 const char *ot_train_config_get(const ot_train_config *c, const char *key, char *buf, size_t cap) {
   int i = find_key(key);
   if (i < 0 || !c || !buf || cap == 0) return NULL;
@@ -385,14 +416,7 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
     case K_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
     case K_I64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); break;
     case K_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
-    case K_F32: {   // the shortest text that reads back as the same float
-      const float x = *(const float *)p;
-      for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, cap, "%.*g", prec, (double)x);
-        if (strtof(buf, NULL) == x) break;
-      }
-      break;
-    }
+    case K_F32: float_text(buf, cap, *(const float *)p); break;
     case K_BOOL: snprintf(buf, cap, "%s", *(const bool *)p ? "true" : "false"); break;
     case K_STR: snprintf(buf, cap, "%s", (const char *)p); break;
     case K_DTYPE: snprintf(buf, cap, "%s", ot_dtype_name(*(const ot_dtype *)p)); break;
@@ -404,6 +428,13 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
     case K_ROPE: snprintf(buf, cap, "%s", *(const ot_rope_style *)p == OT_ROPE_GPTJ ? "gptj" : "neox"); break;
     case K_DECAY: snprintf(buf, cap, "%s", ot_lr_decay_name(*(const ot_lr_decay *)p)); break;
     case K_MODEL: snprintf(buf, cap, "%s", c->model.name); break;
+    case K_BETAS: {
+      char b1[32], b2[32];
+      float_text(b1, sizeof b1, ((const float *)p)[0]);
+      float_text(b2, sizeof b2, ((const float *)p)[1]);
+      snprintf(buf, cap, "(%s, %s)", b1, b2);
+      break;
+    }
   }
   return buf;
 }
@@ -434,6 +465,7 @@ const char *ot_lr_decay_name(ot_lr_decay d) {
     case OT_LR_COSINE: return "cosine";
     case OT_LR_LINEAR: return "linear";
     case OT_LR_CONSTANT: return "constant";
+    case OT_LR_INVSQRT: return "inverse_sqrt";
   }
   return "unknown";
 }
@@ -498,6 +530,11 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
   if (c->steps < 0) BAD("--steps %lld must be >= 0", (long long)c->steps);
   if (c->steps < 1 && !c->eval_only) BAD("--steps %lld must be >= 1", (long long)c->steps);
   if (!(c->lr > 0) || !isfinite(c->lr)) BAD("--lr %g must be > 0", c->lr);
+  const bool invsqrt = c->lr_decay == OT_LR_INVSQRT;
+  if (invsqrt && c->min_lr < 0) c->min_lr = 0.0f;   // fairseq / HF: no floor
+  if (invsqrt && c->warmup == 0)
+    BAD("--lr-decay inverse_sqrt needs --warmup >= 1: after the warmup the rate is lr * sqrt(warmup "
+        "/ (step + 1)), which a warmup of 0 makes 0 (fairseq uses --warmup-updates 4000)");
   if (c->min_lr < 0) {   // lr / 10 of the decimal the user wrote (3e-4 -> 3e-5, not 3.0000001e-5)
     char b[32];
     snprintf(b, sizeof b, "%.7g", (double)c->lr);
@@ -506,7 +543,8 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
   if (c->min_lr > c->lr) BAD("--min-lr %g is above --lr %g (the decay goes down to min-lr)", c->min_lr, c->lr);
   if (c->decay_steps == 0) c->decay_steps = c->steps;
   if (c->warmup < 0) c->warmup = c->steps / 10 < 100 ? c->steps / 10 : 100;
-  if (c->lr_decay != OT_LR_CONSTANT && c->warmup > c->decay_steps)
+  if (invsqrt && c->warmup < 1) c->warmup = 1;   // the automatic warmup of a short run
+  if (c->lr_decay != OT_LR_CONSTANT && !invsqrt && c->warmup > c->decay_steps)
     BAD("--warmup %lld is longer than the decay (--decay-steps %lld); lower --warmup or raise "
         "--decay-steps", (long long)c->warmup, (long long)c->decay_steps);
   if (!(c->beta1 >= 0 && c->beta1 < 1)) BAD("--beta1 %g must be in [0, 1)", c->beta1);
@@ -523,7 +561,8 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
 }
 
 ot_lr_schedule ot_train_schedule(const ot_train_config *c) {
-  ot_lr_schedule s = {c->lr, c->min_lr < 0 ? c->lr / 10 : c->min_lr, c->warmup < 0 ? 0 : c->warmup,
+  const float floor_lr = c->min_lr >= 0 ? c->min_lr : c->lr_decay == OT_LR_INVSQRT ? 0.0f : c->lr / 10;
+  ot_lr_schedule s = {c->lr, floor_lr, c->warmup < 0 ? 0 : c->warmup,
                       c->decay_steps > 0 ? c->decay_steps : c->steps, c->lr_decay};
   return s;
 }

@@ -154,7 +154,8 @@ ot_status ot__train_run_resolved(const ot_train_config *rc0, FILE *out, double *
     const ot_train_config *rc = ot_trainer_config(t);
     if (s == OT_OK)
       fprintf(out, "resumed from %s at step %lld\n", from, (long long)ot_trainer_steps_done(t));
-    if (s == OT_OK && rc->lr_decay != OT_LR_CONSTANT && rc->steps > rc->decay_steps)
+    if (s == OT_OK && rc->lr_decay != OT_LR_CONSTANT && rc->lr_decay != OT_LR_INVSQRT &&
+        rc->steps > rc->decay_steps)
       fprintf(out, "note: the learning rate stays at --min-lr %g after step %lld (--decay-steps); pass "
               "--decay-steps %lld to stretch the decay over the longer run\n", rc->min_lr,
               (long long)rc->decay_steps, (long long)rc->steps);
