@@ -275,6 +275,29 @@ ot_status ot_ckpt_open_weights(const char *dir, ot_st_file **f);
 // weights_only (eval): model.safetensors only (an HF directory works too).
 ot_status ot_trainer_load(ot_trainer *t, const char *dir, bool weights_only);
 
+// ------------------------------------------------------ averaging weights ---
+// The last_k (1..64) newest complete step_* checkpoints of run_dir by step
+// number, oldest first, into out[last_k] (<run_dir>/step_NNNNNN). Fewer there
+// is OT_EINVAL listing those found; a missing directory OT_EIO.
+ot_status ot_ckpt_last(const char *run_dir, int last_k, char (*out)[OT_PATH_MAX + 64]);
+// Writes the element-wise mean of the model weights of checkpoints dirs[n]
+// (1 <= n <= 64, each a step_* directory of `ot train`) to the new directory
+// out_dir: per element sum_j (double) x_j in the order given, divided by n in
+// double, rounded to f32 once (n = 1: the same bytes). Every input passes the
+// integrity checks of ot_ckpt_open_weights, and all must have the same model
+// settings (cfg.* model keys) and the same tensors (names, F32, shapes):
+// otherwise OT_EINVAL names the checkpoint, the key or tensor. out_dir holds
+// model.safetensors (the newest input's metadata: step, settings, with new
+// checksums, "averaged_from" (the inputs' names) and "averaged_count") plus
+// the newest input's config.json / vocab.json / merges.txt, so `ot eval`,
+// `ot generate`, `ot serve`, `ot quantize` load it. It has no
+// optimizer.safetensors (moments of averaged weights do not exist): a resume
+// from it is refused with that message. Written as <out_dir's parent>/.NAME.tmp,
+// fsynced and renamed into place; an existing out_dir is refused (OT_EINVAL).
+ot_status ot_ckpt_average_dirs(const char *const *dirs, int n, const char *out_dir);
+// ot_ckpt_last(run_dir, last_k) then ot_ckpt_average_dirs.
+ot_status ot_ckpt_average(const char *run_dir, int last_k, const char *out_dir);
+
 // -------------------------------------------------------------- the run ---
 
 // The whole training run of a config: creates the trainer (resumes when
