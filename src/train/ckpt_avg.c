@@ -192,7 +192,8 @@ ot_status ot_ckpt_average_dirs(const char *const *dirs, int n, const char *out_d
   if (len - b == 0 || len - b >= 200 || !strncmp(out_dir + b, ".", len - b) ||
       !strncmp(out_dir + b, "..", len - b) || b >= sizeof parent)
     return ot_error(OT_EINVAL, "%s: output '%s': name a new directory, such as out/avg_last5", FN, out_dir);
-  snprintf(parent, sizeof parent, "%.*s", b > 1 ? (int)(b - 1) : (int)b, b ? out_dir : ".");
+  if (b == 0) snprintf(parent, sizeof parent, ".");
+  else snprintf(parent, sizeof parent, "%.*s", b > 1 ? (int)(b - 1) : 1, out_dir);
   snprintf(final, sizeof final, "%s/%.*s", parent, (int)(len - b), out_dir + b);
   snprintf(tmp, sizeof tmp, "%s/.%.*s.tmp", parent, (int)(len - b), out_dir + b);
   if (ot__exists(final))
