@@ -10,7 +10,8 @@
 //    read back), a resume from it is refused (no optimizer state);
 //  - refused with messages: more checkpoints than the run holds, a missing
 //    directory, an existing output, another model shape (--d-ff), a tensor of
-//    another shape, a corrupt input; nothing left behind after a refusal.
+//    another shape, a corrupt input; nothing left behind after a refusal;
+//  - bare output names (no '/') for an average and for a save.
 #include "ckpt_common.h"
 
 static void plant(ot_trainer *t, int j) {
@@ -226,6 +227,15 @@ int main(void) {
   char left[700];
   snprintf(left, sizeof left, "%s/.bad.tmp", tmp);
   th_check(!file_exists(out) && !file_exists(left), "nothing left behind by the refusals");
+  {   // bare directory names (no '/'): the working directory is their parent
+    char cwd[512];
+    if (getcwd(cwd, sizeof cwd) && chdir(tmp) == 0) {
+      th_check(ot_trainer_save(t, "bare") == OT_OK, "save to a bare name: %s", ot_last_error());
+      th_check(ot_ckpt_average(run, 2, "bare_avg") == OT_OK && file_exists("bare_avg/model.safetensors"),
+               "average to a bare name: %s", ot_last_error());
+      th_check(chdir(cwd) == 0, "back to %s", cwd);
+    }
+  }
   ot_trainer_free(t);
   remove_tree(tmp);
   remove_tree(data);

@@ -282,7 +282,8 @@ static ot_status split_dir(const char *dir, char *parent, char *base, size_t cap
   if (n - b == 0 || n - b >= 200 || !strncmp(dir + b, ".", n - b) || !strncmp(dir + b, "..", n - b))
     return ot_error(OT_EINVAL, "checkpoint directory '%s': name a directory to create, such as out/ckpt", dir);
   if (b >= cap) return ot_error(OT_EINVAL, "checkpoint path too long: %s", dir);
-  snprintf(parent, cap, "%.*s", b > 1 ? (int)(b - 1) : (int)b, b ? dir : ".");
+  if (b == 0) snprintf(parent, cap, ".");   // a bare name: the working directory
+  else snprintf(parent, cap, "%.*s", b > 1 ? (int)(b - 1) : 1, dir);
   snprintf(base, 256, "%.*s", (int)(n - b), dir + b);
   return OT_OK;
 }
