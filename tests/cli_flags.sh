@@ -110,5 +110,12 @@ refused "unknown option '--hlep' (did you mean '--help'?)" info --hlep
 refused "unexpected argument 'x'" info x
 helps info --
 
+# average
+refused "unknown option '--lats' (did you mean '--last'?)" average --lats 2
+refused "--last '65' is not an integer in [1, 64]" average --run x --last 65 --out y
+refused "--out is required" average --run x --last 2
+refused "--run DIR and --last K are required" average --out y
+helps average -- --run --last --checkpoint --out
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
