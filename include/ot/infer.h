@@ -336,8 +336,9 @@ typedef struct {
                              // Length 1: that token -inf (the sequence [eos] is
                              // ignored, as HF drops it); longer: the last token
                              // -inf when the input ends with the others
-  int32_t forced_eos_id;     // -1: off; else at cur_len == limit - 1 every score
-                             // is -inf but this token's, which is 0
+  int32_t forced_eos_id;     // -1: off (ot_beam_config_default; a zeroed config
+                             // forces token 0); else at cur_len == limit - 1 every
+                             // score is -inf but this token's, which is 0
 } ot_beam_config;
 
 // num_beams 4, length_penalty 1, early_stopping FALSE, max_length 0,
