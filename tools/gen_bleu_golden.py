@@ -6,7 +6,8 @@
 Each set is a directory <name>/ with hyp.txt and ref0.txt .. ref<k-1>.txt
 (UTF-8, lines split at '\\n' and right-stripped, as the sacrebleu command
 reads them), and tok_<tok>_<case>.txt: every hypothesis line, then every line
-of each reference file, as BLEU tokenizes them (tok 13a | none, case mixed | lc).
+of each reference file, as the tokens BLEU counts, joined by single spaces
+(tok 13a | none, case mixed | lc).
 cases.txt lists the scored variants, one block each:
 
   case <name> nrefs <k> tok <13a|none> lc <0|1> smooth <exp|floor|add-k|none> value <v|-1>
@@ -123,7 +124,8 @@ def main():
         for tok in ("13a", "none"):
             for lc in (False, True):
                 b = BLEU(tokenize=tok, lowercase=lc)
-                lines = [b._preprocess_segment(x) for x in hyps + sum(refs, [])]
+                # the tokens BLEU counts (its n-grams split the segment again)
+                lines = [" ".join(b._preprocess_segment(x).split()) for x in hyps + sum(refs, [])]
                 write_lines(os.path.join(d, "tok_%s_%s.txt" % (tok, "lc" if lc else "mixed")), lines)
         for tok, lc, smooth, value in VARIANTS[name]:
             b = BLEU(tokenize=tok, lowercase=lc, smooth_method=smooth, smooth_value=value)
