@@ -14,6 +14,7 @@ static const command k_commands[] = {
     {"train", ot_cmd_train, &cli_train_command},      {"eval", ot_cmd_eval, &cli_eval_command},
     {"generate", ot_cmd_generate, &cli_generate_command}, {"serve", ot_cmd_serve, &cli_serve_command},
     {"quantize", ot_cmd_quantize, &cli_quantize_command},
+    {"bleu", ot_cmd_bleu, &cli_bleu_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 
