@@ -49,6 +49,36 @@ def lower_runs():
     return [(lo, hi, st or 1, d) for lo, hi, st, d in runs], multi
 
 
+def ranges(cps):
+    out = []
+    for c in cps:
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return out
+
+
+def sigma_classes():
+    """The two classes str.lower() consults for a capital sigma (final form
+    when a cased letter precedes it and none follows, case-ignorable ones
+    skipped), measured on str.lower() itself: 'AΣ' + c gives the final form
+    unless c is cased (and not ignorable); 'A' + c + 'Σ' gives it when c is
+    cased or ignorable."""
+    cased, ign = [], []
+    for c in range(MAXCP):
+        if 0xD800 <= c < 0xE000:
+            continue
+        x = chr(c)
+        after_final = ("A\u03a3" + x).lower()[1] == "\u03c2"
+        before_final = ("A" + x + "\u03a3").lower()[-1] == "\u03c2"
+        if not after_final:
+            cased.append(c)
+        elif before_final:
+            ign.append(c)
+    return ranges(cased), ranges(ign)
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     ws = runs_ws()
@@ -60,7 +90,8 @@ def main():
          "// The whitespace of str.split() / str.rstrip() as inclusive [lo, hi] ranges,",
          "// and str.lower() as runs {lo, hi, stride, delta}: lower(cp) = cp + delta for",
          "// cp = lo, lo + stride, ..., hi (U+0130 alone maps to two code points:",
-         "// 'i' U+0307, handled in bleu_tok.c).",
+         "// 'i' U+0307, handled in bleu_tok.c), and the classes of the final-sigma",
+         "// rule of str.lower() (bleu_tok.c).",
          '#include "bleu_impl.h"', "",
          'const char ot__bleu_uc_version[] = "%s";' % unicodedata.unidata_version, "",
          "const uint32_t ot__bleu_ws[][2] = {"]
@@ -74,6 +105,18 @@ def main():
             L.append("  " + " ".join(row)); row = []
     if row: L.append("  " + " ".join(row))
     L += ["};", "const int ot__bleu_nlower = %d;" % len(runs), ""]
+    cased, ign = sigma_classes()
+    for name, rr, what in (("cased", cased, "cased (and not case-ignorable)"),
+                           ("ignorable", ign, "case-ignorable")):
+        L += ["// Code points str.lower() treats as %s around a capital sigma." % what,
+              "const uint32_t ot__bleu_%s[][2] = {" % name]
+        row = []
+        for a, b in rr:
+            row.append("{0x%X, 0x%X}," % (a, b))
+            if len(row) == 6:
+                L.append("  " + " ".join(row)); row = []
+        if row: L.append("  " + " ".join(row))
+        L += ["};", "const int ot__bleu_n%s = %d;" % (name, len(rr)), ""]
     path = os.path.join(root, "src", "io", "bleu_tables.c")
     with open(path, "w") as f:
         f.write("\n".join(L))

@@ -12,6 +12,8 @@ extern const uint32_t ot__bleu_ws[][2];
 extern const int ot__bleu_nws;
 extern const ot__bleu_lrun ot__bleu_lower[];
 extern const int ot__bleu_nlower;
+extern const uint32_t ot__bleu_cased[][2], ot__bleu_ignorable[][2];
+extern const int ot__bleu_ncased, ot__bleu_nignorable;
 
 // Two growable work buffers; a tokenized segment ends in a[0, len).
 typedef struct { char *a, *b; size_t acap, bcap, len; } ot__bleu_buf;

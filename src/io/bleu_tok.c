@@ -1,5 +1,5 @@
 // BLEU tokenizers as sacreBLEU 2.6.0 applies them to a segment: Python's
-// str.lower() (optional), str.rstrip(), then "13a" (mteval-v13a: entity
+// str.lower() (optional; with its final-sigma rule), str.rstrip(), then "13a" (mteval-v13a: entity
 // unescaping and the four substitution rules below, each a left-to-right
 // pass of non-overlapping matches, as re.sub) or "none", and finally
 // ' '.join(line.split()). Python's whitespace and lowercase tables come from
@@ -62,6 +62,44 @@ static bool is_ws(uint32_t c) {
   for (int k = 0; k < ot__bleu_nws; k++)
     if (c >= ot__bleu_ws[k][0] && c <= ot__bleu_ws[k][1]) return true;
   return false;
+}
+
+static bool in_ranges(const uint32_t (*r)[2], int n, uint32_t c) {
+  int lo = 0, hi = n - 1;
+  while (lo <= hi) {
+    int m = (lo + hi) / 2;
+    if (c < r[m][0]) hi = m - 1;
+    else if (c > r[m][1]) lo = m + 1;
+    else return true;
+  }
+  return false;
+}
+
+// Python's final-sigma rule for the capital sigma at s[i, i + w): final form
+// when, skipping case-ignorable code points, a cased one precedes it and none
+// follows.
+static bool final_sigma(const uint8_t *s, size_t n, size_t i, int w) {
+  bool before = false;
+  for (size_t j = i; j > 0;) {
+    size_t st = j - 1;
+    while (st > 0 && (s[st] & 0xC0) == 0x80) st--;
+    int k;
+    uint32_t c = dec(s, st, &k);
+    if (!in_ranges(ot__bleu_ignorable, ot__bleu_nignorable, c)) {
+      before = in_ranges(ot__bleu_cased, ot__bleu_ncased, c);
+      break;
+    }
+    j = st;
+  }
+  if (!before) return false;
+  for (size_t j = i + (size_t)w; j < n;) {
+    int k;
+    uint32_t c = dec(s, j, &k);
+    if (!in_ranges(ot__bleu_ignorable, ot__bleu_nignorable, c))
+      return !in_ranges(ot__bleu_cased, ot__bleu_ncased, c);
+    j += (size_t)k;
+  }
+  return true;
 }
 
 static uint32_t lower1(uint32_t c) {
@@ -166,6 +204,7 @@ ot_status ot__bleu_tok(ot_bleu_tok tok, bool lower, const char *s, size_t n, ot_
     int w;
     uint32_t c = dec(u, i, &w);
     if (lower && c == 0x130) { t->a[o++] = 'i'; o += (size_t)enc(0x307, t->a + o); }
+    else if (lower && c == 0x3A3) o += (size_t)enc(final_sigma(u, n, i, w) ? 0x3C2 : 0x3C3, t->a + o);
     else if (lower && c >= 'A') o += (size_t)enc(lower1(c), t->a + o);
     else memcpy(t->a + o, s + i, (size_t)w), o += (size_t)w;
     i += (size_t)w;
