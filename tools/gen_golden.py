@@ -45,6 +45,9 @@ Files, per case (shapes in brackets):
              (I32, some == ignore_index) -> row_loss[N] mean_loss[1]
              (= sum row_loss / count) dlogits[N,ld] (= (softmax - onehot) /
              count; 0 in padding columns and ignored rows).
+  xent_ls    as xent plus meta eps (label smoothing, f32): row_loss = PyTorch
+             F.cross_entropy(..., label_smoothing=eps, reduction='none'), mean_loss
+             = the 'sum' reduction / count, dlogits its gradient.
   adamw      meta n steps lr beta1 beta2 eps weight_decay grad_scale.
              p0[n] g1..g3[n] (raw gradients; the op scales them by grad_scale)
              -> p1..p3[n] (after each torch.optim.AdamW step), m3 v3[n]
@@ -293,6 +296,28 @@ def gen_xent(g):
         g.put("row_loss", row); g.put("mean_loss", mean.reshape(1)); g.put("dlogits", dl)
 
 
+def gen_xent_ls(g):
+    for N, V, ld, targets, count, eps in [(5, 9, 12, [3, -100, 8, 0, 3], 4.0, 0.1),
+                                          (3, 13, 13, [12, 5, -100], 7.0, 0.25),
+                                          (4, 33, 40, [0, 32, 7, 7], 3.0, 0.9)]:
+        g.case()
+        ignore = -100
+        logits = rnd(N, ld, scale=2.0)
+        logits[:, V:] = 30.0                                 # padding must be ignored
+        z = leaf(logits[:, :V])
+        t = torch.tensor(targets)
+        row = F.cross_entropy(z, t, ignore_index=ignore, label_smoothing=eps, reduction="none")
+        mean = F.cross_entropy(z, t, ignore_index=ignore, label_smoothing=eps,
+                               reduction="sum") / count
+        mean.backward()
+        dl = torch.zeros(N, ld)
+        dl[:, :V] = z.grad
+        for k, v in dict(N=N, V=V, ld=ld, ignore_index=ignore, count=count,
+                         eps=f32(eps)).items(): g.set(k, v)
+        g.put("logits", logits); g.put("targets", t)
+        g.put("row_loss", row); g.put("mean_loss", mean.reshape(1)); g.put("dlogits", dl)
+
+
 def gen_adamw(g):
     for n, lr, wd, gs in [(13, 1e-2, 0.1, 1.0), (5, 3e-3, 0.0, 0.25)]:
         g.case()
@@ -350,6 +375,7 @@ GENS = {
     "layernorm": lambda g: gen_norm(g, "layernorm"), "rmsnorm": lambda g: gen_norm(g, "rmsnorm"),
     "gelu": gen_gelu, "swiglu": gen_swiglu, "rope": gen_rope, "softmax": gen_softmax,
     "xent": gen_xent, "adamw": gen_adamw, "attention": gen_attention,
+    "xent_ls": gen_xent_ls,
 }
 
 

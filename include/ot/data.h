@@ -126,6 +126,67 @@ const char *ot_bpe_token(const ot_bpe *t, int32_t id, size_t *len);
 ot_status ot_bpe_decode(const ot_bpe *t, const int32_t *ids, size_t n, char *out, size_t cap,
                         size_t *len);
 
+// -------------------------------------------------------------------- BLEU ---
+// Corpus BLEU as sacreBLEU 2.6.0 computes it (max n-gram order 4, effective
+// order off): segments are lowercased (option, Python's str.lower()), right-
+// stripped and tokenized, then clipped n-gram matches against the per-n-gram
+// maximum over the segment's references are summed over the corpus; the
+// brevity penalty uses the closest reference length (ties: the shorter).
+typedef enum {
+  OT_BLEU_TOK_13A = 0,  // mteval-v13a (sacreBLEU's default): entity unescaping, punctuation
+                        // split except . , between digits, - after a digit
+  OT_BLEU_TOK_NONE,     // whitespace only
+} ot_bleu_tok;
+typedef enum {
+  OT_BLEU_SMOOTH_EXP = 0,  // NIST: the k-th zero precision counts as 1 / (2^k total)
+  OT_BLEU_SMOOTH_FLOOR,    // a zero count counts as smooth_value (0.1)
+  OT_BLEU_SMOOTH_ADD_K,    // orders 2..4 add smooth_value (1) to counts and totals
+  OT_BLEU_SMOOTH_NONE,
+} ot_bleu_smooth;
+// Zero-initialised = sacreBLEU's defaults (13a, exp, case-sensitive).
+typedef struct {
+  ot_bleu_tok tokenize;
+  ot_bleu_smooth smooth;
+  double smooth_value;  // floor / add-k value; <= 0: the default (0.1 / 1)
+  bool lowercase;
+} ot_bleu_opts;
+typedef struct {
+  double score;           // 0..100
+  double precisions[4];   // percent, after smoothing
+  double bp, ratio;       // brevity penalty; sys_len / ref_len (0 if ref_len = 0)
+  int64_t sys_len, ref_len, counts[4], totals[4], segments;
+  int nrefs;              // references per segment, -1 when it varied
+} ot_bleu_score;
+typedef struct ot_bleu ot_bleu;
+
+// An empty accumulator with options o (NULL: defaults); free with ot_bleu_free.
+ot_status ot_bleu_create(ot_bleu **out, const ot_bleu_opts *o);
+void ot_bleu_free(ot_bleu *b);
+// Adds one segment: hypothesis hyp and its nrefs >= 1 references (NUL-
+// terminated UTF-8; an empty reference counts, with length 0). OT_EINVAL for
+// invalid UTF-8 (the statistics are then unchanged).
+ot_status ot_bleu_add(ot_bleu *b, const char *hyp, const char *const *refs, int nrefs);
+// Adds every line of hyp_path ("-": standard input) with the same line of each
+// of the nrefs reference files (lines split at '\n' as sacreBLEU reads them).
+// OT_EFORMAT naming file and line when line counts differ or a line is not
+// valid UTF-8 (nothing is added then); OT_EIO when a file cannot be read.
+ot_status ot_bleu_add_files(ot_bleu *b, const char *hyp_path, const char *const *ref_paths,
+                            int nrefs);
+// The corpus score so far.
+ot_status ot_bleu_result(const ot_bleu *b, ot_bleu_score *s);
+// sacreBLEU's score line "BLEU = 38.12 70.1/45.3/31.2/22.0 (BP = 0.986 ratio =
+// 0.986 hyp_len = 1234 ref_len = 1251)" into buf (snprintf rules: returns the
+// length it needs, writes at most cap bytes with the terminator).
+size_t ot_bleu_format(const ot_bleu_score *s, char *buf, size_t cap);
+// sacreBLEU's signature "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+// (nrefs "var" when it varied, smooth "floor[0.10]" / "add-k[1.00]"); snprintf rules.
+size_t ot_bleu_signature(const ot_bleu *b, char *buf, size_t cap);
+// The tokenized segment as BLEU sees it (lowercased if asked, tokens joined
+// by single spaces): *out is malloc'd (free()), *len its length. OT_EINVAL
+// for invalid UTF-8.
+ot_status ot_bleu_tokenize(const ot_bleu_opts *o, const char *s, size_t n, char **out,
+                           size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

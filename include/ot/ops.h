@@ -166,6 +166,16 @@ ot_status ot_softmax_bwd(ot_dtype dt, void *dx, const void *y, const void *dy, i
 ot_status ot_xent_fused(ot_dtype dt, void *logits, int ld, const int32_t *targets,
                         int N, int V, int ignore_index, float count, float *row_loss,
                         float *mean_loss, bool want_grad);
+// Label-smoothed cross-entropy, as PyTorch's F.cross_entropy(logits, t,
+// ignore_index, label_smoothing=eps, reduction='sum') / count; same layout and
+// in-place contract as ot_xent_fused. eps in [0, 1). row_loss: [N] f32 (NULL:
+// skip) = (1 - eps) * (-log p_t) + eps * mean_j(-log p_j), 0 on ignored rows;
+// want_grad: logits OVERWRITTEN with (softmax - (1 - eps) onehot - eps / V) /
+// count (0 on ignored rows and padding columns). eps = 0 gives exactly
+// ot_xent_fused's numbers.
+ot_status ot_xent_ls_fused(ot_dtype dt, void *logits, int ld, const int32_t *targets, int N,
+                           int V, int ignore_index, float eps, float count, float *row_loss,
+                           float *mean_loss, bool want_grad);
 
 // ----------------------------------------------------------------- AdamW ----
 typedef struct {
@@ -226,6 +236,9 @@ void ot_ref_softmax_fwd(float *y, const float *x, int N, int V);
 void ot_ref_softmax_bwd(float *dx, const float *y, const float *dy, int N, int V);
 void ot_ref_xent(float *logits, int ld, const int32_t *targets, int N, int V, int ignore_index,
                  float count, float *row_loss, float *mean_loss, bool want_grad);
+void ot_ref_xent_ls(float *logits, int ld, const int32_t *targets, int N, int V,
+                    int ignore_index, float eps, float count, float *row_loss, float *mean_loss,
+                    bool want_grad);
 void ot_ref_adamw(float *p, const float *g, float *m, float *v, size_t n,
                   const ot_adamw_cfg *cfg, float grad_scale);
 

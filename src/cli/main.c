@@ -15,6 +15,7 @@ static const command k_commands[] = {
     {"generate", ot_cmd_generate, &cli_generate_command}, {"serve", ot_cmd_serve, &cli_serve_command},
     {"quantize", ot_cmd_quantize, &cli_quantize_command},
     {"average", ot_cmd_average, &cli_average_command},
+    {"bleu", ot_cmd_bleu, &cli_bleu_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 

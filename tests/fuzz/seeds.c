@@ -158,6 +158,11 @@ static void texts(void) {
         "\"num_key_value_heads\": 2, \"max_position_embeddings\": 128, \"rms_norm_eps\": 1e-6, "
         "\"rope_theta\": 10000.0, \"tie_word_embeddings\": false}");
   puts_("hf_config", "no_type", "{\"vocab_size\": 300}");
+  // bleu: a flags byte (bit 0: tokenizer none, bit 1: lowercase), then the text
+  puts_("bleu", "punct", "\x00He said &quot;yes&quot; &amp; paid $1,234.56 (p. 7) in 2019-2020.");
+  puts_("bleu", "unicode_lc", "\x02Caf\xc3\xa9 \xc4\xb0stanbul \xce\x9f\xce\x94\xce\x9f\xce\xa3\xe3\x80\x80\xe6\x97\xa5\xe6\x9c\xac ok.");
+  puts_("bleu", "none_ws", "\x01a\tb\xc2\xa0c  d\r\n e <skipped> -\nf");
+  puts_("bleu", "bad_utf8", "\x00ok \xed\xa0\x80 \xc3");
 }
 
 int main(int argc, char **argv) {

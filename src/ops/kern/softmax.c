@@ -260,3 +260,98 @@ void OT_K(k_xent)(void *lg, int ld, const int32_t *tg, long N, int V, int ignore
     else xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, 0);
   }
 }
+
+// ------------------------------------------- label-smoothed cross-entropy ---
+// Sum of x[off, off + V) (f32 vectors per chunk, chunks summed in double).
+INL double row_sum(const void *x, size_t off, int V, int ch, const int bf16) {
+  double s = 0.0;
+  for (int c0 = 0; c0 < V; c0 += ch) {
+    int n = V - c0 < ch ? V - c0 : ch, i = 0;
+    vf s0 = vzero(), s1 = vzero();
+    double sd = 0.0;
+    for (; i + 2 * VL <= n; i += 2 * VL) {  // any order: exchange-order pairs
+      vf a, b;
+      vldx2(x, off + c0 + i, &a, &b, bf16);
+#if VL == 1
+      sd += (double)a + (double)b;
+#else
+      s0 = vadd(s0, a);
+      s1 = vadd(s1, b);
+#endif
+    }
+    for (; i + VL <= n; i += VL) s0 = vadd(s0, vld(x, off + c0 + i, bf16));
+    sd += (double)vsum(vadd(s0, s1));
+    for (; i < n; i++) sd += (double)sld(x, off + c0 + i, bf16);
+    s += sd;
+  }
+  return s;
+}
+
+// As row_scale with out = e * exp(mc[k] - M) * mul - sub (one fused
+// multiply-add: with sub = 0 the bits of row_scale).
+INL void row_scale_sub(void *out, size_t off, const float *e, const float *mc, int V, int ch,
+                       float M, double mul, float sub, const int bf16) {
+  const vf vn = vset1(-sub);
+  for (int k = 0, c0 = 0; c0 < V; k++, c0 += ch) {
+    int n = V - c0 < ch ? V - c0 : ch;
+    float sc = (float)((mc[k] == M ? 1.0 : exp((double)mc[k] - (double)M)) * mul);
+    const vf vs = vset1(sc);
+    const float *ec = e + c0;
+    int i = 0;
+    for (; i + SG <= n; i += SG)
+      for (int j = 0; j < SU; j += 2)
+        vstx2_bfsrc(out, off + c0 + i + j * VL, vfmadd(vload(ec + i + j * VL), vs, vn),
+                    vfmadd(vload(ec + i + (j + 1) * VL), vs, vn), bf16);
+    for (; i + VL <= n; i += VL) vst(out, off + c0 + i, vfmadd(vload(ec + i), vs, vn), bf16);
+    for (; i < n; i++) sst(out, off + c0 + i, fmaf(ec[i], sc, -sub), bf16);
+  }
+}
+
+INL void xent_ls_rows(void *lg, int ld, const int32_t *tg, long N, int V, int ignore, float eps,
+                      float count, double *loss, int want_grad, float *buf, size_t bstride,
+                      const int bf16) {
+  const int ch = sm_chunk(V);
+  const double inv_count = 1.0 / (double)count, de = (double)eps;
+  const float sub = (float)(de / V * inv_count);  // eps / V / count on every column
+#pragma omp for schedule(static)
+  for (long r = 0; r < N; r++) {
+    size_t off = (size_t)r * ld;
+    int t = tg[r];
+    if (t == ignore) {
+      loss[r] = 0.0;
+      if (want_grad) {
+        int i = 0;
+        for (; i + VL <= ld; i += VL) vst(lg, off + i, vzero(), bf16);
+        for (; i < ld; i++) sst(lg, off + i, 0.0f, bf16);
+      }
+      continue;
+    }
+    float mc[SM_MAXCH], M;
+    double xt = sld(lg, off + t, bf16);  // read before the row is overwritten
+    double xs = eps != 0.0f ? row_sum(lg, off, V, ch, bf16) : 0.0;
+    float *e = NULL;
+    if (want_grad) e = bf16 ? buf + (size_t)omp_get_thread_num() * bstride : (float *)lg + off;
+    double S = row_stats(lg, off, V, ch, e, mc, &M, NULL, bf16);
+    double lse = (double)M + log(S);
+    // (1 - eps) nll + eps mean_j(lse - x_j) = nll + eps (x_t - mean_j x_j)
+    loss[r] = eps != 0.0f ? (lse - xt) + de * (xt - xs / V) : lse - xt;
+    if (want_grad) {
+      row_scale_sub(lg, off, e, mc, V, ch, M, inv_count / S, sub, bf16);
+      for (int i = V; i < ld; i++) sst(lg, off + i, 0.0f, bf16);
+      sst(lg, off + t, (float)((exp(xt - lse) - (1.0 - de) - de / V) * inv_count), bf16);
+    }
+  }
+}
+
+// As k_xent with label smoothing eps in [0, 1): row loss (1 - eps) nll +
+// eps mean_j(-log p_j); gradient (softmax - (1 - eps) onehot - eps / V) / count.
+// eps = 0 gives k_xent's bits.
+void OT_K(k_xent_ls)(void *lg, int ld, const int32_t *tg, long N, int V, int ignore, float eps,
+                     float count, double *loss, int want_grad, float *buf, size_t bstride,
+                     int bf16) {
+#pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
+  {
+    if (bf16) xent_ls_rows(lg, ld, tg, N, V, ignore, eps, count, loss, want_grad, buf, bstride, 1);
+    else xent_ls_rows(lg, ld, tg, N, V, ignore, eps, count, loss, want_grad, buf, bstride, 0);
+  }
+}

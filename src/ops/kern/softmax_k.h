@@ -11,5 +11,8 @@ OT_KDECL(void, k_softmax_bwd, (void *dx, const void *y, const void *dy, long N, 
 OT_KDECL(void, k_xent, (void *lg, int ld, const int32_t *tg, long N, int V, int ignore,
                         float count, double *loss, int want_grad, float *buf, size_t bstride,
                         int bf16));
+OT_KDECL(void, k_xent_ls, (void *lg, int ld, const int32_t *tg, long N, int V, int ignore,
+                           float eps, float count, double *loss, int want_grad, float *buf,
+                           size_t bstride, int bf16));
 
 #endif
