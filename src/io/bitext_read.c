@@ -2,6 +2,7 @@
 // strict UTF-8 checks (no overlong forms, surrogates or code points past
 // U+10FFFF) that name the file, the line and the byte offset.
 #include "bitext_impl.h"
+#include <stdio.h>
 
 void ot__lines_free(ot__lines *L) {
   if (!L) return;
@@ -30,7 +31,11 @@ static size_t utf8_seq(const unsigned char *p, size_t n) {
 ot_status ot__lines_read(ot__lines *L, const char *path, const char *fn) {
   memset(L, 0, sizeof *L);
   ot_status s = ot__read_file(path, &L->buf, &L->size);
-  if (s != OT_OK) return ot_error(s, "%s: %s", fn, ot_last_error());
+  if (s != OT_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", ot_last_error());
+    return ot_error(s, "%s: %s", fn, msg);
+  }
   int64_t cap = 1;
   for (size_t i = 0; i < L->size; i++) cap += L->buf[i] == '\n';
   L->off = ot_mem_alloc((size_t)cap * sizeof *L->off, OT_MEM_OTHER);
