@@ -54,10 +54,11 @@ ot_status ot__lines_read(ot__lines *L, const char *path, const char *fn) {
     for (size_t i = start; i < e;) {
       size_t k = utf8_seq(b + i, e - i);
       if (!k) {
+        const unsigned byte = b[i];
         ot__lines_free(L);
         return ot_error(OT_EFORMAT, "%s: %s:%lld: invalid UTF-8 at byte offset %zu of the line (byte 0x%02x, "
                         "file offset %zu); the files must be UTF-8 (convert with iconv -t UTF-8)",
-                        fn, path, (long long)line, i - start, b[i], i);
+                        fn, path, (long long)line, i - start, byte, i);
       }
       i += k;
     }
