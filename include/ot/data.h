@@ -186,6 +186,109 @@ size_t ot_bleu_signature(const ot_bleu *b, char *buf, size_t cap);
 // for invalid UTF-8.
 ot_status ot_bleu_tokenize(const ot_bleu_opts *o, const char *s, size_t n, char **out,
                            size_t *len);
+// ------------------------------------------------------- parallel text -----
+// Two UTF-8 files, line i of src translating line i of tgt (LF or CRLF; a
+// missing final newline is fine). Both sides are tokenized with one joint
+// byte-level BPE whose one special token, <|endoftext|> (ot_bpe_eot), is at
+// once the end of sentence, the decoder's start token and the padding:
+//   encoder input  = src ids + eos                       (length ns + 1)
+//   decoder input  = eos(start) + tgt ids                (length nt + 1)
+//   decoder target = tgt ids + eos                       (length nt + 1)
+// Literal "<|endoftext|>" in the text is encoded as plain text.
+typedef struct ot_bitext ot_bitext;
+
+typedef struct {
+  const ot_bpe *bpe;     // the joint tokenizer (must have <|endoftext|>); borrowed
+  int max_len;           // most BPE tokens per side (without eos); 0: 256
+  bool refuse_long;      // a longer line fails the open (false: the pair is skipped)
+} ot_bitext_opts;
+
+typedef struct {
+  int64_t lines;         // lines in each file
+  int64_t pairs;         // pairs kept
+  int64_t empty;         // pairs skipped because a side is empty (or blanks only)
+  int64_t too_long;      // pairs skipped because a side has more than max_len tokens
+  int64_t src_tokens, tgt_tokens;  // BPE tokens of the kept pairs (without eos)
+  int max_src, max_tgt;  // longest kept side, in tokens (without eos)
+} ot_bitext_stats;
+
+// Reads both files, checks them and tokenizes every line. Errors (message
+// names the file, the line and the fix): a missing file (OT_EIO); unequal
+// line counts, invalid UTF-8 ("<file>:<line>: invalid UTF-8 ... byte offset
+// K"), a line over max_len tokens with refuse_long, no pair left (OT_EFORMAT);
+// bad options (OT_EINVAL). Empty pairs and (without refuse_long) over-long
+// pairs are skipped and counted.
+ot_status ot_bitext_open(ot_bitext **out, const char *src_path, const char *tgt_path,
+                         const ot_bitext_opts *opts);
+void ot_bitext_close(ot_bitext *bt);                     // NULL ok
+void ot_bitext_get_stats(const ot_bitext *bt, ot_bitext_stats *st);
+int64_t ot_bitext_pairs(const ot_bitext *bt);
+int32_t ot_bitext_eos(const ot_bitext *bt);              // = start = pad id
+// Token ids of pair i (0 <= i < pairs; without eos): src [*ns], tgt [*nt];
+// valid while bt is open. Returns the 1-based line number of the pair.
+int64_t ot_bitext_pair(const ot_bitext *bt, int64_t i, const int32_t **src, int *ns,
+                       const int32_t **tgt, int *nt);
+
+// Trains the joint BPE on the non-empty lines of both files (checked as
+// ot_bitext_open checks them; lines are separate words, never merged across)
+// to vocab_size tokens including <|endoftext|> (as ot_bpe_train).
+ot_status ot_bitext_train_bpe(ot_bpe **out, const char *src_path, const char *tgt_path,
+                              int vocab_size, bool verbose);
+
+// Token-budget batches over the pairs of an open bitext. Pairs are grouped
+// into length buckets of `bucket` tokens (length = max(ns, nt) + 1), longest
+// first, shuffled inside each bucket (seed, epoch), cut greedily into global
+// batches of R rows with R * max(S, T) <= max_tokens, and the batch order is
+// shuffled (seed, epoch). Every pair is in exactly one batch per epoch. The
+// last batch is topped up to `world` rows from the one before, so every
+// global batch has at least `world` rows: max_tokens must be >= the longest
+// pair (world 1) or 2 * world * the longest pair (world > 1).
+// Data-parallel: rank r takes rows [r*R/world, (r+1)*R/world) of each global
+// batch, so all ranks see the same number of batches and their union is the
+// one-process batch. Without shuffle: longest bucket first, ties by pair
+// index, batches in that order (evaluation).
+typedef struct {
+  int64_t max_tokens;    // budget per global batch (all ranks): rows * max(S, T)
+  int bucket;            // length-bucket width in tokens; 0: 8
+  bool shuffle;
+  uint64_t seed;
+  int rank, world;       // world 0 means 1
+} ot_bitext_batcher_config;
+
+// This rank's part of one global batch; pointers into the batcher's buffers,
+// valid until the next ot_bitext_next.
+typedef struct {
+  int B, S, T;               // rows; padded source and decoder lengths
+  const int32_t *src;        // [B, S]: src ids, eos, then pad (= eos)
+  const int32_t *src_len;    // [B]: ns + 1
+  const int32_t *dec_in;     // [B, T]: start (= eos), tgt ids, then pad (= eos)
+  const int32_t *dec_tgt;    // [B, T]: tgt ids, eos, then -1 (ignore index)
+  const int32_t *tgt_len;    // [B]: nt + 1 (targets != -1 in the row)
+  const int64_t *pair;       // [B]: pair index of each row
+  int64_t tgt_tokens;        // targets != -1 of this rank's part
+  int64_t global_rows, global_tgt_tokens;  // the whole global batch (all ranks)
+  uint64_t epoch, index;     // which batch this is
+} ot_bitext_batch;
+
+typedef struct ot_bitext_batcher ot_bitext_batcher;
+
+// Plans epoch 0 and allocates every buffer (nothing is allocated later).
+// OT_EINVAL names the bad field (budget too small: the longest pair and the
+// budget needed). bt must stay open while the batcher is used.
+ot_status ot_bitext_batcher_open(ot_bitext_batcher **out, const ot_bitext *bt,
+                                 const ot_bitext_batcher_config *cfg);
+void ot_bitext_batcher_close(ot_bitext_batcher *b);      // NULL ok
+// Fills *batch with this rank's part of the next global batch; after an
+// epoch's last batch the next epoch starts (planned here, without allocating).
+ot_status ot_bitext_next(ot_bitext_batcher *b, ot_bitext_batch *batch);
+// Global batches in epoch `epoch` (plans it if needed: the count varies by epoch).
+int64_t ot_bitext_batches(ot_bitext_batcher *b, uint64_t epoch);
+// The next global batch is number `index` of `epoch`; the fingerprint covers
+// the pairs' ids, max_tokens, bucket, shuffle and seed (not rank/world: a run
+// may resume on another world size and see the same global batches).
+void ot_bitext_get_state(const ot_bitext_batcher *b, ot_loader_state *st);
+// OT_EINVAL when the fingerprint differs or index is past that epoch's batches.
+ot_status ot_bitext_set_state(ot_bitext_batcher *b, const ot_loader_state *st);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 // `ot tokenize`: encode a text (or decode ids) with a tokenizer, for inspection.
 #include "cli.h"
 #include "io/files.h"
+#include "prepare_translate.h"
 #include <errno.h>
 #include <glob.h>
 #include <sys/stat.h>
@@ -79,6 +80,9 @@ typedef struct {
   int vocab, shard_tokens;
   double valf;
   bool quiet;
+  const char *task, *src, *tgt, *vsrc, *vtgt, *tsrc, *ttgt, *dump_ids;   // --task translate
+  int max_len;
+  bool refuse_long;
 } prepare_opts;
 
 static const cli_flag k_prepare_flags[] = {
@@ -94,6 +98,19 @@ static const cli_flag k_prepare_flags[] = {
     CLI_I("--shard-tokens", prepare_opts, shard_tokens, 1, INT32_MAX, "N",
           "tokens per shard file (default 100000000)"),
     CLI_B("--quiet", prepare_opts, quiet, "no progress lines"),
+    CLI_S("--task", prepare_opts, task, "TASK", "lm (default: --corpus) or translate (--src/--tgt)"),
+    CLI_S("--src", prepare_opts, src, "FILE", "translate: source side of the training pairs (one per line)"),
+    CLI_S("--tgt", prepare_opts, tgt, "FILE", "translate: target side, line i translating --src line i"),
+    CLI_S("--valid-src", prepare_opts, vsrc, "FILE", "translate: validation pairs, source side"),
+    CLI_S("--valid-tgt", prepare_opts, vtgt, "FILE", "translate: validation pairs, target side"),
+    CLI_S("--test-src", prepare_opts, tsrc, "FILE", "translate: test pairs, source side"),
+    CLI_S("--test-tgt", prepare_opts, ttgt, "FILE", "translate: test pairs, target side"),
+    CLI_I("--max-len", prepare_opts, max_len, 1, 1 << 20, "N",
+          "translate: most BPE tokens per side; longer pairs are skipped (default 256)"),
+    CLI_B("--refuse-long", prepare_opts, refuse_long, "translate: fail on a line over --max-len instead"),
+    CLI_S("--dump-ids", prepare_opts, dump_ids, "PREFIX",
+          "translate: write PREFIX.<split>.tsv, one line per kept pair:\n"
+          "source ids, a tab, target ids (no start/eos)"),
 };
 
 const cli_command cli_prepare_command = {
@@ -103,13 +120,32 @@ const cli_command cli_prepare_command = {
     "DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin (llm.c token shards: uint16 ids when the\n"
     "vocabulary fits, else uint32) and DIR/info.json. The last --val-fraction of the corpus\n"
     "(from a line start) is the held-out split; the tokenizer is trained on the rest. Each\n"
-    "split starts with <|endoftext|>; literal <|endoftext|> in the corpus becomes that token.\n",
+    "split starts with <|endoftext|>; literal <|endoftext|> in the corpus becomes that token.\n"
+    "With --task translate: trains one joint BPE on --src and --tgt (its <|endoftext|> is eos,\n"
+    "decoder start and pad), writes DIR/vocab.json, DIR/merges.txt, DIR/info.json, and prints\n"
+    "pairs, skipped pairs and tokens per side of each split given (train, --valid-*, --test-*).\n",
     k_prepare_flags, sizeof k_prepare_flags / sizeof k_prepare_flags[0], NULL, NULL, false};
 
 int ot_cmd_prepare(int argc, char **argv) {
-  prepare_opts o = {.kind = "bpe", .vocab = 8192, .shard_tokens = 100000000, .valf = 0.05};
+  prepare_opts o = {.kind = "bpe", .vocab = 8192, .shard_tokens = 100000000, .valf = 0.05, .task = "lm",
+                    .max_len = 256};
   const int pr = cli_parse(&cli_prepare_command, argc, argv, &o, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
+  if (strcmp(o.task, "lm") && strcmp(o.task, "translate"))
+    return cli_usage_error(&cli_prepare_command, "--task '%s' is not one of lm|translate", o.task);
+  const bool tr = !strcmp(o.task, "translate");
+  if (!tr && (o.src || o.tgt || o.vsrc || o.vtgt || o.tsrc || o.ttgt || o.dump_ids))
+    return cli_usage_error(&cli_prepare_command, "--src/--tgt/--valid-*/--test-*/--dump-ids need --task translate");
+  if (tr) {
+    if (o.corpus) return cli_usage_error(&cli_prepare_command, "--task translate reads --src/--tgt, not --corpus");
+    if (!o.src || !o.tgt || !o.out)
+      return cli_usage_error(&cli_prepare_command, "--task translate needs --src, --tgt and --out");
+    if (!o.vsrc != !o.vtgt) return cli_usage_error(&cli_prepare_command, "give both --valid-src and --valid-tgt");
+    if (!o.tsrc != !o.ttgt) return cli_usage_error(&cli_prepare_command, "give both --test-src and --test-tgt");
+    cli_translate_prep p = {{o.src, o.vsrc, o.tsrc}, {o.tgt, o.vtgt, o.ttgt}, o.out, o.kind, o.dump_ids, o.vocab,
+                            o.max_len, o.refuse_long, o.quiet};
+    return cli_prepare_translate(&p);
+  }
   const char *corpus = o.corpus, *out = o.out, *kind = o.kind;
   const int vocab = o.vocab, shard_tokens = o.shard_tokens;
   const double valf = o.valf;

@@ -165,6 +165,18 @@ static void texts(void) {
   puts_("bleu", "bad_utf8", "\x00ok \xed\xa0\x80 \xc3");
 }
 
+// parallel text: a settings byte, the source file, NUL, the target file
+static void bitext(void) {
+  static const char ok[] = "\x9ethe file\nopen it\r\n\nlast\0le fichier\nouvrez-le\r\nvide\nfin";
+  put("bitext", "pairs", ok, sizeof ok - 1);
+  static const char two[] = "\x1e" "a\nb b b b b b b b b b\nc\nd\0x\ny\nz\nw\n";
+  put("bitext", "world2_long", two, sizeof two - 1);
+  static const char bad[] = "\x40one\ntwo\0un\nde\xffux\n";
+  put("bitext", "bad_utf8", bad, sizeof bad - 1);
+  static const char cnt[] = "\x00one\ntwo\nthree\0un\n";
+  put("bitext", "unequal", cnt, sizeof cnt - 1);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
   g_dir = argv[1];
@@ -177,6 +189,7 @@ int main(int argc, char **argv) {
   bpe(tmpd);
   quant(tmp);
   texts();
+  bitext();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpd);
   return system(cmd) == 0 ? 0 : 1;
