@@ -222,12 +222,15 @@ ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, 
 // Writes the weights with HF names (F32) to a safetensors file, atomically.
 ot_status ot_model_export(const ot_model *m, const char *path);
 
-// Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM) -> config.
-// Unsupported settings (e.g. rope_scaling, activation other than gelu_new/
-// silu) are OT_EUNSUPPORTED with the key named.
+// Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM / MarianMTModel)
+// -> config. Unsupported settings (e.g. rope_scaling, activation other than
+// gelu_new/silu, Marian's swish, separate source/target vocabularies, mbart) are
+// OT_EUNSUPPORTED with the key named. Marian's dropout keys are training settings
+// and are not read.
 ot_status ot_model_config_from_hf(ot_model_config *c, const char *config_json_path);
 // Loads <dir>/config.json + <dir>/model.safetensors: creates the model for run
-// r and imports the weights (strict). *out = NULL on failure.
+// r (encoder-decoder with r->S = 0: S = r->T) and imports the weights (strict).
+// *out = NULL on failure.
 ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config *r);
 
 // ------------------------------------------------------------- partition ---
@@ -353,9 +356,11 @@ ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, 
                                double *loss);
 // The encoder output of the last ot_model_forward_s2s: [B*S, *ld] (dt of the run), or NULL.
 const void *ot_model_encoder_out(const ot_model *m, int *ld);
-// Writes <dir>/config.json and <dir>/model.safetensors (F32) that Hugging Face
-// loads (MarianMTModel for OT_NAMES_MARIAN; GPT2LMHeadModel, LlamaForCausalLM);
-// dir must exist. Whole models only.
+// Writes <dir>/config.json and <dir>/model.safetensors (F32) that
+// MarianMTModel.from_pretrained loads (dir must exist; whole models only).
+// Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other
+// than 1e-5) and decoder-only models: OT_EUNSUPPORTED (ot_model_export writes
+// their weights).
 ot_status ot_model_save_hf(const ot_model *m, const char *dir);
 
 // ------------------------------------------------------ quantized models ---

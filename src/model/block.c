@@ -282,7 +282,9 @@ static ot_status attn_bwd(ot_model *m, const ot__stack *st, const ot__layer_acts
   ot__grads_ready(m, m->params[P->o_w].offset);
   const size_t es = ot_dtype_size(dt);
   ot__transpose_heads(es, m->dohead, m->datty, B, T, m->Hq, m->D, true);
-  if (rc == OT_RECOMPUTE_NONE) ot__transpose_heads(es, m->ohead, A->atty, B, T, m->Hq, m->D, true);
+  // ohead holds the attention output after a full recompute, unless cross-attention ran since
+  if (rc == OT_RECOMPUTE_NONE || (rc == OT_RECOMPUTE_FULL && g->a.cross))
+    ot__transpose_heads(es, m->ohead, A->atty, B, T, m->Hq, m->D, true);
   OT_TRY(ot_attn_flash_bwd(dt, m->dq, m->dk, m->dv, m->dohead, m->ohead, A->lse, A->q, A->k, A->v,
                            &s));
   if (m->rope) {
@@ -314,7 +316,7 @@ static ot_status cross_bwd(ot_model *m, const ot__stack *st, const ot__layer_act
   OT_TRY(ot_linear_bwd(dt, m->datty, ot__pg(m, P->co_w), ot__pg(m, P->co_b), dout, NULL, A->attyc,
                        ot__pdt(m, P->co_w), N, C, HD, OT_ACT_NONE));
   ot__transpose_heads(es, m->dohead, m->datty, B, T, m->Hq, m->D, true);
-  if (m->run.recompute == OT_RECOMPUTE_NONE)
+  if (m->run.recompute != OT_RECOMPUTE_SELECTIVE)
     ot__transpose_heads(es, m->ohead, A->attyc, B, T, m->Hq, m->D, true);
   OT_TRY(ot_attn_flash_bwd(dt, m->dq, m->dk, m->dv, m->dohead, m->ohead, A->lsec, A->qc, A->kc,
                            A->vc, &s));
