@@ -286,6 +286,30 @@ static void activations(void) {
 }
 
 // ---------------------------------------------------------- round trip -----
+// dir/: save_hf's files + check.safetensors (the batch and its logits [B, T, V]).
+static void save_for_check(ot_model *m, const char *dir) {
+  mkdir(dir, 0755);
+  th_check(ot_model_save_hf(m, dir) == OT_OK, "save_hf %s: %s", dir, ot_last_error());
+  ot_s2s_batch b = batch(NULL);
+  th_check(ot_model_forward_s2s(m, &b, 0.0f, false, NULL) == OT_OK, "forward for the check");
+  int ld = 0;
+  const float *L = ot_model_logits(m, &ld);
+  const int V = ot_model_config_of(m)->vocab;
+  float *lg = th_falloc((size_t)B_ * T_ * V);
+  int32_t mask[B_ * S_];
+  for (int i = 0; i < B_ * T_; i++) memcpy(lg + (size_t)i * V, L + (size_t)i * ld, V * 4);
+  for (int i = 0; i < B_ * S_; i++) mask[i] = i % S_ < k_len[i / S_];
+  ot_st_tensor t[4] = {
+      {"src_ids", OT_I32, 2, {B_, S_}, k_src, sizeof k_src},
+      {"src_mask", OT_I32, 2, {B_, S_}, mask, sizeof mask},
+      {"decoder_input_ids", OT_I32, 2, {B_, T_}, k_tgt, sizeof k_tgt},
+      {"logits", OT_F32, 3, {B_, T_, V}, lg, (size_t)B_ * T_ * V * 4}};
+  char path[512];
+  snprintf(path, sizeof path, "%s/check.safetensors", dir);
+  th_check(ot_st_write(path, t, 4, NULL, NULL, 0) == OT_OK, "write %s: %s", path, ot_last_error());
+  free(lg);
+}
+
 static void round_trip(void) {
   ot_model *m = make_tiny(true, OT_RECOMPUTE_NONE, 21);
   if (!m) return;
@@ -337,6 +361,8 @@ static void round_trip(void) {
     }
   }
   ot_model_free(q);
+  const char *keep = getenv("OT_SAVE_HF_DIR");   // for tools/gen_marian_golden.py --check
+  if (keep && *keep) save_for_check(m, keep);
   snprintf(path, sizeof path, "%s/config.json", dir);
   unlink(path);
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
