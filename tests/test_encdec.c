@@ -238,6 +238,30 @@ static void recompute_modes(bool post) {
   free(g0);
 }
 
+// bf16 mixed precision: loss within 2% and gradients within nerr 0.1 of f32 (same large
+// random weights, as test_model uses for them).
+static void bf16_close(bool post) {
+  ot_model_config c = tiny(post);
+  ot_run_config r = {B_, T_, OT_F32, OT_RECOMPUTE_SELECTIVE, -100, S_};
+  ot_model *m[2] = {NULL, NULL};
+  double loss[2] = {0.0, 0.0};
+  for (int i = 0; i < 2; i++) {
+    r.dt = i ? OT_BF16 : OT_F32;
+    th_check(ot_model_create(&m[i], &c, &r) == OT_OK, "create %s", ot_dtype_name(r.dt));
+    if (!m[i]) return;
+    generic_weights(m[i], 8, 0.3f);
+    ot_s2s_batch b = batch(k_out);
+    th_check(ot_model_forward_s2s(m[i], &b, 0.0f, true, &loss[i]) == OT_OK, "forward");
+    th_check(ot_model_backward(m[i]) == OT_OK, "backward");
+  }
+  th_check(fabs(loss[1] - loss[0]) < 0.02 * loss[0], "%s-norm bf16 loss %g vs f32 %g",
+           post ? "post" : "pre", loss[1], loss[0]);
+  th_check_nerr(ot_model_grads(m[1]), ot_model_grads(m[0]), ot_model_n_floats(m[0]), 0.1,
+                "%s-norm bf16 gradients vs f32", post ? "post" : "pre");
+  ot_model_free(m[0]);
+  ot_model_free(m[1]);
+}
+
 // --------------------------------------------------------- activations -----
 typedef struct {
   ot_mlp_kind k;
@@ -505,6 +529,8 @@ int main(void) {
   fd_check(false, false);
   recompute_modes(true);
   recompute_modes(false);
+  bf16_close(true);
+  bf16_close(false);
   round_trip();
   bad_input();
   plan();
