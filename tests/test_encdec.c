@@ -1,12 +1,12 @@
 // Encoder-decoder (Marian / the original Transformer) tests:
 //  - Hugging Face golden files (tools/gen_marian_golden.py, transformers 4.40.2):
-//    hf_marian (relu, tied), hf_marian_gelu (erf gelu, untied head): logits and
-//    encoder output within nerr 1e-5 of MarianMTModel, the sinusoid table equal to
-//    HF's; hf_mbart refused (OT_EUNSUPPORTED, named)
+//    hf_marian (relu, tied), hf_marian_gelu (erf gelu, untied head), hf_mbart
+//    (pre-norm, learned positions, layernorm_embedding): logits and encoder output
+//    within nerr 1e-5 of transformers, the sinusoid table equal to HF's
 //  - the backward vs central finite differences on transformer-tiny shapes: every
 //    parameter tensor (embedding, encoder and decoder self-attention, cross-attention
-//    q/k/v/out and norm, MLP, norms, logits bias) for post-norm relu and pre-norm
-//    erf-GELU with grouped-query attention
+//    q/k/v/out and norm, MLP, norms, logits bias, learned positions, embedding norms)
+//    for post-norm (relu, erf-GELU) and mBART-like pre-norm erf-GELU with GQA
 //  - recompute none / selective / full: bitwise-identical loss and gradients
 //  - ReLU / erf-GELU kernels vs their scalar references (forward, backward by FD)
 //  - save_hf -> load_hf round trip bit-exact (weights and logits)
@@ -48,8 +48,12 @@ static void generic_weights(ot_model *m, uint64_t seed, float sd) {
 static ot_model_config tiny(bool post) {
   ot_model_config c;
   ot_model_config_preset(&c, "transformer-tiny");
-  if (!post) {   // pre-norm with final norms, erf-GELU, grouped-query attention, untied head
+  if (!post) {   // mBART-like: pre-norm with final norms, learned positions at offset 2,
+                 // embedding norms; erf-GELU, grouped-query attention, untied head
     c.norm_place = OT_PLACE_PRE;
+    c.pos = OT_POS_LEARNED;
+    c.pos_offset = 2;
+    c.embed_norm = true;
     c.mlp = OT_MLP_GELU_ERF;
     c.n_kv_heads = 2;
     c.tied = false;
@@ -86,19 +90,15 @@ static void golden(const char *name) {
   ot_run_config r = {3, 7, OT_F32, OT_RECOMPUTE_NONE, -100, 9};
   ot_model *m = NULL;
   ot_status s = ot_model_load_hf(&m, dir, &r);
-  if (strcmp(name, "hf_mbart") == 0) {
-    th_check_error(s, OT_EUNSUPPORTED, "mbart", "hf_mbart refused");
-    ot_model_free(m);
-    return;
-  }
   if (!th_check(s == OT_OK, "load %s: %s", dir, ot_last_error())) return;
   snprintf(path, sizeof path, "%s/logits.safetensors", dir);
   ot_st_file *f = NULL;
   if (!th_check(ot_st_open(&f, path) == OT_OK, "open %s", path)) { ot_model_free(m); return; }
   const ot_st_tensor *ids = need(f, "src_ids"), *mask = need(f, "src_mask"),
                      *dec = need(f, "decoder_input_ids"), *lg = need(f, "logits"),
-                     *eo = need(f, "encoder_out"), *sp = need(f, "sinusoid_pos");
-  if (ids && mask && dec && lg && eo && sp) {
+                     *eo = need(f, "encoder_out");
+  const ot_st_tensor *sp = strstr(name, "marian") ? need(f, "sinusoid_pos") : NULL;
+  if (ids && mask && dec && lg && eo) {
     const int B = (int)ids->shape[0], S = (int)ids->shape[1], T = (int)dec->shape[1];
     const int V = (int)lg->shape[2], C = (int)eo->shape[2];
     int32_t len[3] = {0, 0, 0};
@@ -116,9 +116,11 @@ static void golden(const char *name) {
       const float *E = ot_model_encoder_out(m, &lde);
       th_check(lde == C, "%s encoder width %d", name, lde);
       th_check_nerr(E, eo->data, (size_t)B * S * C, 1e-5, "%s encoder_out vs HF", name);
-      const int P = (int)sp->shape[0];
-      th_check(P == ot_model_config_of(m)->max_seq, "%s sinusoid rows %d", name, P);
-      th_check_nerr(m->pos_tab, sp->data, (size_t)P * C, 1e-7, "%s sinusoid table vs HF", name);
+      if (sp) {
+        const int P = (int)sp->shape[0];
+        th_check(P == ot_model_config_of(m)->max_seq, "%s sinusoid rows %d", name, P);
+        th_check_nerr(m->pos_tab, sp->data, (size_t)P * C, 1e-7, "%s sinusoid table vs HF", name);
+      }
       free(got);
     }
   }
@@ -442,9 +444,13 @@ static void bad_input(void) {
   c.n_enc_layers = 0;
   th_check_error(ot_model_config_validate(&c), OT_EINVAL, "n_enc_layers=0", "no encoder layers");
   c = tiny(true);
-  c.pos = OT_POS_LEARNED;
-  th_check_error(ot_model_config_validate(&c), OT_EUNSUPPORTED, "positions=learned",
-                 "learned positions refused");
+  c.pos = OT_POS_ROPE;
+  th_check_error(ot_model_config_validate(&c), OT_EUNSUPPORTED, "positions=rope",
+                 "rope positions refused");
+  c = tiny(true);
+  c.pos_offset = 2;
+  th_check_error(ot_model_config_validate(&c), OT_EINVAL, "pos_offset=2",
+                 "pos_offset without learned positions");
   c = tiny(true);
   c.pad_id = 50;
   th_check_error(ot_model_config_validate(&c), OT_EINVAL, "pad_id=50", "pad id out of range");

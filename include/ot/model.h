@@ -27,10 +27,12 @@ typedef enum { OT_NORM_LAYERNORM = 0, OT_NORM_RMSNORM } ot_norm_kind;
 // GELU: tanh form; RELU, GELU_ERF (exact erf GELU): encoder-decoder models (Marian)
 typedef enum { OT_MLP_GELU = 0, OT_MLP_SWIGLU, OT_MLP_RELU, OT_MLP_GELU_ERF } ot_mlp_kind;
 // SINUSOID: Marian's fixed table (row p: sin(p / 10000^(2j/C)) in the first half of the
-// columns, cos in the second), no parameters; encoder-decoder models only.
+// columns, cos in the second), no parameters; encoder-decoder models only (which also
+// take LEARNED: one table per stack, mBART's).
 typedef enum { OT_POS_LEARNED = 0, OT_POS_ROPE, OT_POS_SINUSOID } ot_pos_kind;
 // Tensor naming (Hugging Face names for export/import); nothing else depends on it.
-// MARIAN: MarianMTModel (model.shared, model.encoder.layers.N..., model.decoder.layers.N...).
+// MARIAN: MarianMTModel (model.shared, model.encoder.layers.N..., model.decoder.layers.N...);
+// with learned positions / embedding norms also MBart's (embed_positions, layernorm_embedding).
 typedef enum { OT_NAMES_GPT2 = 0, OT_NAMES_LLAMA, OT_NAMES_MARIAN } ot_names;
 // Architecture: decoder-only (GPT-2 / Llama) or encoder-decoder (the original
 // Transformer, Marian): n_enc_layers encoder blocks (bidirectional, masked by the
@@ -69,6 +71,9 @@ typedef struct {
   bool logits_bias;     // a bias on the logits (Marian final_logits_bias)
   int pad_id, eos_id, decoder_start_id;   // token ids (encoder-decoder)
   int src_vocab;        // 0: one vocabulary shared by source and target (the only one supported)
+  int pos_offset;       // encoder-decoder learned positions: position p reads row p + pos_offset
+                        // of its table [max_seq + pos_offset, C] (mBART: 2)
+  bool embed_norm;      // a norm after the embedding of each stack (mBART layernorm_embedding)
 } ot_model_config;
 
 // Presets: "gpt2" (124M: V 50257 padded to 50304, C 768, 12 layers, 12 heads),
@@ -222,9 +227,10 @@ ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, 
 // Writes the weights with HF names (F32) to a safetensors file, atomically.
 ot_status ot_model_export(const ot_model *m, const char *path);
 
-// Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM / MarianMTModel)
-// -> config. Unsupported settings (e.g. rope_scaling, activation other than
-// gelu_new/silu, Marian's swish, separate source/target vocabularies, mbart) are
+// Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM / MarianMTModel /
+// MBartForConditionalGeneration) -> config. Unsupported settings (e.g. rope_scaling,
+// activation other than gelu_new/silu, Marian's swish, separate source/target
+// vocabularies) are
 // OT_EUNSUPPORTED with the key named. Marian's dropout keys are training settings
 // and are not read.
 ot_status ot_model_config_from_hf(ot_model_config *c, const char *config_json_path);

@@ -161,9 +161,9 @@ ot_status ot_model_config_validate(const ot_model_config *c) {
       BAD("%s: positions=%d unsupported in a decoder-only model (use learned or rope)", n,
           (int)c->pos);
     if (c->norm_place != OT_PLACE_PRE || c->embed_scale || c->logits_bias || c->n_enc_layers ||
-        c->src_vocab)
-      BAD("%s: norm_place post, embed_scale, logits_bias, n_enc_layers and src_vocab are "
-          "encoder-decoder settings (set arch encdec, or leave them 0)", n);
+        c->src_vocab || c->pos_offset || c->embed_norm)
+      BAD("%s: norm_place post, embed_scale, logits_bias, n_enc_layers, src_vocab, pos_offset "
+          "and embed_norm are encoder-decoder settings (set arch encdec, or leave them 0)", n);
   }
   if (c->pos == OT_POS_ROPE) {
     if (ot_model_head_dim(c) % 2)
@@ -220,6 +220,8 @@ int64_t ot_model_n_params(const ot_model_config *c) {
     int64_t n = V * C + (c->tied ? 0 : V * C) + (c->logits_bias ? V : 0);
     n += (int64_t)c->n_enc_layers * layer + (int64_t)c->n_layers * (layer + cross);
     if (c->norm_place == OT_PLACE_PRE) n += 2 * nb * C;   // final encoder and decoder norms
+    if (c->embed_norm) n += 2 * nb * C;
+    if (c->pos == OT_POS_LEARNED) n += 2 * ((int64_t)c->max_seq + c->pos_offset) * C;
     return n;
   }
   int64_t n = V * C + (c->tied ? 0 : V * C) + nb * C + (int64_t)c->n_layers * layer;

@@ -33,10 +33,13 @@ ot_status ot__encdec_validate(const ot_model_config *c, const char *n) {
       c->mlp != OT_MLP_GELU_ERF)
     return ot_error(OT_EINVAL, "%s: activation=%d unknown (use relu, gelu_erf, gelu or swiglu)", n,
                     (int)c->mlp);
-  if (c->pos != OT_POS_SINUSOID)
-    return ot_error(OT_EUNSUPPORTED, "%s: positions=%s unsupported in an encoder-decoder model "
-                    "(use sinusoid)", n, c->pos == OT_POS_LEARNED ? "learned" : "rope");
-  if (c->d_model % 2)
+  if (c->pos != OT_POS_SINUSOID && c->pos != OT_POS_LEARNED)
+    return ot_error(OT_EUNSUPPORTED, "%s: positions=rope unsupported in an encoder-decoder model "
+                    "(use sinusoid or learned)", n);
+  if (c->pos_offset < 0 || c->pos_offset > 1024 || (c->pos_offset && c->pos != OT_POS_LEARNED))
+    return ot_error(OT_EINVAL, "%s: pos_offset=%d must be in [0, 1024], and 0 unless positions "
+                    "are learned", n, c->pos_offset);
+  if (c->pos == OT_POS_SINUSOID && c->d_model % 2)
     return ot_error(OT_EINVAL, "%s: sinusoidal positions need an even d_model, got %d", n,
                     c->d_model);
   if (c->norm_place != OT_PLACE_PRE && c->norm_place != OT_PLACE_POST)
@@ -138,31 +141,79 @@ static float embed_scale(const ot_model *m) {
   return m->cfg.embed_scale ? (float)sqrt((double)m->C) : 1.0f;
 }
 
-// x [B*T, C] (dt) = scale * wte[tokens] + sinusoid[t] (ids checked by the caller).
-static void s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int T) {
+// x [B*T, C] (dt) = scale * wte[tokens] + position t (the sinusoid table, or row t +
+// pos_offset of learned table `pos`); ids checked by the caller.
+static void s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int T, int pos) {
   const ot_dtype dt = m->run.dt;
-  const int C = m->C;
+  const int C = m->C, off = m->cfg.pos_offset;
   const float sc = embed_scale(m);
-  const void *w = ot__pdt(m, m->wte);
+  const void *w = ot__pdt(m, m->wte), *lp = ot__pdt(m, pos);
   const long n = (long)B * T;
 #pragma omp parallel for schedule(static) if (n * C >= 65536)
   for (long i = 0; i < n; i++) {
-    const size_t row = (size_t)tok[i] * C, o = (size_t)i * C;
-    const float *pos = m->pos_tab + (size_t)(i % T) * C;
-    for (int c = 0; c < C; c++) st(dt, x, o + c, ld(dt, w, row + c) * sc + pos[c]);
+    const size_t row = (size_t)tok[i] * C, o = (size_t)i * C, p = (size_t)(i % T);
+    const float *sin_row = m->pos_tab ? m->pos_tab + p * C : NULL;
+    for (int c = 0; c < C; c++) {
+      const float pe = sin_row ? sin_row[c] : ld(dt, lp, (p + off) * C + c);
+      st(dt, x, o + c, ld(dt, w, row + c) * sc + pe);
+    }
   }
 }
 
-// wte gradient += scale * dout [n, C] at the rows of tok (serial: rows repeat).
-static void s2s_embed_bwd(ot_model *m, const void *dout, const int32_t *tok, int n) {
+// wte gradient += scale * dout [B*T, C] at the rows of tok, learned positions += dout
+// (serial: rows repeat).
+static void s2s_embed_bwd(ot_model *m, const void *dout, const int32_t *tok, int B, int T,
+                          int pos) {
   const ot_dtype dt = m->run.dt;
-  const int C = m->C;
+  const int C = m->C, off = m->cfg.pos_offset;
   const float sc = embed_scale(m);
-  float *dw = ot__pg(m, m->wte);
-  for (int i = 0; i < n; i++) {
+  float *dw = ot__pg(m, m->wte), *dp = ot__pg(m, pos);
+  for (int i = 0; i < B * T; i++) {
     float *r = dw + (size_t)tok[i] * C;
-    for (int c = 0; c < C; c++) r[c] += sc * ld(dt, dout, (size_t)i * C + c);
+    float *q = dp ? dp + (size_t)(i % T + off) * C : NULL;
+    for (int c = 0; c < C; c++) {
+      const float g = ld(dt, dout, (size_t)i * C + c);
+      r[c] += sc * g;
+      if (q) q[c] += g;
+    }
   }
+}
+
+// One stack's embedding tensors and buffers.
+typedef struct {
+  int pos, lw, lb;        // learned positions, embedding norm (-1: absent)
+  void *emb;              // embedding norm input (embed_norm)
+  float *mean, *rstd;
+} stack_emb;
+
+static stack_emb enc_emb(const ot_model *m) {
+  stack_emb e = {m->epos, m->elne_w, m->elne_b, m->eemb, m->eemean, m->eerstd};
+  return e;
+}
+static stack_emb dec_emb(const ot_model *m) {
+  stack_emb e = {m->dpos, m->dlne_w, m->dlne_b, m->demb, m->demean, m->derstd};
+  return e;
+}
+
+// x0 [B*T, C]: the embedding, then (embed_norm) its norm.
+static ot_status stack_embed_fwd(ot_model *m, const ot__graph *g, const stack_emb *e, void *x0,
+                                 const int32_t *tok, int B, int T) {
+  s2s_embed(m, m->cfg.embed_norm ? e->emb : x0, tok, B, T, e->pos);
+  if (!m->cfg.embed_norm) return OT_OK;
+  return ot__norm_fwd(g, x0, e->mean, e->rstd, NULL, e->emb, NULL, ot__pw(m, e->lw),
+                      ot__pw(m, e->lb), B * T);
+}
+
+// From m->dres (the gradient of x0) to the embedding's parameters.
+static ot_status stack_embed_bwd(ot_model *m, const stack_emb *e, const int32_t *tok, int B,
+                                 int T) {
+  const void *g = m->dres;
+  if (m->cfg.embed_norm) {
+    OT_TRY(ot__norm_bwd(m, m->dy, e->lw, e->lb, m->dres, NULL, e->emb, e->mean, e->rstd, B * T));
+    g = m->dy;
+  }
+  s2s_embed_bwd(m, g, tok, B, T, e->pos);
+  return OT_OK;
 }
 
 // ------------------------------------------------------------ forward -----
@@ -217,7 +268,8 @@ static ot_status s2s_check(const ot_model *m, const ot_s2s_batch *b, float count
 static ot_status encode(ot_model *m, int B, int S) {
   const ot__graph *g = &m->egraph;
   const bool post = g->a.post;
-  s2s_embed(m, m->ela[0].res, m->src, B, S);
+  const stack_emb e = enc_emb(m);
+  OT_TRY(stack_embed_fwd(m, g, &e, m->ela[0].res, m->src, B, S));
   ot__kv_self self = ot__kv_self_make(m->src_len);
   ot__block_io io = {B, S, m->ela[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
                      &self.base, NULL};
@@ -237,7 +289,8 @@ static ot_status encode(ot_model *m, int B, int S) {
 static ot_status decode(ot_model *m, int B, int S, int T) {
   const ot__graph *g = &m->graph;
   const bool post = g->a.post;
-  s2s_embed(m, m->la[0].res, m->tgt, B, T);
+  const stack_emb e = dec_emb(m);
+  OT_TRY(stack_embed_fwd(m, g, &e, m->la[0].res, m->tgt, B, T));
   ot__kv_s2s src = ot__kv_s2s_make(m->enc_out, S, m->src_len, m->la, m->ctok);
   ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
                      &src.self.base, NULL};
@@ -300,7 +353,8 @@ ot_status ot__s2s_backward(ot_model *m) {
   memset(m->denc, 0, (size_t)NS * C * es);
   const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len};
   for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &dec, l, B, T));
-  s2s_embed_bwd(m, m->dres, m->tgt, N);
+  const stack_emb de = dec_emb(m), ee = enc_emb(m);
+  OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T));
   // encoder
   if (post)
     memcpy(m->dres, m->denc, (size_t)NS * C * es);
@@ -309,7 +363,7 @@ ot_status ot__s2s_backward(ot_model *m) {
                         m->erstd, NS));
   const ot__stack enc = {&m->egraph, m->ela, m->elp, m->src_len, NULL, NULL, 0, NULL};
   for (int l = m->Le - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &enc, l, B, S));
-  s2s_embed_bwd(m, m->dres, m->src, NS);
+  OT_TRY(stack_embed_bwd(m, &ee, m->src, B, S));
   ot__grads_ready(m, 0);
   return OT_OK;
 }

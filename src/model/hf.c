@@ -275,8 +275,14 @@ static ot_status cfg_llama(cfgj *j, ot_model_config *c) {
 
 // MarianMTModel: post-norm, sinusoidal positions, one vocabulary (decoder_vocab_size
 // equal), encoder and decoder of the same width and heads.
-static ot_status cfg_marian(cfgj *j, ot_model_config *c) {
+static ot_status cfg_marian(cfgj *j, ot_model_config *c, bool mbart) {
   ot_model_config_preset(c, "transformer-base");
+  if (mbart) {   // pre-norm, learned positions at offset 2, embedding norms, gelu
+    c->norm_place = OT_PLACE_PRE;
+    c->pos = OT_POS_LEARNED;
+    c->pos_offset = 2;
+    c->embed_norm = true;
+  }
   c->vocab = jint(j, "vocab_size", 0, true);
   c->d_model = jint(j, "d_model", 0, true);
   c->n_enc_layers = jint(j, "encoder_layers", 0, true);
@@ -302,7 +308,8 @@ static ot_status cfg_marian(cfgj *j, ot_model_config *c) {
   }
   if (j->err != OT_OK) return j->err;
   const char *act = jstr(j, "activation_function");
-  if (!act || strcmp(act, "relu") == 0) c->mlp = OT_MLP_RELU;
+  if (!act) c->mlp = mbart ? OT_MLP_GELU_ERF : OT_MLP_RELU;
+  else if (strcmp(act, "relu") == 0) c->mlp = OT_MLP_RELU;
   else if (strcmp(act, "gelu") == 0) c->mlp = OT_MLP_GELU_ERF;
   else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0) c->mlp = OT_MLP_GELU;
   else
@@ -319,8 +326,8 @@ static ot_status cfg_marian(cfgj *j, ot_model_config *c) {
   if (!jbool(j, "share_encoder_decoder_embeddings", true))
     return ot_error(OT_EUNSUPPORTED, "%s: share_encoder_decoder_embeddings=false unsupported (one "
                     "vocabulary for source and target)", j->path);
-  if (jbool(j, "normalize_before", false) || jbool(j, "normalize_embedding", false) ||
-      jbool(j, "add_final_layer_norm", false))
+  if (!mbart && (jbool(j, "normalize_before", false) || jbool(j, "normalize_embedding", false) ||
+                 jbool(j, "add_final_layer_norm", false)))
     return ot_error(OT_EUNSUPPORTED, "%s: normalize_before / normalize_embedding / "
                     "add_final_layer_norm unsupported (Marian is post-norm)", j->path);
   if (!jbool(j, "is_encoder_decoder", true))
@@ -346,12 +353,10 @@ ot_status ot_model_config_from_hf(ot_model_config *c, const char *path) {
   if (s == OT_OK) {
     if (strcmp(type, "gpt2") == 0) s = cfg_gpt2(&j, c);
     else if (strcmp(type, "llama") == 0) s = cfg_llama(&j, c);
-    else if (strcmp(type, "marian") == 0) s = cfg_marian(&j, c);
-    else if (strcmp(type, "mbart") == 0)
-      s = ot_error(OT_EUNSUPPORTED, "%s: model_type 'mbart' unsupported (learned positions with "
-                   "offset 2 and layernorm_embedding are not implemented; marian is)", path);
-    else s = ot_error(OT_EUNSUPPORTED, "%s: model_type '%s' unsupported (gpt2, llama or marian)",
-                      path, type);
+    else if (strcmp(type, "marian") == 0) s = cfg_marian(&j, c, false);
+    else if (strcmp(type, "mbart") == 0) s = cfg_marian(&j, c, true);
+    else s = ot_error(OT_EUNSUPPORTED, "%s: model_type '%s' unsupported (gpt2, llama, marian or "
+                      "mbart)", path, type);
   }
   if (s == OT_OK) snprintf(c->name, sizeof c->name, "hf-%s", type);
   ot_json_free(&doc);

@@ -260,7 +260,25 @@ static void marian_block(builder *b, ot__layer_params *P, int l, const char *pre
 #undef MQKV
 }
 
-// MarianMTModel names: the shared embedding, encoder blocks, decoder blocks, (pre-norm)
+// A stack's own embedding tensors (mBART): learned positions, the embedding norm.
+static void stack_embed(builder *b, const char *pre, int *pos, int *lw, int *lb) {
+  ot_model *m = b->m;
+  const ot_model_config *c = &m->cfg;
+  char n[96];
+  if (c->pos == OT_POS_LEARNED) {
+    snprintf(n, sizeof n, "%s.embed_positions.weight", pre);
+    *pos = add_plain(b, OT_PT_POS, -1, (int64_t)c->max_seq + c->pos_offset, m->C, false, n);
+  }
+  if (!c->embed_norm) return;
+  snprintf(n, sizeof n, "%s.layernorm_embedding.weight", pre);
+  *lw = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, n);
+  if (c->norm == OT_NORM_LAYERNORM && c->bias) {
+    snprintf(n, sizeof n, "%s.layernorm_embedding.bias", pre);
+    *lb = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, n);
+  }
+}
+
+// MarianMTModel names (mBART's with learned positions and embedding norms): the shared embedding, encoder blocks, decoder blocks, (pre-norm)
 // final norms, the logits bias ([1, V] in HF) and an untied head.
 static ot_status build_marian(builder *b) {
   ot_model *m = b->m;
@@ -268,11 +286,13 @@ static ot_status build_marian(builder *b) {
   const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
   m->wte = add_param(b, OT_PT_EMBED, -1, m->Vl, m->C, "model.shared.weight");
   add_hf(b, m->wte, 0, m->V, false, "model.shared.weight");
+  stack_embed(b, "model.encoder", &m->epos, &m->elne_w, &m->elne_b);
   for (int l = 0; l < m->Le; l++) marian_block(b, &m->elp[l], l, "model.encoder.layers", false);
   if (c->norm_place == OT_PLACE_PRE) {
     m->elnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.encoder.layer_norm.weight");
     if (nb) m->elnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "model.encoder.layer_norm.bias");
   }
+  stack_embed(b, "model.decoder", &m->dpos, &m->dlne_w, &m->dlne_b);
   for (int l = 0; l < m->L; l++) marian_block(b, &m->lp[l], l, "model.decoder.layers", true);
   if (c->norm_place == OT_PLACE_PRE) {
     m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.decoder.layer_norm.weight");
@@ -303,6 +323,7 @@ ot_status ot__layout_build(ot_model *m) {
   for (int l = 0; l < m->Le; l++) memset(&m->elp[l], 0xff, sizeof m->elp[l]);
   m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = -1;
   m->elnf_w = m->elnf_b = m->lbias = -1;
+  m->epos = m->dpos = m->elne_w = m->elne_b = m->dlne_w = m->dlne_b = -1;
   ot_status s = m->cfg.names == OT_NAMES_GPT2    ? build_gpt2(&b)
                 : m->cfg.names == OT_NAMES_LLAMA ? build_llama(&b)
                                                  : build_marian(&b);
@@ -316,11 +337,13 @@ ot_status ot__layout_build(ot_model *m) {
   if (m->Le > 0)
     for (int l = 0; l < m->L; l++)
       if (m->lp[l].cqkv_w < 0 || m->lp[l].co_w < 0 || m->lp[l].lnc_w < 0 ||
-          (m->cfg.logits_bias && m->lbias < 0) || (!post && m->elnf_w < 0))
+          (m->cfg.logits_bias && m->lbias < 0) || (!post && m->elnf_w < 0) ||
+          (m->cfg.pos == OT_POS_LEARNED && (m->epos < 0 || m->dpos < 0)) ||
+          (m->cfg.embed_norm && (m->elne_w < 0 || m->dlne_w < 0)))
         return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
   if ((m->first && m->wte < 0) || (m->last && !post && m->lnf_w < 0) ||
       (m->last && !m->cfg.tied && m->lm_head < 0) || (m->last && m->cfg.tied && m->wte < 0) ||
-      (m->first && m->cfg.pos == OT_POS_LEARNED && m->wpe < 0))
+      (m->first && m->cfg.pos == OT_POS_LEARNED && m->Le == 0 && m->wpe < 0))
     return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
   for (int l = 0; l < m->L; l++)
     if (m->lp[l].qkv_w < 0 || m->lp[l].o_w < 0 || m->lp[l].fc_w < 0 || m->lp[l].proj_w < 0 ||

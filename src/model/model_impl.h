@@ -107,6 +107,10 @@ struct ot_model {
   void *ctok;                 // [B*S, Hkv*D] cross K/V token-major scratch
   void *ctmp;                 // [B*S, C] cross K/V backward scratch
   float *pos_tab;             // [max_seq, C] sinusoid table (f32)
+  int epos, dpos;             // learned position tables of encoder / decoder; -1 if absent
+  int elne_w, elne_b, dlne_w, dlne_b;   // embedding norms (embed_norm); -1 if absent
+  void *eemb, *demb;          // [B*S | B*T, C] embedding outputs = embedding norm inputs
+  float *eemean, *eerstd, *demean, *derstd;   // their norm statistics
   int S;                      // source length of the last forward
   // state of the last forward (mirrors the current slot)
   int B, T;

@@ -94,7 +94,16 @@ static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p) {
   m->emean = pre && ln ? take(w, true, NS * 4) : NULL;
   m->erstd = pre ? take(w, true, NS * 4) : NULL;
   m->enc_out = take(w, true, NS * C * es);
+  const bool en = m->cfg.embed_norm;
+  m->eemb = en ? take(w, true, NS * C * es) : NULL;
+  m->eemean = en && ln ? take(w, true, NS * 4) : NULL;
+  m->eerstd = en ? take(w, true, NS * 4) : NULL;
   p->act_enc = w->act_bytes - before;
+  // the decoder's embedding norm input (counted with the model-level activations)
+  const size_t N = (size_t)m->run.B * m->run.T;
+  m->demb = en ? take(w, true, N * C * es) : NULL;
+  m->demean = en && ln ? take(w, true, N * 4) : NULL;
+  m->derstd = en ? take(w, true, N * 4) : NULL;
 }
 
 // Lists every activation and workspace buffer of m's run (pointers set when
