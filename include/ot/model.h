@@ -93,7 +93,8 @@ int ot_model_vocab_padded(const ot_model_config *c);      // V rounded up to voc
 // Number of parameters as Hugging Face counts them (no padding rows).
 int64_t ot_model_n_params(const ot_model_config *c);
 // Training FLOPs per token (forward + backward, 3 x forward GEMMs incl. the
-// logits, plus attention at sequence length T with causal halving).
+// logits, plus attention at sequence length T with causal halving; encoder-decoder:
+// plus the encoder over a source of T tokens and the cross-attention, per target token).
 double ot_model_flops_per_token(const ot_model_config *c, int T);
 
 // ------------------------------------------------------- parameter layout ---

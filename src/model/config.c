@@ -234,7 +234,12 @@ double ot_model_flops_per_token(const ot_model_config *c, int T) {
   const double F = c->d_ff, Fa = c->mlp == OT_MLP_SWIGLU ? 2 * F : F;
   const double gemm = (Hq + 2 * Hkv) * D * C + C * Hq * D + Fa * C + C * F;   // MACs per layer
   const double attn = 2.0 * Hq * D * (T + 1) / 2.0;   // QK^T + PV MACs, causal average
-  const double fwd = 2.0 * (c->n_layers * (gemm + attn) + (double)ot_model_vocab_padded(c) * C);
+  double fwd = 2.0 * (c->n_layers * (gemm + attn) + (double)ot_model_vocab_padded(c) * C);
+  if (c->arch == OT_ARCH_ENCDEC) {   // per target token, a source as long as the target:
+    const double enc_attn = 2.0 * Hq * D * T;                     // bidirectional
+    const double cross = 2.0 * Hq * D * C + 2.0 * Hkv * D * C + 2.0 * Hq * D * T;   // q, o; k, v; attn
+    fwd += 2.0 * (c->n_enc_layers * (gemm + enc_attn) + c->n_layers * cross);
+  }
   return 3.0 * fwd;
 }
 

@@ -87,26 +87,24 @@ static ot_status encoder_graph(ot_model *m) {
 }
 
 static void block_weights(const ot_model *m, const ot__layer_params *P, ot__block_w *w) {
-  {
-    w->qkv = dense(m, P->qkv_w);
-    w->o = dense(m, P->o_w);
-    w->fc = dense(m, P->fc_w);
-    w->proj = dense(m, P->proj_w);
-    w->ln1_w = ot__pw(m, P->ln1_w); w->ln1_b = ot__pw(m, P->ln1_b);
-    w->ln2_w = ot__pw(m, P->ln2_w); w->ln2_b = ot__pw(m, P->ln2_b);
-    w->qkv_b = ot__pw(m, P->qkv_b); w->o_b = ot__pw(m, P->o_b);
-    w->fc_b = ot__pw(m, P->fc_b); w->proj_b = ot__pw(m, P->proj_b);
-    if (P->cqkv_w >= 0) {   // cross-attention: q, k, v rows of the fused weight
-      const size_t HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
-      w->cq = dense_rows(m, P->cqkv_w, 0);
-      w->ck = dense_rows(m, P->cqkv_w, HD);
-      w->cv = dense_rows(m, P->cqkv_w, HD + KD);
-      w->co = dense(m, P->co_w);
-      w->lnc_w = ot__pw(m, P->lnc_w); w->lnc_b = ot__pw(m, P->lnc_b);
-      const float *cb = ot__pw(m, P->cqkv_b);
-      w->cq_b = cb; w->ck_b = cb ? cb + HD : NULL; w->cv_b = cb ? cb + HD + KD : NULL;
-      w->co_b = ot__pw(m, P->co_b);
-    }
+  w->qkv = dense(m, P->qkv_w);
+  w->o = dense(m, P->o_w);
+  w->fc = dense(m, P->fc_w);
+  w->proj = dense(m, P->proj_w);
+  w->ln1_w = ot__pw(m, P->ln1_w); w->ln1_b = ot__pw(m, P->ln1_b);
+  w->ln2_w = ot__pw(m, P->ln2_w); w->ln2_b = ot__pw(m, P->ln2_b);
+  w->qkv_b = ot__pw(m, P->qkv_b); w->o_b = ot__pw(m, P->o_b);
+  w->fc_b = ot__pw(m, P->fc_b); w->proj_b = ot__pw(m, P->proj_b);
+  if (P->cqkv_w >= 0) {   // cross-attention: q, k, v rows of the fused weight
+    const size_t HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
+    w->cq = dense_rows(m, P->cqkv_w, 0);
+    w->ck = dense_rows(m, P->cqkv_w, HD);
+    w->cv = dense_rows(m, P->cqkv_w, HD + KD);
+    w->co = dense(m, P->co_w);
+    w->lnc_w = ot__pw(m, P->lnc_w); w->lnc_b = ot__pw(m, P->lnc_b);
+    const float *cb = ot__pw(m, P->cqkv_b);
+    w->cq_b = cb; w->ck_b = cb ? cb + HD : NULL; w->cv_b = cb ? cb + HD + KD : NULL;
+    w->co_b = ot__pw(m, P->co_b);
   }
 }
 
