@@ -8,7 +8,8 @@
 //    q/k/v/out and norm, MLP, norms, logits bias, learned positions, embedding norms)
 //    for post-norm (relu, erf-GELU) and mBART-like pre-norm erf-GELU with GQA
 //  - recompute none / selective / full: bitwise-identical loss and gradients
-//  - ReLU / erf-GELU kernels vs their scalar references (forward, backward by FD)
+//  - ReLU / erf-GELU kernels vs their scalar references (forward, backward by FD);
+//    every decoder block's cross K/V and cross-attention vs plain loops + ot_ref_attn_fwd
 //  - save_hf -> load_hf round trip bit-exact (weights and logits)
 //  - bad input: src_len 0 or > S, token ids out of range, mismatched config.json,
 //    missing tensor, refused partitions / quantization / decoder-only entry points
@@ -262,6 +263,53 @@ static void bf16_close(bool post) {
                 "%s-norm bf16 gradients vs f32", post ? "post" : "pre");
   ot_model_free(m[0]);
   ot_model_free(m[1]);
+}
+
+// Cross-attention of every decoder block against plain scalar code: K/V = the encoder
+// output through the block's k / v rows (loops), attention by ot_ref_attn_fwd over the
+// source lengths, compared with what the forward kept (la[l].kc / vc / attyc).
+static void cross_reference(void) {
+  ot_model *m = make_tiny(true, OT_RECOMPUTE_NONE, 31);
+  if (!m) return;
+  ot_s2s_batch b = batch(NULL);
+  th_check(ot_model_forward_s2s(m, &b, 0.0f, false, NULL) == OT_OK, "forward");
+  const int C = m->C, Hq = m->Hq, Hkv = m->Hkv, D = m->D, HD = Hq * D, KD = Hkv * D;
+  const float *enc = m->enc_out;
+  float *kr = th_falloc((size_t)B_ * KD * S_), *vr = th_falloc((size_t)B_ * KD * S_);
+  float *o = th_falloc((size_t)B_ * HD * T_), *ot = th_falloc((size_t)B_ * HD * T_);
+  for (int l = 0; l < m->L; l++) {
+    const ot__layer_params *P = &m->lp[l];
+    const float *W = ot__pw(m, P->cqkv_w), *bias = ot__pw(m, P->cqkv_b);
+    for (int bb = 0; bb < B_; bb++)
+      for (int t = 0; t < S_; t++)
+        for (int j = 0; j < KD; j++) {
+          double k = bias[HD + j], v = bias[HD + KD + j];
+          for (int c = 0; c < C; c++) {
+            const double x = enc[((size_t)bb * S_ + t) * C + c];
+            k += x * W[(size_t)(HD + j) * C + c];
+            v += x * W[(size_t)(HD + KD + j) * C + c];
+          }
+          const size_t hm = (((size_t)bb * Hkv + j / D) * S_ + t) * D + j % D;   // head-major
+          kr[hm] = (float)k;
+          vr[hm] = (float)v;
+        }
+    th_check_nerr(m->la[l].kc, kr, (size_t)B_ * KD * S_, 1e-6, "block %d cross keys", l);
+    th_check_nerr(m->la[l].vc, vr, (size_t)B_ * KD * S_, 1e-6, "block %d cross values", l);
+    ot_attn_shape sh = {B_, Hq, Hkv, T_, S_, D, false, k_len, 0.0f};
+    ot_ref_attn_fwd(o, NULL, m->la[l].qc, kr, vr, &sh);
+    for (int bb = 0; bb < B_; bb++)
+      for (int h = 0; h < Hq; h++)
+        for (int t = 0; t < T_; t++)
+          memcpy(ot + (((size_t)bb * T_ + t) * Hq + h) * D, o + (((size_t)bb * Hq + h) * T_ + t) * D,
+                 D * 4);
+    th_check_nerr(m->la[l].attyc, ot, (size_t)B_ * HD * T_, 1e-5,
+                  "block %d cross-attention vs ot_ref_attn_fwd", l);
+  }
+  free(kr);
+  free(vr);
+  free(o);
+  free(ot);
+  ot_model_free(m);
 }
 
 // --------------------------------------------------------- activations -----
@@ -530,6 +578,7 @@ int main(void) {
   golden("hf_marian_gelu");
   golden("hf_mbart");
   activations();
+  cross_reference();
   fd_check(true, false);
   fd_check(true, true);
   fd_check(false, false);
