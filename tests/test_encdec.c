@@ -571,6 +571,14 @@ static void plan(void) {
   ot_model_config_preset(&c, "transformer-base");
   const int64_t n = ot_model_n_params(&c);
   th_check(n > 60000000 && n < 62000000, "transformer-base has %lld parameters", (long long)n);
+  FILE *f = tmpfile();
+  ot_model_config_print(f, &c);
+  char buf[1024] = {0};
+  rewind(f);
+  buf[fread(buf, 1, sizeof buf - 1, f)] = 0;
+  fclose(f);
+  th_check(strstr(buf, "marian names") && strstr(buf, "encoder-decoder (6 encoder layers, post-norm"),
+           "config print: %s", buf);
 }
 
 int main(void) {

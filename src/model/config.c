@@ -200,10 +200,11 @@ void ot_model_config_print(FILE *f, const ot_model_config *c) {
   if (c->pos == OT_POS_ROPE)
     fprintf(f, " (base %g, %s)", c->rope_base, c->rope_style == OT_ROPE_NEOX ? "neox" : "gptj");
   if (c->arch == OT_ARCH_ENCDEC)
-    fprintf(f, ", encoder-decoder (%d encoder layers, %s-norm%s%s; pad %d, eos %d, start %d)",
-            c->n_enc_layers, c->norm_place == OT_PLACE_POST ? "post" : "pre",
-            c->embed_scale ? ", scaled embeddings" : "", c->logits_bias ? ", logits bias" : "",
-            c->pad_id, c->eos_id, c->decoder_start_id);
+    fprintf(f, ", encoder-decoder (%d encoder layers, %s-norm%s%s%s, position offset %d; pad %d, "
+            "eos %d, start %d)", c->n_enc_layers, c->norm_place == OT_PLACE_POST ? "post" : "pre",
+            c->embed_scale ? ", scaled embeddings" : "", c->embed_norm ? ", embedding norms" : "",
+            c->logits_bias ? ", logits bias" : "", c->pos_offset, c->pad_id, c->eos_id,
+            c->decoder_start_id);
   fprintf(f, ", %s embeddings, biases %s; %.2fM parameters\n", c->tied ? "tied" : "untied",
           c->bias ? "on" : "off", ot_model_n_params(c) / 1e6);
 }
