@@ -5,6 +5,12 @@ the translator's loader, forward and beam-search tests, made with `transformers`
 
 Usage:
   PYTHONPATH=/tmp/hfpy /usr/bin/python3 tools/gen_marian_golden.py [outdir]   (default: tests/golden)
+  PYTHONPATH=/tmp/hfpy /usr/bin/python3 tools/gen_marian_golden.py --check DIR
+      DIR: what ot_model_save_hf wrote (config.json + model.safetensors) plus
+      check.safetensors (src_ids, src_mask, decoder_input_ids, logits of the C forward;
+      test_encdec writes all three when OT_SAVE_HF_DIR=DIR is set). Loads DIR with
+      MarianMTModel.from_pretrained, requires no missing / unexpected weights (besides
+      the rebuilt sinusoid tables) and logits within nerr 1e-5 of the C ones.
 
 Writes (tests/golden/README.md describes every file):
   hf_marian/       MarianMTModel, relu, tied embeddings (encoder = decoder = lm_head),
@@ -234,5 +240,29 @@ def main():
     report(save(m, outdir, "hf_mbart", src, mask, dec))
 
 
+def check(d):
+    """--check DIR: MarianMTModel.from_pretrained loads what ot_model_save_hf wrote and
+    reproduces the logits the C forward computed (check.safetensors)."""
+    from safetensors.torch import load_file
+    m, info = MarianMTModel.from_pretrained(d, output_loading_info=True)
+    m.eval()
+    rebuilt = {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}
+    missing = [k for k in info["missing_keys"] if k not in rebuilt]
+    bad = missing + list(info["unexpected_keys"]) + list(info["mismatched_keys"])
+    t = load_file(os.path.join(d, "check.safetensors"))
+    with torch.no_grad():
+        out = m(input_ids=t["src_ids"].long(), attention_mask=t["src_mask"].long(),
+                decoder_input_ids=t["decoder_input_ids"].long()).logits.float()
+    want = t["logits"].reshape(out.shape)
+    nerr = float((out - want).norm() / want.norm())
+    print("check %s: missing %s, unexpected %s, mismatched %s; logits nerr %.3g" % (
+        d, missing, info["unexpected_keys"], info["mismatched_keys"], nerr))
+    ok = not bad and nerr < 1e-5
+    print("check: %s" % ("OK" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        sys.exit(check(sys.argv[2]))
     main()

@@ -24,10 +24,24 @@ extern "C" {
 
 // ---------------------------------------------------------------- config ----
 typedef enum { OT_NORM_LAYERNORM = 0, OT_NORM_RMSNORM } ot_norm_kind;
-typedef enum { OT_MLP_GELU = 0, OT_MLP_SWIGLU } ot_mlp_kind;     // GELU: tanh form
-typedef enum { OT_POS_LEARNED = 0, OT_POS_ROPE } ot_pos_kind;
+// GELU: tanh form; RELU, GELU_ERF (exact erf GELU): encoder-decoder models (Marian)
+typedef enum { OT_MLP_GELU = 0, OT_MLP_SWIGLU, OT_MLP_RELU, OT_MLP_GELU_ERF } ot_mlp_kind;
+// SINUSOID: Marian's fixed table (row p: sin(p / 10000^(2j/C)) in the first half of the
+// columns, cos in the second), no parameters; encoder-decoder models only (which also
+// take LEARNED: one table per stack, mBART's).
+typedef enum { OT_POS_LEARNED = 0, OT_POS_ROPE, OT_POS_SINUSOID } ot_pos_kind;
 // Tensor naming (Hugging Face names for export/import); nothing else depends on it.
-typedef enum { OT_NAMES_GPT2 = 0, OT_NAMES_LLAMA } ot_names;
+// MARIAN: MarianMTModel (model.shared, model.encoder.layers.N..., model.decoder.layers.N...);
+// with learned positions / embedding norms also MBart's (embed_positions, layernorm_embedding).
+typedef enum { OT_NAMES_GPT2 = 0, OT_NAMES_LLAMA, OT_NAMES_MARIAN } ot_names;
+// Architecture: decoder-only (GPT-2 / Llama) or encoder-decoder (the original
+// Transformer, Marian): n_enc_layers encoder blocks (bidirectional, masked by the
+// source lengths), n_layers decoder blocks (causal self-attention, then
+// cross-attention over the encoder output, then the MLP).
+typedef enum { OT_ARCH_DECODER = 0, OT_ARCH_ENCDEC } ot_arch_kind;
+// Norm placement: PRE x + f(norm(x)) (GPT-2, Llama, mBART), POST norm(x + f(x))
+// (the original Transformer, Marian; no final norms then).
+typedef enum { OT_PLACE_PRE = 0, OT_PLACE_POST } ot_norm_place;
 
 typedef struct {
   char name[32];        // preset name, or what the caller calls it
@@ -49,6 +63,17 @@ typedef struct {
   bool bias;            // biases of every linear layer and LayerNorm's beta
   float eps;            // norm epsilon
   float init_std;       // initialization std (0.02)
+  // encoder-decoder fields (all 0 for decoder-only models)
+  ot_arch_kind arch;
+  int n_enc_layers;     // encoder blocks (encoder-decoder only)
+  ot_norm_place norm_place;
+  bool embed_scale;     // token embeddings times sqrt(d_model) (Marian scale_embedding)
+  bool logits_bias;     // a bias on the logits (Marian final_logits_bias)
+  int pad_id, eos_id, decoder_start_id;   // token ids (encoder-decoder)
+  int src_vocab;        // 0: one vocabulary shared by source and target (the only one supported)
+  int pos_offset;       // encoder-decoder learned positions: position p reads row p + pos_offset
+                        // of its table [max_seq + pos_offset, C] (mBART: 2)
+  bool embed_norm;      // a norm after the embedding of each stack (mBART layernorm_embedding)
 } ot_model_config;
 
 // Presets: "gpt2" (124M: V 50257 padded to 50304, C 768, 12 layers, 12 heads),
@@ -68,7 +93,8 @@ int ot_model_vocab_padded(const ot_model_config *c);      // V rounded up to voc
 // Number of parameters as Hugging Face counts them (no padding rows).
 int64_t ot_model_n_params(const ot_model_config *c);
 // Training FLOPs per token (forward + backward, 3 x forward GEMMs incl. the
-// logits, plus attention at sequence length T with causal halving).
+// logits, plus attention at sequence length T with causal halving; encoder-decoder:
+// plus the encoder over a source of T tokens and the cross-attention, per target token).
 double ot_model_flops_per_token(const ot_model_config *c, int T);
 
 // ------------------------------------------------------- parameter layout ---
@@ -122,6 +148,7 @@ typedef struct {
   ot_recompute recompute;  // none | selective (attention core + MLP activation
                            // recomputed in backward) | full (each layer's input kept)
   int ignore_index;        // targets equal to this give no loss (e.g. -1)
+  int S;                   // encoder-decoder: longest source the buffers hold (0 otherwise)
 } ot_run_config;
 
 // Bytes per memory category, exactly what ot_model_create allocates (each
@@ -139,6 +166,8 @@ typedef struct {
   size_t workspace_bwd;     // backward-only buffers (gradient stream, dq/dk/dv, ...)
   size_t workspace;         // all workspace, incl. the RoPE table
   size_t n_floats;          // length of the master buffer (floats)
+  size_t act_saved_enc_layer;   // encoder-decoder: saved per encoder layer (in act_saved)
+  size_t act_enc;               // encoder-decoder: all encoder activations (in act_saved)
 } ot_mem_plan;
 
 // The plan for a config and run, without allocating anything.
@@ -199,12 +228,16 @@ ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, 
 // Writes the weights with HF names (F32) to a safetensors file, atomically.
 ot_status ot_model_export(const ot_model *m, const char *path);
 
-// Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM) -> config.
-// Unsupported settings (e.g. rope_scaling, activation other than gelu_new/
-// silu) are OT_EUNSUPPORTED with the key named.
+// Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM / MarianMTModel /
+// MBartForConditionalGeneration) -> config. Unsupported settings (e.g. rope_scaling,
+// activation other than gelu_new/silu, Marian's swish, separate source/target
+// vocabularies) are
+// OT_EUNSUPPORTED with the key named. Marian's dropout keys are training settings
+// and are not read.
 ot_status ot_model_config_from_hf(ot_model_config *c, const char *config_json_path);
 // Loads <dir>/config.json + <dir>/model.safetensors: creates the model for run
-// r and imports the weights (strict). *out = NULL on failure.
+// r (encoder-decoder with r->S = 0: S = r->T) and imports the weights (strict).
+// *out = NULL on failure.
 ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config *r);
 
 // ------------------------------------------------------------- partition ---
@@ -312,6 +345,30 @@ ot_status ot_model_backward(ot_model *m);
 // Logits of the last forward: [B*T, *ld] (dt of the run, ld = vocab_padded;
 // columns >= V are padding). After a forward with want_grad they hold dlogits.
 const void *ot_model_logits(const ot_model *m, int *ld);
+
+// ------------------------------------------------ encoder-decoder step ---
+// One batch of an encoder-decoder model: src [B, S] source ids (row b valid up
+// to src_len[b] in [1, S], the rest ignored), tgt_in [B, T] decoder inputs
+// (decoder_start_id first), targets [B, T] (ignore_index: no loss; NULL: logits
+// only). B <= run.B, S <= run.S, T <= run.T.
+typedef struct {
+  int B, S, T;
+  const int32_t *src, *src_len, *tgt_in, *targets;
+} ot_s2s_batch;
+// Forward of an encoder-decoder model (arch = OT_ARCH_ENCDEC): the encoder over
+// the source, the decoder over tgt_in, the logits and (with targets) the loss,
+// as ot_model_forward (count, want_grad, *loss); then ot_model_backward gives
+// the gradients of every parameter (encoder through the cross-attention).
+ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, bool want_grad,
+                               double *loss);
+// The encoder output of the last ot_model_forward_s2s: [B*S, *ld] (dt of the run), or NULL.
+const void *ot_model_encoder_out(const ot_model *m, int *ld);
+// Writes <dir>/config.json and <dir>/model.safetensors (F32) that
+// MarianMTModel.from_pretrained loads (dir must exist; whole models only).
+// Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other
+// than 1e-5) and decoder-only models: OT_EUNSUPPORTED (ot_model_export writes
+// their weights).
+ot_status ot_model_save_hf(const ot_model *m, const char *dir);
 
 // ------------------------------------------------------ quantized models ---
 // One named tensor of a quantized model. 2-D parameters are [out, in]

@@ -98,6 +98,9 @@ ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *
   ot_kv_config k = *cfg;
   const ot_model_config *mc = ot_model_config_of(m);
   const int ms = mc->max_seq;
+  if (mc->arch == OT_ARCH_ENCDEC)
+    return ot_error(OT_EUNSUPPORTED, "%s: encoder-decoder models have no decoder cache yet (score "
+                    "with ot_model_forward_s2s)", fn);
   if (k.B <= 0 || k.B > 65536)
     return ot_error(OT_EINVAL, "%s: B=%d must be in [1, 65536]", fn, k.B);
   if (k.max_seq == 0) k.max_seq = ms;

@@ -32,6 +32,27 @@ static ot_model_config base_llama(void) {
   return c;
 }
 
+// The original Transformer / Marian: post-norm, sinusoidal positions, ReLU, scaled
+// embeddings, one vocabulary for source, target and head, a logits bias; pad = decoder
+// start = V - 1, eos = 0 (Marian's convention).
+static ot_model_config base_transformer(void) {
+  ot_model_config c = base_gpt2();
+  c.names = OT_NAMES_MARIAN;
+  c.arch = OT_ARCH_ENCDEC;
+  c.norm_place = OT_PLACE_POST;
+  c.mlp = OT_MLP_RELU;
+  c.pos = OT_POS_SINUSOID;
+  c.embed_scale = true;
+  c.logits_bias = true;
+  return c;
+}
+
+static void encdec_ids(ot_model_config *c, int enc_layers) {
+  c->n_enc_layers = enc_layers;
+  c->pad_id = c->decoder_start_id = c->vocab - 1;
+  c->eos_id = 0;
+}
+
 static void shape(ot_model_config *c, const char *name, int V, int pad, int C, int L, int H, int Hkv,
                   int F, int T) {
   snprintf(c->name, sizeof c->name, "%s", name);
@@ -39,7 +60,9 @@ static void shape(ot_model_config *c, const char *name, int V, int pad, int C, i
   c->n_kv_heads = Hkv; c->d_ff = F; c->max_seq = T;
 }
 
-static const char *const k_presets = "gpt2, llama-tiny, tiny, small";
+static const char *const k_presets = "gpt2, llama-tiny, tiny, small, transformer-base, "
+                                     "transformer-big, transformer-seed, transformer-small, "
+                                     "transformer-tiny";
 
 ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
   OT_CHECK_PTR(c, "ot_model_config_preset");
@@ -56,6 +79,26 @@ ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
   } else if (strcmp(name, "small") == 0) {
     *c = base_gpt2();
     shape(c, name, 8192, 64, 256, 4, 4, 4, 1024, 256);
+  } else if (strcmp(name, "transformer-base") == 0) {
+    *c = base_transformer();
+    shape(c, name, 32000, 64, 512, 6, 8, 8, 2048, 512);
+    encdec_ids(c, 6);
+  } else if (strcmp(name, "transformer-big") == 0) {
+    *c = base_transformer();
+    shape(c, name, 32000, 64, 1024, 6, 16, 16, 4096, 512);
+    encdec_ids(c, 6);
+  } else if (strcmp(name, "transformer-seed") == 0) {
+    *c = base_transformer();
+    shape(c, name, 32000, 64, 1024, 12, 16, 16, 4096, 512);
+    encdec_ids(c, 12);
+  } else if (strcmp(name, "transformer-small") == 0) {
+    *c = base_transformer();
+    shape(c, name, 8000, 64, 256, 3, 4, 4, 1024, 128);
+    encdec_ids(c, 3);
+  } else if (strcmp(name, "transformer-tiny") == 0) {
+    *c = base_transformer();
+    shape(c, name, 50, 16, 32, 2, 4, 4, 64, 16);
+    encdec_ids(c, 2);
   } else {
     return ot_error(OT_EINVAL, "model preset '%s' unknown (presets: %s)", name, k_presets);
   }
@@ -82,8 +125,8 @@ int ot_model_vocab_padded(const ot_model_config *c) {
 ot_status ot_model_config_validate(const ot_model_config *c) {
   OT_CHECK_PTR(c, "ot_model_config_validate");
   const char *n = c->name[0] ? c->name : "model";
-  if (c->names != OT_NAMES_GPT2 && c->names != OT_NAMES_LLAMA)
-    BAD("%s: names=%d unknown (use gpt2 or llama)", n, (int)c->names);
+  if (c->names != OT_NAMES_GPT2 && c->names != OT_NAMES_LLAMA && c->names != OT_NAMES_MARIAN)
+    BAD("%s: names=%d unknown (use gpt2, llama or marian)", n, (int)c->names);
   if (c->vocab <= 0) BAD("%s: vocab=%d must be > 0", n, c->vocab);
   if (c->vocab_pad <= 0 || c->vocab_pad > 1024 || (c->vocab_pad & (c->vocab_pad - 1)))
     BAD("%s: vocab_pad=%d must be a power of two in [1, 1024] (64 or 128 suit the GEMMs)", n,
@@ -103,10 +146,25 @@ ot_status ot_model_config_validate(const ot_model_config *c) {
   if (c->max_seq <= 0) BAD("%s: max_seq=%d must be > 0", n, c->max_seq);
   if (c->norm != OT_NORM_LAYERNORM && c->norm != OT_NORM_RMSNORM)
     BAD("%s: norm=%d unknown (use layernorm or rmsnorm)", n, (int)c->norm);
-  if (c->mlp != OT_MLP_GELU && c->mlp != OT_MLP_SWIGLU)
-    BAD("%s: activation=%d unknown (use gelu or swiglu)", n, (int)c->mlp);
-  if (c->pos != OT_POS_LEARNED && c->pos != OT_POS_ROPE)
-    BAD("%s: positions=%d unknown (use learned or rope)", n, (int)c->pos);
+  if (c->arch != OT_ARCH_DECODER && c->arch != OT_ARCH_ENCDEC)
+    BAD("%s: arch=%d unknown (use decoder or encdec)", n, (int)c->arch);
+  if (c->arch == OT_ARCH_ENCDEC) {
+    OT_TRY(ot__encdec_validate(c, n));
+  } else {
+    if (c->names == OT_NAMES_MARIAN)
+      BAD("%s: marian names belong to encoder-decoder models (set arch encdec, or use gpt2 / "
+          "llama names)", n);
+    if (c->mlp != OT_MLP_GELU && c->mlp != OT_MLP_SWIGLU)
+      BAD("%s: activation=%d unsupported in a decoder-only model (use gelu or swiglu)", n,
+          (int)c->mlp);
+    if (c->pos != OT_POS_LEARNED && c->pos != OT_POS_ROPE)
+      BAD("%s: positions=%d unsupported in a decoder-only model (use learned or rope)", n,
+          (int)c->pos);
+    if (c->norm_place != OT_PLACE_PRE || c->embed_scale || c->logits_bias || c->n_enc_layers ||
+        c->src_vocab || c->pos_offset || c->embed_norm)
+      BAD("%s: norm_place post, embed_scale, logits_bias, n_enc_layers, src_vocab, pos_offset "
+          "and embed_norm are encoder-decoder settings (set arch encdec, or leave them 0)", n);
+  }
   if (c->pos == OT_POS_ROPE) {
     if (ot_model_head_dim(c) % 2)
       BAD("%s: RoPE needs an even head_dim, got d_model/n_heads = %d/%d = %d", n, c->d_model,
@@ -131,14 +189,22 @@ ot_status ot_model_config_validate(const ot_model_config *c) {
 void ot_model_config_print(FILE *f, const ot_model_config *c) {
   fprintf(f, "model %s (%s names): vocab %d (padded %d), d_model %d, layers %d, heads %d "
           "(kv %d, head_dim %d), d_ff %d, max_seq %d\n",
-          c->name[0] ? c->name : "custom", c->names == OT_NAMES_GPT2 ? "gpt2" : "llama", c->vocab,
+          c->name[0] ? c->name : "custom",
+          c->names == OT_NAMES_GPT2 ? "gpt2" : c->names == OT_NAMES_LLAMA ? "llama" : "marian", c->vocab,
           ot_model_vocab_padded(c), c->d_model, c->n_layers, c->n_heads, c->n_kv_heads,
           ot_model_head_dim(c), c->d_ff, c->max_seq);
   fprintf(f, "  norm %s (eps %g), activation %s, positions %s", 
           c->norm == OT_NORM_LAYERNORM ? "layernorm" : "rmsnorm", c->eps,
-          c->mlp == OT_MLP_GELU ? "gelu" : "swiglu", c->pos == OT_POS_LEARNED ? "learned" : "rope");
+          ot__mlp_name(c->mlp), c->pos == OT_POS_LEARNED ? "learned"
+                                : c->pos == OT_POS_ROPE ? "rope" : "sinusoid");
   if (c->pos == OT_POS_ROPE)
     fprintf(f, " (base %g, %s)", c->rope_base, c->rope_style == OT_ROPE_NEOX ? "neox" : "gptj");
+  if (c->arch == OT_ARCH_ENCDEC)
+    fprintf(f, ", encoder-decoder (%d encoder layers, %s-norm%s%s%s, position offset %d; pad %d, "
+            "eos %d, start %d)", c->n_enc_layers, c->norm_place == OT_PLACE_POST ? "post" : "pre",
+            c->embed_scale ? ", scaled embeddings" : "", c->embed_norm ? ", embedding norms" : "",
+            c->logits_bias ? ", logits bias" : "", c->pos_offset, c->pad_id, c->eos_id,
+            c->decoder_start_id);
   fprintf(f, ", %s embeddings, biases %s; %.2fM parameters\n", c->tied ? "tied" : "untied",
           c->bias ? "on" : "off", ot_model_n_params(c) / 1e6);
 }
@@ -150,6 +216,15 @@ int64_t ot_model_n_params(const ot_model_config *c) {
   const int64_t nb = c->norm == OT_NORM_LAYERNORM && c->bias ? 2 : 1;  // norm tensors of size C
   int64_t layer = qkv * C + C * Hq * D + Fa * C + C * F + 2 * nb * C;
   if (c->bias) layer += qkv + C + Fa + C;
+  if (c->arch == OT_ARCH_ENCDEC) {   // + encoder blocks; decoder blocks + cross-attention
+    int64_t cross = qkv * C + C * Hq * D + nb * C + (c->bias ? qkv + C : 0);
+    int64_t n = V * C + (c->tied ? 0 : V * C) + (c->logits_bias ? V : 0);
+    n += (int64_t)c->n_enc_layers * layer + (int64_t)c->n_layers * (layer + cross);
+    if (c->norm_place == OT_PLACE_PRE) n += 2 * nb * C;   // final encoder and decoder norms
+    if (c->embed_norm) n += 2 * nb * C;
+    if (c->pos == OT_POS_LEARNED) n += 2 * ((int64_t)c->max_seq + c->pos_offset) * C;
+    return n;
+  }
   int64_t n = V * C + (c->tied ? 0 : V * C) + nb * C + (int64_t)c->n_layers * layer;
   if (c->pos == OT_POS_LEARNED) n += (int64_t)c->max_seq * C;
   return n;
@@ -160,7 +235,12 @@ double ot_model_flops_per_token(const ot_model_config *c, int T) {
   const double F = c->d_ff, Fa = c->mlp == OT_MLP_SWIGLU ? 2 * F : F;
   const double gemm = (Hq + 2 * Hkv) * D * C + C * Hq * D + Fa * C + C * F;   // MACs per layer
   const double attn = 2.0 * Hq * D * (T + 1) / 2.0;   // QK^T + PV MACs, causal average
-  const double fwd = 2.0 * (c->n_layers * (gemm + attn) + (double)ot_model_vocab_padded(c) * C);
+  double fwd = 2.0 * (c->n_layers * (gemm + attn) + (double)ot_model_vocab_padded(c) * C);
+  if (c->arch == OT_ARCH_ENCDEC) {   // per target token, a source as long as the target:
+    const double enc_attn = 2.0 * Hq * D * T;                     // bidirectional
+    const double cross = 2.0 * Hq * D * C + 2.0 * Hkv * D * C + 2.0 * Hq * D * T;   // q, o; k, v; attn
+    fwd += 2.0 * (c->n_enc_layers * (gemm + enc_attn) + c->n_layers * cross);
+  }
   return 3.0 * fwd;
 }
 

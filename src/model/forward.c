@@ -70,8 +70,15 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
   }
   OT_TRY(ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, m->resf, io.x, io.r, m->graph.lnf_w,
                       m->graph.lnf_b, N));
-  OT_TRY(ot_linear_fwd(dt, m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), NULL, N, m->Vl, m->C,
-                       OT_ACT_NONE));
+  return ot__head_fwd(m, targets, N, count, want_grad, loss);
+}
+
+// The head on m->yf [N, C] and the loss (the single call site of the cross-entropy).
+ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, bool want_grad,
+                       double *loss) {
+  const ot_dtype dt = m->run.dt;
+  OT_TRY(ot_linear_fwd(dt, m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), ot__pw(m, m->lbias),
+                       N, m->Vl, m->C, OT_ACT_NONE));
   if (!targets) return OT_OK;
   if (!(count > 0.0f)) {
     long n = 0;
@@ -107,6 +114,9 @@ ot_status ot_model_forward_slot(ot_model *m, int slot, const int32_t *tokens,
   if (B <= 0 || B > m->run.B || T <= 0 || T > m->run.T)
     return ot_error(OT_EINVAL, "%s: B=%d, T=%d outside the planned [1, %d] x [1, %d] (create the "
                     "model with a larger run)", fn, B, T, m->run.B, m->run.T);
+  if (m->cfg.arch == OT_ARCH_ENCDEC)
+    return ot_error(OT_EINVAL, "%s: '%s' is an encoder-decoder model; run it with "
+                    "ot_model_forward_s2s (source and target)", fn, m->cfg.name);
   if (want_grad && !targets && m->last)
     return ot_error(OT_EINVAL, "%s: want_grad needs targets", fn);
   if (!isfinite(count))
@@ -163,20 +173,28 @@ static void embed_dw_chunks(ot_model *m, int B, int T) {
   }
 }
 
+// The head's backward: weight (and logits bias) gradients from the dlogits in
+// m->logits, dx [N, C] = dlogits W.
+ot_status ot__head_bwd(ot_model *m, int N, void *dx) {
+  if (vocab_chunked(m)) OT_TRY(head_dw_chunks(m, N));
+  return ot_linear_bwd(m->run.dt, dx, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)),
+                       ot__pg(m, m->lbias), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N,
+                       m->Vl, m->C, OT_ACT_NONE);
+}
+
 static ot_status backward(ot_model *m) {
   const ot_dtype dt = m->run.dt;
   const int B = m->B, T = m->T, N = B * T;
+  if (m->cfg.arch == OT_ARCH_ENCDEC) return ot__s2s_backward(m);
   if (m->last) {
-    if (vocab_chunked(m)) OT_TRY(head_dw_chunks(m, N));
-    OT_TRY(ot_linear_bwd(dt, m->dy, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)), NULL,
-                         m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N, m->Vl, m->C,
-                         OT_ACT_NONE));
+    OT_TRY(ot__head_bwd(m, N, m->dy));
     if (m->part.vocab_parallel) OT_TRY(ot__tp_sum(&m->graph, m->dy, (size_t)N * m->C));
     OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
     ot__grads_ready(m, m->params[m->lnf_w].offset);
   }
+  const ot__stack st = ot__stack_decoder(m);
   for (int l = m->L - 1; l >= 0; l--) {
-    OT_TRY(ot__block_bwd(m, l, B, T));
+    OT_TRY(ot__block_bwd(m, &st, l, B, T));
     if (l > 0 || m->first) ot__grads_ready(m, block_start(m, l));
   }
   if (m->first) {

@@ -42,6 +42,10 @@ ot_status ot__wlinear(ot_dtype dt, void *y, void *pre, const void *x, const ot__
 typedef struct {
   ot__wref qkv, o, fc, proj;   // [QKV, C], [C, Hq*D], [Fa, C], [C, F]
   const float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *qkv_b, *o_b, *fc_b, *proj_b;
+  // cross-attention (decoder blocks of an encoder-decoder graph; else all NULL):
+  // q [Hq*D, C], k, v [Hkv*D, C], o [C, Hq*D], its norm
+  ot__wref cq, ck, cv, co;
+  const float *lnc_w, *lnc_b, *cq_b, *ck_b, *cv_b, *co_b;
 } ot__block_w;
 
 // ----------------------------------------------------------- architecture ---
@@ -54,6 +58,8 @@ typedef struct {
   const float *rope;         // [rope_len, D] RoPE table, NULL: no RoPE
   int rope_len;
   ot_rope_style rope_style;
+  bool post;                 // post-norm: x = norm(x + f(x)) per sublayer (else pre-norm)
+  bool cross;                // cross-attention over the encoder output after self-attention
 } ot__arch;
 
 typedef struct {
@@ -92,7 +98,20 @@ typedef struct {
   void *y2;                // [N, C] norm2 output
   void *pre;               // [N, Fa] fc output (GELU: pre-activation; SwiGLU: [gate | up])
   void *h;                 // [N, F] activation output (down projection input)
+  // cross-attention (decoder blocks of an encoder-decoder graph)
+  void *yc;                // [N, C] its norm's output (pre-norm: the sublayer input; post-norm:
+                           // the MLP input)
+  void *resc;              // [N, C] its norm's input (pre: res + self-attn; post: y1 + cross-attn)
+  float *meanc, *rstdc;    // [N]
+  void *qc;                // [B, Hq, T, D] cross queries
+  void *attyc;             // [N, Hq*D] cross-attention output, token-major
+  float *lsec;             // [B, Hq, T]
+  void *kc, *vc;           // [B, Hkv, S, D] cross keys / values (the encoder output projected)
 } ot__layer_acts;
+// Post-norm blocks (a.post) use the fields as: res = block input u0 = self-attention
+// input; res2 = u0 + attn = norm1 input, y1 = norm1 output u1; (cross) resc = u1 +
+// cross-attn, yc = its norm's output u2; y2 = u + mlp(u) = norm2 input (u: the MLP
+// input, yc or y1); the block output norm2(y2) goes to io->out.
 
 // ------------------------------------------------------------ keys/values ---
 typedef struct ot__kvsrc ot__kvsrc;
@@ -103,6 +122,16 @@ struct ot__kvsrc {
   // the block pool), or nowhere (the current sequence).
   ot_status (*attend)(ot__kvsrc *self, const ot__graph *g, int l, void *o, float *lse,
                       const void *q, const void *k, const void *v, int B, int T);
+  // Cross-attention of decoder block l (encoder-decoder graphs; NULL otherwise):
+  // q [B,Hq,T,D] (dt) over the block's cross keys / values -> o [B,Hq,T,D], lse
+  // [B,Hq,T] when non-NULL. The cross K/V of a block are the encoder output [B*S, C]
+  // projected by the block's ck / cv weights (ot__cross_kv_fwd), masked by the source
+  // lengths, never causal. They depend only on the source sentence: the training
+  // source computes them in every forward (and keeps them for the backward); a decoder
+  // cache computes them once per sentence (first step) and hands the same K/V to
+  // every later step, so an incremental decode never reprojects the encoder output.
+  ot_status (*cross)(ot__kvsrc *self, const ot__graph *g, int l, void *o, float *lse,
+                     const void *q, int B, int T);
 };
 
 // The current sequence: flash attention of the rows over themselves, causal
@@ -115,6 +144,27 @@ ot__kv_self ot__kv_self_make(const int32_t *kv_len);
 // The shape the current-sequence source gives the flash kernels (forward and backward).
 ot_attn_shape ot__self_shape(const ot__graph *g, int B, int T, const int32_t *kv_len);
 
+// The training source of an encoder-decoder's decoder: self-attention over the
+// current sequence (causal, no mask), cross-attention over enc [B*S, C] (dt),
+// masked by src_len [B]; block l's cross K/V are projected into la[l].kc / vc
+// (tok: [B*S, Hkv*D] scratch of dt).
+typedef struct {
+  ot__kv_self self;
+  const void *enc;
+  int S;
+  const int32_t *src_len;
+  ot__layer_acts *la;
+  void *tok;
+} ot__kv_s2s;
+ot__kv_s2s ot__kv_s2s_make(const void *enc, int S, const int32_t *src_len, ot__layer_acts *la,
+                           void *tok);
+// Block l's cross K/V: kc, vc [B, Hkv, S, D] (dt) = enc [B*S, C] through ck / cv (+ biases);
+// tok [B*S, Hkv*D] scratch (dt).
+ot_status ot__cross_kv_fwd(const ot__graph *g, int l, void *kc, void *vc, void *tok,
+                           const void *enc, int B, int S);
+// The shape of cross-attention: T queries over S keys masked by src_len, not causal.
+ot_attn_shape ot__cross_shape(const ot__graph *g, int B, int T, int S, const int32_t *src_len);
+
 // ------------------------------------------------------------------ block ---
 typedef struct {
   int B, T;                  // B sequences of T new tokens each (token-major rows)
@@ -126,11 +176,15 @@ typedef struct {
   int pos0;                  // RoPE: every sequence's first new token sits at pos0 ...
   const int32_t *pos;        // ... or sequence b's at pos[b] (non-NULL)
   ot__kvsrc *kv;
+  void *out;                 // post-norm: [N, C] receives the block output (pre-norm: unused)
 } ot__block_io;
 
 // Forward of block l. On return the block output is A->res2 + io->abuf (the
 // next block's norm1 or the final norm adds it); with mlp = false it stops
 // after the MLP activation A->h (a full recompute needs only the internals).
+// Post-norm (g->a.post): the output is io->out = norm2(y2) (mlp must be true);
+// cross-attention (g->a.cross) runs between self-attention and the MLP, through
+// io->kv->cross.
 ot_status ot__block_fwd(const ot__graph *g, int l, const ot__block_io *io, bool mlp);
 
 // y = norm(x + r) with res_out = x + r (r, res_out may be NULL; res_out may

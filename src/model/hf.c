@@ -37,6 +37,12 @@ static bool ignorable(const ot_model *m, const char *name) {
   if (ends(name, ".attn.masked_bias") || ends(name, ".rotary_emb.inv_freq")) return true;
   if (m->cfg.names == OT_NAMES_GPT2 && ends(name, ".attn.bias") && ot_model_hf_find(m, name) < 0)
     return true;   // GPT-2's causal-mask buffer, saved by older transformers
+  if (m->cfg.names == OT_NAMES_MARIAN &&
+      (strcmp(name, "model.encoder.embed_tokens.weight") == 0 ||
+       strcmp(name, "model.decoder.embed_tokens.weight") == 0 ||
+       strcmp(name, "model.encoder.embed_positions.weight") == 0 ||
+       strcmp(name, "model.decoder.embed_positions.weight") == 0))
+    return true;   // views of model.shared / the sinusoid tables (rebuilt, never trained)
   return m->cfg.tied && strcmp(name, "lm_head.weight") == 0;
 }
 
@@ -267,6 +273,68 @@ static ot_status cfg_llama(cfgj *j, ot_model_config *c) {
   return j->err;
 }
 
+// MarianMTModel: post-norm, sinusoidal positions, one vocabulary (decoder_vocab_size
+// equal), encoder and decoder of the same width and heads.
+static ot_status cfg_marian(cfgj *j, ot_model_config *c, bool mbart) {
+  ot_model_config_preset(c, "transformer-base");
+  if (mbart) {   // pre-norm, learned positions at offset 2, embedding norms, gelu
+    c->norm_place = OT_PLACE_PRE;
+    c->pos = OT_POS_LEARNED;
+    c->pos_offset = 2;
+    c->embed_norm = true;
+  }
+  c->vocab = jint(j, "vocab_size", 0, true);
+  c->d_model = jint(j, "d_model", 0, true);
+  c->n_enc_layers = jint(j, "encoder_layers", 0, true);
+  c->n_layers = jint(j, "decoder_layers", 0, true);
+  c->n_heads = c->n_kv_heads = jint(j, "decoder_attention_heads", 0, true);
+  c->d_ff = jint(j, "decoder_ffn_dim", 0, true);
+  c->max_seq = jint(j, "max_position_embeddings", 512, false);
+  c->init_std = (float)jnum(j, "init_std", 0.02);
+  c->tied = jbool(j, "tie_word_embeddings", true);
+  c->embed_scale = jbool(j, "scale_embedding", false);
+  const char *ids[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
+  int *dst[3] = {&c->pad_id, &c->eos_id, &c->decoder_start_id};
+  for (int i = 0; i < 3; i++) {
+    const ot_json *v = jget(j, ids[i]);
+    if (!v) {
+      if (j->err == OT_OK) j->err = ot_error(OT_EFORMAT, "%s: key '%s' is missing", j->path, ids[i]);
+    } else if (v->type != OT_JNUM || !v->is_int || v->i < 0 || v->i > 1000000000) {
+      if (j->err == OT_OK)
+        j->err = ot_error(OT_EFORMAT, "%s: '%s' must be a token id (integer >= 0)", j->path, ids[i]);
+    } else {
+      *dst[i] = (int)v->i;
+    }
+  }
+  if (j->err != OT_OK) return j->err;
+  const char *act = jstr(j, "activation_function");
+  if (!act) c->mlp = mbart ? OT_MLP_GELU_ERF : OT_MLP_RELU;
+  else if (strcmp(act, "relu") == 0) c->mlp = OT_MLP_RELU;
+  else if (strcmp(act, "gelu") == 0) c->mlp = OT_MLP_GELU_ERF;
+  else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0) c->mlp = OT_MLP_GELU;
+  else
+    return ot_error(OT_EUNSUPPORTED, "%s: activation_function '%s' unsupported (relu, gelu, "
+                    "gelu_new)", j->path, act);
+  const char *same[3][2] = {{"encoder_attention_heads", "decoder_attention_heads"},
+                            {"encoder_ffn_dim", "decoder_ffn_dim"},
+                            {"decoder_vocab_size", "vocab_size"}};
+  for (int i = 0; i < 3; i++)
+    if (jget(j, same[i][0]) && jint(j, same[i][0], 0, false) != jint(j, same[i][1], 0, false))
+      return ot_error(OT_EUNSUPPORTED, "%s: %s=%d differs from %s=%d (encoder and decoder must "
+                      "agree)", j->path, same[i][0], jint(j, same[i][0], 0, false), same[i][1],
+                      jint(j, same[i][1], 0, false));
+  if (!jbool(j, "share_encoder_decoder_embeddings", true))
+    return ot_error(OT_EUNSUPPORTED, "%s: share_encoder_decoder_embeddings=false unsupported (one "
+                    "vocabulary for source and target)", j->path);
+  if (!mbart && (jbool(j, "normalize_before", false) || jbool(j, "normalize_embedding", false) ||
+                 jbool(j, "add_final_layer_norm", false)))
+    return ot_error(OT_EUNSUPPORTED, "%s: normalize_before / normalize_embedding / "
+                    "add_final_layer_norm unsupported (Marian is post-norm)", j->path);
+  if (!jbool(j, "is_encoder_decoder", true))
+    return ot_error(OT_EUNSUPPORTED, "%s: is_encoder_decoder=false unsupported", j->path);
+  return j->err;
+}
+
 ot_status ot_model_config_from_hf(ot_model_config *c, const char *path) {
   static const char fn[] = "ot_model_config_from_hf";
   OT_CHECK_PTR(c, fn);
@@ -285,7 +353,10 @@ ot_status ot_model_config_from_hf(ot_model_config *c, const char *path) {
   if (s == OT_OK) {
     if (strcmp(type, "gpt2") == 0) s = cfg_gpt2(&j, c);
     else if (strcmp(type, "llama") == 0) s = cfg_llama(&j, c);
-    else s = ot_error(OT_EUNSUPPORTED, "%s: model_type '%s' unsupported (gpt2 or llama)", path, type);
+    else if (strcmp(type, "marian") == 0) s = cfg_marian(&j, c, false);
+    else if (strcmp(type, "mbart") == 0) s = cfg_marian(&j, c, true);
+    else s = ot_error(OT_EUNSUPPORTED, "%s: model_type '%s' unsupported (gpt2, llama, marian or "
+                      "mbart)", path, type);
   }
   if (s == OT_OK) snprintf(c->name, sizeof c->name, "hf-%s", type);
   ot_json_free(&doc);
@@ -303,7 +374,10 @@ ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config 
   snprintf(path, sizeof path, "%s/config.json", dir);
   OT_TRY(ot_model_config_from_hf(&c, path));
   ot_model *m = NULL;
-  OT_TRY(ot_model_create(&m, &c, r));
+  OT_CHECK_PTR(r, fn);
+  ot_run_config run = *r;
+  if (c.arch == OT_ARCH_ENCDEC && run.S == 0) run.S = run.T;   // source as long as the target
+  OT_TRY(ot_model_create(&m, &c, &run));
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   ot_st_file *f = NULL;
   ot_status s = ot_st_open(&f, path);

@@ -25,6 +25,7 @@ void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
   m->Vl = p->vocab_parallel ? (m->Vp + tp - 1) / tp : m->Vp;
   m->v0 = p->vocab_parallel ? p->tp_rank * m->Vl : 0;
   m->QKV = (m->Hq + 2 * m->Hkv) * m->D;
+  m->Le = c->arch == OT_ARCH_ENCDEC ? c->n_enc_layers : 0;
 }
 
 // ------------------------------------------------------------ table build ---
@@ -214,18 +215,135 @@ static ot_status build_llama(builder *b) {
   return OT_OK;
 }
 
+// One Marian block's tensors under `pre` ("model.encoder.layers.N" / "model.decoder...."),
+// with cross-attention for decoder blocks; q, k, v rows of each attention fused.
+static void marian_block(builder *b, ot__layer_params *P, int l, const char *pre, bool cross) {
+  ot_model *m = b->m;
+  const ot_model_config *c = &m->cfg;
+  const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
+  const int64_t qd = (int64_t)m->Hq * m->D, kd = (int64_t)m->Hkv * m->D;
+  char n[96];
+#define MB(field, kind, d0, d1, suffix) \
+    (snprintf(n, sizeof n, "%s.%d.%s", pre, l, suffix), P->field = add_plain(b, kind, l, d0, d1, false, n))
+#define MPART(field, r0, rows, suffix) add_hf(b, P->field, r0, rows, false, "%s.%d.%s", pre, l, suffix)
+#define MQKV(wf, bf, att)                                                                          \
+    P->wf = add_param(b, OT_PT_MATRIX, l, m->QKV, m->C, "%s.%d." att ".qkv_proj.weight", pre, l);  \
+    MPART(wf, 0, qd, att ".q_proj.weight");                                                       \
+    MPART(wf, qd, kd, att ".k_proj.weight");                                                      \
+    MPART(wf, qd + kd, kd, att ".v_proj.weight");                                                 \
+    if (c->bias) {                                                                                \
+      P->bf = add_param(b, OT_PT_BIAS, l, m->QKV, 0, "%s.%d." att ".qkv_proj.bias", pre, l);       \
+      MPART(bf, 0, qd, att ".q_proj.bias");                                                       \
+      MPART(bf, qd, kd, att ".k_proj.bias");                                                      \
+      MPART(bf, qd + kd, kd, att ".v_proj.bias");                                                 \
+    }
+  MB(ln1_w, OT_PT_NORM_W, m->C, 0, "self_attn_layer_norm.weight");
+  if (nb) MB(ln1_b, OT_PT_NORM_B, m->C, 0, "self_attn_layer_norm.bias");
+  MQKV(qkv_w, qkv_b, "self_attn");
+  MB(o_w, OT_PT_MATRIX_RES, m->C, qd, "self_attn.out_proj.weight");
+  if (c->bias) MB(o_b, OT_PT_BIAS, m->C, 0, "self_attn.out_proj.bias");
+  if (cross) {
+    MB(lnc_w, OT_PT_NORM_W, m->C, 0, "encoder_attn_layer_norm.weight");
+    if (nb) MB(lnc_b, OT_PT_NORM_B, m->C, 0, "encoder_attn_layer_norm.bias");
+    MQKV(cqkv_w, cqkv_b, "encoder_attn");
+    MB(co_w, OT_PT_MATRIX_RES, m->C, qd, "encoder_attn.out_proj.weight");
+    if (c->bias) MB(co_b, OT_PT_BIAS, m->C, 0, "encoder_attn.out_proj.bias");
+  }
+  MB(ln2_w, OT_PT_NORM_W, m->C, 0, "final_layer_norm.weight");
+  if (nb) MB(ln2_b, OT_PT_NORM_B, m->C, 0, "final_layer_norm.bias");
+  MB(fc_w, OT_PT_MATRIX, m->Fa, m->C, "fc1.weight");   // SwiGLU (not Marian's): [gate | up]
+  if (c->bias) MB(fc_b, OT_PT_BIAS, m->Fa, 0, "fc1.bias");
+  MB(proj_w, OT_PT_MATRIX_RES, m->C, m->F, "fc2.weight");
+  if (c->bias) MB(proj_b, OT_PT_BIAS, m->C, 0, "fc2.bias");
+#undef MB
+#undef MPART
+#undef MQKV
+}
+
+// A stack's own embedding tensors (mBART): learned positions, the embedding norm.
+static void stack_embed(builder *b, const char *pre, int *pos, int *lw, int *lb) {
+  ot_model *m = b->m;
+  const ot_model_config *c = &m->cfg;
+  char n[96];
+  if (c->pos == OT_POS_LEARNED) {
+    snprintf(n, sizeof n, "%s.embed_positions.weight", pre);
+    *pos = add_plain(b, OT_PT_POS, -1, (int64_t)c->max_seq + c->pos_offset, m->C, false, n);
+  }
+  if (!c->embed_norm) return;
+  snprintf(n, sizeof n, "%s.layernorm_embedding.weight", pre);
+  *lw = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, n);
+  if (c->norm == OT_NORM_LAYERNORM && c->bias) {
+    snprintf(n, sizeof n, "%s.layernorm_embedding.bias", pre);
+    *lb = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, n);
+  }
+}
+
+// MarianMTModel names (mBART's with learned positions and embedding norms): the shared embedding, encoder blocks, decoder blocks, (pre-norm)
+// final norms, the logits bias ([1, V] in HF) and an untied head.
+static ot_status build_marian(builder *b) {
+  ot_model *m = b->m;
+  const ot_model_config *c = &m->cfg;
+  const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
+  m->wte = add_param(b, OT_PT_EMBED, -1, m->Vl, m->C, "model.shared.weight");
+  add_hf(b, m->wte, 0, m->V, false, "model.shared.weight");
+  stack_embed(b, "model.encoder", &m->epos, &m->elne_w, &m->elne_b);
+  for (int l = 0; l < m->Le; l++) marian_block(b, &m->elp[l], l, "model.encoder.layers", false);
+  if (c->norm_place == OT_PLACE_PRE) {
+    m->elnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.encoder.layer_norm.weight");
+    if (nb) m->elnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "model.encoder.layer_norm.bias");
+  }
+  stack_embed(b, "model.decoder", &m->dpos, &m->dlne_w, &m->dlne_b);
+  for (int l = 0; l < m->L; l++) marian_block(b, &m->lp[l], l, "model.decoder.layers", true);
+  if (c->norm_place == OT_PLACE_PRE) {
+    m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.decoder.layer_norm.weight");
+    if (nb) m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "model.decoder.layer_norm.bias");
+  }
+  if (c->logits_bias) {
+    m->lbias = add_param(b, OT_PT_BIAS, -1, m->Vl, 0, "final_logits_bias");
+    int h = add_hf(b, m->lbias, 0, m->V, false, "final_logits_bias");
+    if (h >= 0) {   // HF keeps it [1, V]
+      m->hf[h].ndim = 2;
+      m->hf[h].shape[0] = 1;
+      m->hf[h].shape[1] = m->V;
+    }
+  }
+  if (!c->tied) {
+    m->lm_head = add_param(b, OT_PT_LM_HEAD, -1, m->Vl, m->C, "lm_head.weight");
+    add_hf(b, m->lm_head, 0, m->V, false, "lm_head.weight");
+  }
+  return OT_OK;
+}
+
 ot_status ot__layout_build(ot_model *m) {
   builder b = {m, 0, 0, 0};
   m->lp = calloc((size_t)m->L, sizeof *m->lp);
-  if (!m->lp) return ot_error(OT_ENOMEM, "model layout: out of memory");
+  m->elp = calloc((size_t)m->Le + 1, sizeof *m->elp);
+  if (!m->lp || !m->elp) return ot_error(OT_ENOMEM, "model layout: out of memory");
   for (int l = 0; l < m->L; l++) memset(&m->lp[l], 0xff, sizeof m->lp[l]);  // all -1
+  for (int l = 0; l < m->Le; l++) memset(&m->elp[l], 0xff, sizeof m->elp[l]);
   m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = -1;
-  ot_status s = m->cfg.names == OT_NAMES_GPT2 ? build_gpt2(&b) : build_llama(&b);
+  m->elnf_w = m->elnf_b = m->lbias = -1;
+  m->epos = m->dpos = m->elne_w = m->elne_b = m->dlne_w = m->dlne_b = -1;
+  ot_status s = m->cfg.names == OT_NAMES_GPT2    ? build_gpt2(&b)
+                : m->cfg.names == OT_NAMES_LLAMA ? build_llama(&b)
+                                                 : build_marian(&b);
   if (s != OT_OK) return s;
   // every add checked here once: a failed add leaves a -1 somewhere
-  if ((m->first && m->wte < 0) || (m->last && m->lnf_w < 0) ||
+  const bool post = m->cfg.norm_place == OT_PLACE_POST;   // post-norm: no final norm
+  for (int l = 0; l < m->Le; l++)
+    if (m->elp[l].qkv_w < 0 || m->elp[l].o_w < 0 || m->elp[l].fc_w < 0 || m->elp[l].proj_w < 0 ||
+        m->elp[l].ln1_w < 0 || m->elp[l].ln2_w < 0)
+      return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  if (m->Le > 0)
+    for (int l = 0; l < m->L; l++)
+      if (m->lp[l].cqkv_w < 0 || m->lp[l].co_w < 0 || m->lp[l].lnc_w < 0 ||
+          (m->cfg.logits_bias && m->lbias < 0) || (!post && m->elnf_w < 0) ||
+          (m->cfg.pos == OT_POS_LEARNED && (m->epos < 0 || m->dpos < 0)) ||
+          (m->cfg.embed_norm && (m->elne_w < 0 || m->dlne_w < 0)))
+        return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  if ((m->first && m->wte < 0) || (m->last && !post && m->lnf_w < 0) ||
       (m->last && !m->cfg.tied && m->lm_head < 0) || (m->last && m->cfg.tied && m->wte < 0) ||
-      (m->first && m->cfg.pos == OT_POS_LEARNED && m->wpe < 0))
+      (m->first && m->cfg.pos == OT_POS_LEARNED && m->Le == 0 && m->wpe < 0))
     return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
   for (int l = 0; l < m->L; l++)
     if (m->lp[l].qkv_w < 0 || m->lp[l].o_w < 0 || m->lp[l].fc_w < 0 || m->lp[l].proj_w < 0 ||
@@ -248,9 +366,11 @@ void ot__layout_free(ot_model *m) {
   free(m->params);
   free(m->hf);
   free(m->lp);
+  free(m->elp);
   m->params = NULL;
   m->hf = NULL;
   m->lp = NULL;
+  m->elp = NULL;
   m->n_params = m->n_hf = 0;
 }
 

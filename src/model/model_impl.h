@@ -8,7 +8,21 @@
 // Indices into the parameter table for one block (-1: absent).
 typedef struct {
   int ln1_w, ln1_b, qkv_w, qkv_b, o_w, o_b, ln2_w, ln2_b, fc_w, fc_b, proj_w, proj_b;
+  int lnc_w, lnc_b, cqkv_w, cqkv_b, co_w, co_b;   // cross-attention (q, k, v rows fused)
 } ot__layer_params;
+
+// A stack of blocks as the backward walks it: the decoder (or decoder-only model)
+// or the encoder of an encoder-decoder.
+typedef struct {
+  const ot__graph *g;
+  ot__layer_acts *la;          // [L] saved activations
+  const ot__layer_params *lp;  // [L]
+  const int32_t *kv_len;       // self-attention key lengths (encoder: source lengths), or NULL
+  const void *enc;             // decoder of an encoder-decoder: encoder output [B*S, C]
+  void *denc;                  // its gradient [B*S, C] (+=)
+  int S;
+  const int32_t *src_len;      // [B]
+} ot__stack;
 
 
 // Where parameter i of a part lives in the whole tensor of the same name:
@@ -78,6 +92,26 @@ struct ot_model {
   // the graph the forward runs on (weights.c): dense views of the buffers above
   ot__graph graph;
   ot__block_w *blkw;          // [L]
+  // encoder-decoder (cfg.arch = encdec; whole model, one slot)
+  int Le;                     // encoder blocks
+  ot__layer_params *elp;      // [Le]
+  ot__layer_acts *ela;        // [Le] saved encoder activations (non-saved fields: m->shared)
+  ot__graph egraph;           // the encoder (bidirectional, no cross-attention)
+  ot__block_w *eblkw;         // [Le]
+  int elnf_w, elnf_b, lbias;  // final encoder norm (pre-norm), logits bias; -1 if absent
+  int32_t *src, *src_len, *tgt;   // [B*S], [B], [B*T] copies of the last batch
+  void *enc_res;              // [B*S, C] pre-norm: final encoder norm input
+  float *emean, *erstd;       // [B*S]
+  void *enc_out;              // [B*S, C] encoder output
+  void *denc;                 // [B*S, C] its gradient (workspace)
+  void *ctok;                 // [B*S, Hkv*D] cross K/V token-major scratch
+  void *ctmp;                 // [B*S, C] cross K/V backward scratch
+  float *pos_tab;             // [max_seq, C] sinusoid table (f32)
+  int epos, dpos;             // learned position tables of encoder / decoder; -1 if absent
+  int elne_w, elne_b, dlne_w, dlne_b;   // embedding norms (embed_norm); -1 if absent
+  void *eemb, *demb;          // [B*S | B*T, C] embedding outputs = embedding norm inputs
+  float *eemean, *eerstd, *demean, *derstd;   // their norm statistics
+  int S;                      // source length of the last forward
   // state of the last forward (mirrors the current slot)
   int B, T;
   bool have_grad_state;
@@ -103,7 +137,30 @@ void ot__slice_copy(const ot__slice *s, const ot_param *p, float *local, float *
 ot_status ot__graph_build(ot_model *m);
 // Backward of block l of the current slot (block.c): m->dres holds the gradient of
 // the block output on entry and of its input on exit; parameter gradients accumulate.
-ot_status ot__block_bwd(ot_model *m, int l, int B, int T);
+ot_status ot__block_bwd(ot_model *m, const ot__stack *st, int l, int B, int T);
+// The decoder-only stack of the current slot.
+ot__stack ot__stack_decoder(ot_model *m);
+// MLP activation h = act(pre) for RELU / GELU_ERF / SWIGLU / GELU (encdec_ops.c, block.c),
+// and its backward in place (dh -> dpre, RELU / GELU_ERF).
+ot_status ot__act_fwd(ot_mlp_kind k, ot_dtype dt, void *y, const void *x, size_t n);
+ot_status ot__act_bwd(ot_mlp_kind k, ot_dtype dt, void *dx, const void *x, const void *dy, size_t n);
+// Scalar references of the two activations (f32).
+void ot_ref_relu_fwd(float *y, const float *x, size_t n);
+void ot_ref_gelu_erf_fwd(float *y, const float *x, size_t n);
+// y += x, n elements of dt.
+void ot__add_into(ot_dtype dt, void *y, const void *x, size_t n);
+const char *ot__mlp_name(ot_mlp_kind k);
+// Encoder-decoder config checks (encdec.c); n: the model's name for messages.
+ot_status ot__encdec_validate(const ot_model_config *c, const char *n);
+// Encoder-decoder backward (encdec.c), after ot_model_backward's checks.
+ot_status ot__s2s_backward(ot_model *m);
+// The head of the last stage (forward.c): logits = yf W^T (+ logits bias) and, with
+// targets, the loss; its backward: weight gradients and dx [N, C] = dlogits W.
+ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, bool want_grad,
+                       double *loss);
+ot_status ot__head_bwd(ot_model *m, int N, void *dx);
+// The sinusoid table [Tmax, C] (Marian layout) in f32.
+void ot__sinusoid_table(float *tab, int Tmax, int C);
 // Gradient of a norm (block.c): dx = norm backward of dy (+ dres), gain gi / beta bi
 // gradients accumulated into their bound storage.
 ot_status ot__norm_bwd(const ot_model *m, void *dx, int gi, int bi, const void *dy,

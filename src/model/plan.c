@@ -33,32 +33,77 @@ static void *take(walker *w, bool saved, size_t bytes) {
 
 // Which block buffers the policy saves per layer (the others are shared).
 enum { F_MEAN1, F_RSTD1, F_Y1, F_Q, F_K, F_V, F_ATTY, F_LSE, F_RES2, F_MEAN2, F_RSTD2, F_Y2,
-       F_PRE, F_H, F_COUNT };
+       F_PRE, F_H, F_YC, F_RESC, F_MEANC, F_RSTDC, F_QC, F_ATTYC, F_LSEC, F_KC, F_VC, F_COUNT };
 static bool saved_field(int f, ot_recompute r) {
   if (r == OT_RECOMPUTE_FULL) return false;
-  if (r == OT_RECOMPUTE_SELECTIVE) return !(f == F_ATTY || f == F_LSE || f == F_H);
+  if (r == OT_RECOMPUTE_SELECTIVE)
+    return !(f == F_ATTY || f == F_LSE || f == F_H || f == F_ATTYC || f == F_LSEC);
   return true;
 }
 
-// Takes the block buffers that are saved (saved = true) or shared (false).
-static void take_block(walker *w, const ot_model *m, ot__layer_acts *A, bool saved) {
-  const size_t N = (size_t)m->run.B * m->run.T, es = ot_dtype_size(m->run.dt);
+// Takes the block buffers that are saved (saved = true) or shared (false) for
+// N rows; with cross (decoder blocks of an encoder-decoder) also the
+// cross-attention's, its keys / values over NS = B*S source rows.
+static void take_block(walker *w, const ot_model *m, ot__layer_acts *A, bool saved, size_t N,
+                       bool cross, size_t NS) {
+  const size_t es = ot_dtype_size(m->run.dt);
   const size_t C = (size_t)m->C, HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
   const ot_recompute r = m->run.recompute;
   const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
+  const size_t X = cross ? 1 : 0;
   size_t bytes[F_COUNT] = {
       [F_MEAN1] = ln ? N * 4 : 0, [F_RSTD1] = N * 4,    [F_Y1] = N * C * es,
       [F_Q] = N * HD * es,        [F_K] = N * KD * es,  [F_V] = N * KD * es,
       [F_ATTY] = N * HD * es,     [F_LSE] = N * (size_t)m->Hq * 4,
       [F_RES2] = N * C * es,      [F_MEAN2] = ln ? N * 4 : 0, [F_RSTD2] = N * 4,
-      [F_Y2] = N * C * es,        [F_PRE] = N * (size_t)m->Fa * es, [F_H] = N * (size_t)m->F * es};
+      [F_Y2] = N * C * es,        [F_PRE] = N * (size_t)m->Fa * es, [F_H] = N * (size_t)m->F * es,
+      [F_YC] = X * N * C * es,    [F_RESC] = X * N * C * es, [F_MEANC] = ln ? X * N * 4 : 0,
+      [F_RSTDC] = X * N * 4,      [F_QC] = X * N * HD * es, [F_ATTYC] = X * N * HD * es,
+      [F_LSEC] = X * N * (size_t)m->Hq * 4, [F_KC] = X * NS * KD * es, [F_VC] = X * NS * KD * es};
   void **dst[F_COUNT] = {
       (void **)&A->mean1, (void **)&A->rstd1, &A->y1, &A->q, &A->k, &A->v, &A->atty,
-      (void **)&A->lse, &A->res2, (void **)&A->mean2, (void **)&A->rstd2, &A->y2, &A->pre, &A->h};
+      (void **)&A->lse, &A->res2, (void **)&A->mean2, (void **)&A->rstd2, &A->y2, &A->pre, &A->h,
+      &A->yc, &A->resc, (void **)&A->meanc, (void **)&A->rstdc, &A->qc, &A->attyc,
+      (void **)&A->lsec, &A->kc, &A->vc};
   for (int f = 0; f < F_COUNT; f++) {
     if (saved_field(f, r) != saved || !bytes[f]) continue;
     *dst[f] = take(w, saved, bytes[f]);
   }
+}
+
+// Encoder-decoder: the encoder's saved buffers (per layer, then the source copies,
+// the final norm's and the encoder output) into m (pointers when alloc).
+static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p) {
+  const size_t NS = (size_t)m->run.B * m->run.S, es = ot_dtype_size(m->run.dt), C = (size_t)m->C;
+  const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
+  ot__layer_acts tmp;
+  const size_t before = w->act_bytes;
+  for (int l = 0; l < m->Le; l++) {
+    ot__layer_acts *A = w->alloc ? &m->ela[l] : &tmp;
+    memset(A, 0, sizeof *A);
+    size_t b0 = w->act_bytes;
+    A->res = take(w, true, NS * C * es);
+    take_block(w, m, A, true, NS, false, 0);
+    p->act_saved_enc_layer = w->act_bytes - b0;
+  }
+  m->src = take(w, true, NS * sizeof(int32_t));
+  m->src_len = take(w, true, (size_t)m->run.B * sizeof(int32_t));
+  m->tgt = take(w, true, (size_t)m->run.B * m->run.T * sizeof(int32_t));
+  const bool pre = m->cfg.norm_place == OT_PLACE_PRE;
+  m->enc_res = pre ? take(w, true, NS * C * es) : NULL;
+  m->emean = pre && ln ? take(w, true, NS * 4) : NULL;
+  m->erstd = pre ? take(w, true, NS * 4) : NULL;
+  m->enc_out = take(w, true, NS * C * es);
+  const bool en = m->cfg.embed_norm;
+  m->eemb = en ? take(w, true, NS * C * es) : NULL;
+  m->eemean = en && ln ? take(w, true, NS * 4) : NULL;
+  m->eerstd = en ? take(w, true, NS * 4) : NULL;
+  p->act_enc = w->act_bytes - before;
+  // the decoder's embedding norm input (counted with the model-level activations)
+  const size_t N = (size_t)m->run.B * m->run.T;
+  m->demb = en ? take(w, true, N * C * es) : NULL;
+  m->demean = en && ln ? take(w, true, N * 4) : NULL;
+  m->derstd = en ? take(w, true, N * 4) : NULL;
 }
 
 // Lists every activation and workspace buffer of m's run (pointers set when
@@ -67,6 +112,8 @@ static void take_block(walker *w, const ot_model *m, ot__layer_acts *A, bool sav
 // and the head's buffers on the last); then the shared workspace.
 static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
   const size_t N = (size_t)m->run.B * m->run.T, es = ot_dtype_size(m->run.dt);
+  const bool encdec = m->cfg.arch == OT_ARCH_ENCDEC;
+  const size_t NS = encdec ? (size_t)m->run.B * m->run.S : 0, NX = NS > N ? NS : N;
   const size_t C = (size_t)m->C, HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
   const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
   ot__layer_acts tmp;
@@ -82,7 +129,7 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
       memset(A, 0, sizeof *A);
       size_t before = w->act_bytes;
       A->res = take(w, true, N * C * es);
-      take_block(w, m, A, true);
+      take_block(w, m, A, true, N, encdec, NS);
       p->act_saved_layer = w->act_bytes - before;
     }
     // saved: model level
@@ -98,36 +145,46 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
       S->row_loss = take(w, true, N * 4);
     }
   }
+  if (encdec) walk_encoder(w, m, p);
   p->act_saved = w->act_bytes;
-  // workspace: one block's non-saved buffers, shared by every layer
+  // workspace: one block's non-saved buffers, shared by every layer (of both stacks:
+  // NX rows, the longer of target and source)
   size_t before = w->ws_bytes;
   memset(&m->shared, 0, sizeof m->shared);
-  take_block(w, m, &m->shared, false);
-  m->abuf = take(w, false, N * C * es);
-  m->ohead = take(w, false, N * HD * es);
+  take_block(w, m, &m->shared, false, NX, encdec, NS);
+  m->abuf = take(w, false, NX * C * es);
+  m->ohead = take(w, false, NX * HD * es);
+  m->ctok = encdec ? take(w, false, NS * KD * es) : NULL;
   p->workspace_layer = w->ws_bytes - before;
   // workspace: backward
   before = w->ws_bytes;
-  m->dres = take(w, false, N * C * es);
-  m->dy = take(w, false, N * C * es);
-  m->datty = take(w, false, N * HD * es);
-  m->dohead = take(w, false, N * HD * es);
-  m->dq = take(w, false, N * HD * es);
-  m->dk = take(w, false, N * KD * es);
-  m->dv = take(w, false, N * KD * es);
-  m->dh = take(w, false, N * (size_t)m->F * es);
-  m->dfc = m->cfg.mlp == OT_MLP_SWIGLU ? take(w, false, N * (size_t)m->Fa * es) : NULL;
+  m->dres = take(w, false, NX * C * es);
+  m->dy = take(w, false, NX * C * es);
+  m->datty = take(w, false, NX * HD * es);
+  m->dohead = take(w, false, NX * HD * es);
+  m->dq = take(w, false, NX * HD * es);
+  m->dk = take(w, false, NX * KD * es);
+  m->dv = take(w, false, NX * KD * es);
+  m->dh = take(w, false, NX * (size_t)m->F * es);
+  m->dfc = m->cfg.mlp == OT_MLP_SWIGLU ? take(w, false, NX * (size_t)m->Fa * es) : NULL;
+  m->denc = encdec ? take(w, false, NS * C * es) : NULL;
+  m->ctmp = encdec ? take(w, false, NS * C * es) : NULL;
   p->workspace_bwd = w->ws_bytes - before;
+  m->pos_tab = m->cfg.pos == OT_POS_SINUSOID ? take(w, false, (size_t)m->cfg.max_seq * C * 4) : NULL;
   m->rope = m->cfg.pos == OT_POS_ROPE ? take(w, false, (size_t)m->cfg.max_seq * m->D * 4) : NULL;
   m->xred = m->last && m->part.vocab_parallel ? take(w, false, 3 * N * 4) : NULL;
   p->workspace = w->ws_bytes;
   // the non-saved block fields of every layer point at the shared set
   if (w->alloc)
-    for (size_t l = 0; l < (size_t)m->L * m->part.slots; l++) {
-      ot__layer_acts *A = &m->la_all[l], *S = &m->shared;
+    for (size_t l = 0; l < (size_t)m->L * m->part.slots + (size_t)m->Le; l++) {
+      const size_t nd = (size_t)m->L * m->part.slots;
+      ot__layer_acts *A = l < nd ? &m->la_all[l] : &m->ela[l - nd], *S = &m->shared;
 #define SH(f) if (!A->f) A->f = S->f
       SH(mean1); SH(rstd1); SH(y1); SH(q); SH(k); SH(v); SH(atty); SH(lse);
       SH(res2); SH(mean2); SH(rstd2); SH(y2); SH(pre); SH(h);
+      if (l < nd && encdec) {
+        SH(yc); SH(resc); SH(meanc); SH(rstdc); SH(qc); SH(attyc); SH(lsec); SH(kc); SH(vc);
+      }
 #undef SH
     }
 }
@@ -169,7 +226,13 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
   if (r->ignore_index >= 0 && r->ignore_index < c->vocab)
     return ot_error(OT_EINVAL, "%s: ignore_index=%d is a real token id (vocab %d); use a negative "
                     "value such as -1 or -100", fn, r->ignore_index, c->vocab);
-  int64_t N = (int64_t)r->B * r->T;
+  if (c->arch == OT_ARCH_ENCDEC && (r->S <= 0 || r->S > c->max_seq))
+    return ot_error(OT_EINVAL, "%s: source length S=%d must be in [1, max_seq=%d] for the "
+                    "encoder-decoder '%s'", fn, r->S, c->max_seq, c->name);
+  if (c->arch != OT_ARCH_ENCDEC && r->S != 0)
+    return ot_error(OT_EINVAL, "%s: S=%d is the source length of encoder-decoder models; leave it "
+                    "0 for the decoder-only '%s'", fn, r->S, c->name);
+  int64_t N = (int64_t)r->B * (r->T > r->S ? r->T : r->S);
   if (N > INT_MAX / 4 || N * ot_model_vocab_padded(c) > (int64_t)INT_MAX * 64)
     return ot_error(OT_EINVAL, "%s: B*T=%lld tokens is too large", fn, (long long)N);
   return OT_OK;
@@ -214,6 +277,7 @@ ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_co
     OT_TRY(ot_model_plan(c, &rr, &q[i]));
   }
   const int L = c->n_layers;
+  if (c->arch == OT_ARCH_ENCDEC) fprintf(f, "encoder-decoder: source S=%d\n", r->S);
   fprintf(f, "memory plan: B=%d T=%d, %s activations, recompute %s, %zu master floats\n", r->B,
           r->T, ot_dtype_name(r->dt), ot_recompute_name(r->recompute), p.n_floats);
   fprintf(f, "  %-34s %12.2f MiB\n", "parameters (f32 master)", mib(p.params));
@@ -224,9 +288,15 @@ ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_co
   char line[64];
   snprintf(line, sizeof line, "activations: per layer (x %d)", L);
   fprintf(f, "  %-34s %12.2f MiB\n", line, mib(p.act_saved_layer * (size_t)L));
+  if (c->arch == OT_ARCH_ENCDEC) {
+    snprintf(line, sizeof line, "activations: encoder layer (x %d)", c->n_enc_layers);
+    fprintf(f, "  %-34s %12.2f MiB\n", line, mib(p.act_saved_enc_layer * (size_t)c->n_enc_layers));
+    fprintf(f, "  %-34s %12.2f MiB\n", "activations: encoder ids/final/out",
+            mib(p.act_enc - p.act_saved_enc_layer * (size_t)c->n_enc_layers));
+  }
   fprintf(f, "  %-34s %12.2f MiB\n", "activations: logits", mib(p.act_logits));
   fprintf(f, "  %-34s %12.2f MiB\n", "activations: embedding/final/loss",
-          mib(p.act_saved - p.act_logits - p.act_saved_layer * (size_t)L));
+          mib(p.act_saved - p.act_enc - p.act_logits - p.act_saved_layer * (size_t)L));
   fprintf(f, "  %-34s %12.2f MiB\n", "workspace: shared block buffers", mib(p.workspace_layer));
   fprintf(f, "  %-34s %12.2f MiB\n", "workspace: backward", mib(p.workspace_bwd));
   fprintf(f, "  %-34s %12.2f MiB\n", "workspace: tables",
@@ -258,6 +328,8 @@ void ot_model_free(ot_model *m) {
   free(m->slices);
   free(m->gp);
   free(m->blkw);
+  free(m->ela);
+  free(m->eblkw);
   free(m);
 }
 
@@ -285,7 +357,9 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
     m->la_all = calloc((size_t)m->L * part->slots, sizeof *m->la_all);
     m->slots = calloc((size_t)part->slots, sizeof *m->slots);
     m->gp = calloc((size_t)m->n_params + 1, sizeof *m->gp);
-    if (!m->la_all || !m->slots || !m->gp) s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
+    m->ela = calloc((size_t)m->Le + 1, sizeof *m->ela);
+    if (!m->la_all || !m->slots || !m->gp || !m->ela)
+      s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   }
   ot_mem_plan *p = &m->plan;
   if (s == OT_OK) {
@@ -321,6 +395,7 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
     memset(m->a_act.base, 0, m->a_act.cap);
     memset(m->a_ws.base, 0, m->a_ws.cap);
     if (m->rope) s = ot_rope_table(m->rope, c->max_seq, m->D, c->rope_base);
+    if (m->pos_tab) ot__sinusoid_table(m->pos_tab, c->max_seq, m->C);
     ot__select_slot(m, 0);
     if (s == OT_OK) s = ot__graph_build(m);
   }

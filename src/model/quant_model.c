@@ -52,6 +52,9 @@ ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind ki
   OT_CHECK_PTR(m, fn);
   const ot_model_config *c = ot_model_config_of(m);
   const ot_model_part *part = ot_model_part_of(m);
+  if (c->arch == OT_ARCH_ENCDEC)
+    return ot_error(OT_EUNSUPPORTED, "%s: quantized encoder-decoder models are not supported yet "
+                    "(quantize a decoder-only model)", fn);
   if (part->tp != 1 || part->layer0 != 0 || part->layer1 != c->n_layers)
     return ot_error(OT_EINVAL, "%s: the model is one part of a partitioned model (quantize the whole model)", fn);
   if (kind != OT_QW_INT8 && group != 0)

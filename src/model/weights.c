@@ -60,27 +60,66 @@ static ot__arch arch_of(const ot_model_config *c, int C, int Hq, int Hkv, int F,
   return a;
 }
 
+// A view of rows [r0, ...) of matrix parameter i (dense, in the graph dtype).
+static ot__wref dense_rows(const ot_model *m, int i, size_t r0) {
+  const size_t es = m->wb ? sizeof(uint16_t) : sizeof(float);
+  ot__wref r = {(const char *)ot__pdt(m, i) + r0 * (size_t)m->params[i].shape[1] * es, NULL};
+  return r;
+}
+
+// Block weights of layer params P (cross-attention when P has it).
+static void block_weights(const ot_model *m, const ot__layer_params *P, ot__block_w *w);
+
+// The encoder graph of an encoder-decoder (bidirectional blocks, no cross-attention).
+static ot_status encoder_graph(ot_model *m) {
+  ot__graph *g = &m->egraph;
+  *g = m->graph;
+  g->a.causal = false;
+  g->a.cross = false;
+  m->eblkw = calloc((size_t)m->Le + 1, sizeof *m->eblkw);
+  if (!m->eblkw) return ot_error(OT_ENOMEM, "model graph: out of memory");
+  g->L = m->Le;
+  g->blk = m->eblkw;
+  for (int l = 0; l < m->Le; l++) block_weights(m, &m->elp[l], &m->eblkw[l]);
+  g->lnf_w = ot__pw(m, m->elnf_w);
+  g->lnf_b = ot__pw(m, m->elnf_b);
+  return OT_OK;
+}
+
+static void block_weights(const ot_model *m, const ot__layer_params *P, ot__block_w *w) {
+  w->qkv = dense(m, P->qkv_w);
+  w->o = dense(m, P->o_w);
+  w->fc = dense(m, P->fc_w);
+  w->proj = dense(m, P->proj_w);
+  w->ln1_w = ot__pw(m, P->ln1_w); w->ln1_b = ot__pw(m, P->ln1_b);
+  w->ln2_w = ot__pw(m, P->ln2_w); w->ln2_b = ot__pw(m, P->ln2_b);
+  w->qkv_b = ot__pw(m, P->qkv_b); w->o_b = ot__pw(m, P->o_b);
+  w->fc_b = ot__pw(m, P->fc_b); w->proj_b = ot__pw(m, P->proj_b);
+  if (P->cqkv_w >= 0) {   // cross-attention: q, k, v rows of the fused weight
+    const size_t HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
+    w->cq = dense_rows(m, P->cqkv_w, 0);
+    w->ck = dense_rows(m, P->cqkv_w, HD);
+    w->cv = dense_rows(m, P->cqkv_w, HD + KD);
+    w->co = dense(m, P->co_w);
+    w->lnc_w = ot__pw(m, P->lnc_w); w->lnc_b = ot__pw(m, P->lnc_b);
+    const float *cb = ot__pw(m, P->cqkv_b);
+    w->cq_b = cb; w->ck_b = cb ? cb + HD : NULL; w->cv_b = cb ? cb + HD + KD : NULL;
+    w->co_b = ot__pw(m, P->co_b);
+  }
+}
+
 ot_status ot__graph_build(ot_model *m) {
   ot__graph *g = &m->graph;
   memset(g, 0, sizeof *g);
   m->blkw = calloc((size_t)m->L + 1, sizeof *m->blkw);
   if (!m->blkw) return ot_error(OT_ENOMEM, "model graph: out of memory");
   g->a = arch_of(&m->cfg, m->C, m->Hq, m->Hkv, m->F, m->rope);
+  g->a.post = m->cfg.norm_place == OT_PLACE_POST;
+  g->a.cross = m->cfg.arch == OT_ARCH_ENCDEC;
   g->dt = m->run.dt;
   g->L = m->L;
   g->blk = m->blkw;
-  for (int l = 0; l < m->L; l++) {
-    const ot__layer_params *P = &m->lp[l];
-    ot__block_w *w = &m->blkw[l];
-    w->qkv = dense(m, P->qkv_w);
-    w->o = dense(m, P->o_w);
-    w->fc = dense(m, P->fc_w);
-    w->proj = dense(m, P->proj_w);
-    w->ln1_w = ot__pw(m, P->ln1_w); w->ln1_b = ot__pw(m, P->ln1_b);
-    w->ln2_w = ot__pw(m, P->ln2_w); w->ln2_b = ot__pw(m, P->ln2_b);
-    w->qkv_b = ot__pw(m, P->qkv_b); w->o_b = ot__pw(m, P->o_b);
-    w->fc_b = ot__pw(m, P->fc_b); w->proj_b = ot__pw(m, P->proj_b);
-  }
+  for (int l = 0; l < m->L; l++) block_weights(m, &m->lp[l], &m->blkw[l]);
   if (m->wte >= 0) g->wte = dense(m, m->wte);
   g->wpe = m->wpe >= 0 ? ot__pdt(m, m->wpe) : NULL;
   g->V = m->V;
@@ -94,7 +133,7 @@ ot_status ot__graph_build(ot_model *m) {
     g->tp_ctx = m;
   }
   g->tp_lead = m->part.tp_rank == 0;
-  return OT_OK;
+  return m->Le > 0 ? encoder_graph(m) : OT_OK;
 }
 
 const ot__graph *ot__model_graph(const ot_model *m) { return m ? &m->graph : NULL; }

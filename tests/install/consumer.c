@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
   const int32_t *tokens = tt->data;
   const float *want = tl->data;
 
-  ot_run_config run = {B, T, OT_F32, OT_RECOMPUTE_NONE, -1};
+  ot_run_config run = {B, T, OT_F32, OT_RECOMPUTE_NONE, -1, 0};   // S = 0: decoder-only
   ot_model *m = NULL;
   int rc = 1;
   int32_t *targets = malloc((size_t)n * sizeof *targets);

@@ -1,0 +1,369 @@
+// The encoder-decoder Transformer (the original Transformer, Marian) as parts
+// of the one model graph: the encoder is a stack of the one block (graph.h,
+// block.c) with bidirectional self-attention masked by the source lengths; the
+// decoder is the same block with causal self-attention and cross-attention over
+// the encoder output (through the key/value source's cross interface). This
+// file holds what only encoder-decoders need: config checks, the scaled token
+// embedding with sinusoidal positions, the training step (forward over both
+// stacks, then the backward from the head through the decoder, the gradient of
+// the encoder output summed over every decoder block's cross K/V, and the
+// encoder) and the MLP activations ReLU and exact (erf) GELU.
+#include "model_impl.h"
+#include <math.h>
+
+// ------------------------------------------------------------ config ------
+const char *ot__mlp_name(ot_mlp_kind k) {
+  switch (k) {
+    case OT_MLP_GELU: return "gelu";
+    case OT_MLP_SWIGLU: return "swiglu";
+    case OT_MLP_RELU: return "relu";
+    case OT_MLP_GELU_ERF: return "gelu_erf";
+  }
+  return "unknown";
+}
+
+ot_status ot__encdec_validate(const ot_model_config *c, const char *n) {
+  if (c->names != OT_NAMES_MARIAN)
+    return ot_error(OT_EINVAL, "%s: an encoder-decoder model takes marian names (names=%d)", n,
+                    (int)c->names);
+  if (c->n_enc_layers <= 0 || c->n_enc_layers > 4096)
+    return ot_error(OT_EINVAL, "%s: n_enc_layers=%d must be in [1, 4096] for an encoder-decoder "
+                    "model", n, c->n_enc_layers);
+  if (c->mlp != OT_MLP_GELU && c->mlp != OT_MLP_SWIGLU && c->mlp != OT_MLP_RELU &&
+      c->mlp != OT_MLP_GELU_ERF)
+    return ot_error(OT_EINVAL, "%s: activation=%d unknown (use relu, gelu_erf, gelu or swiglu)", n,
+                    (int)c->mlp);
+  if (c->pos != OT_POS_SINUSOID && c->pos != OT_POS_LEARNED)
+    return ot_error(OT_EUNSUPPORTED, "%s: positions=rope unsupported in an encoder-decoder model "
+                    "(use sinusoid or learned)", n);
+  if (c->pos_offset < 0 || c->pos_offset > 1024 || (c->pos_offset && c->pos != OT_POS_LEARNED))
+    return ot_error(OT_EINVAL, "%s: pos_offset=%d must be in [0, 1024], and 0 unless positions "
+                    "are learned", n, c->pos_offset);
+  if (c->pos == OT_POS_SINUSOID && c->d_model % 2)
+    return ot_error(OT_EINVAL, "%s: sinusoidal positions need an even d_model, got %d", n,
+                    c->d_model);
+  if (c->norm_place != OT_PLACE_PRE && c->norm_place != OT_PLACE_POST)
+    return ot_error(OT_EINVAL, "%s: norm_place=%d unknown (use pre or post)", n,
+                    (int)c->norm_place);
+  if (c->src_vocab != 0)
+    return ot_error(OT_EUNSUPPORTED, "%s: src_vocab=%d: separate source vocabularies are not "
+                    "supported (0: source and target share the vocabulary)", n, c->src_vocab);
+  const int ids[3] = {c->pad_id, c->eos_id, c->decoder_start_id};
+  const char *names[3] = {"pad_id", "eos_id", "decoder_start_id"};
+  for (int i = 0; i < 3; i++)
+    if (ids[i] < 0 || ids[i] >= c->vocab)
+      return ot_error(OT_EINVAL, "%s: %s=%d is not a token id (vocab %d)", n, names[i], ids[i],
+                      c->vocab);
+  return OT_OK;
+}
+
+// --------------------------------------------------------- element-wise ---
+static inline float bf2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t f2bf(float f) {   // round to nearest even; NaN stays quiet NaN
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static inline float ld(ot_dtype dt, const void *p, size_t i) {
+  return dt == OT_F32 ? ((const float *)p)[i] : bf2f(((const uint16_t *)p)[i]);
+}
+static inline void st(ot_dtype dt, void *p, size_t i, float v) {
+  if (dt == OT_F32) ((float *)p)[i] = v;
+  else ((uint16_t *)p)[i] = f2bf(v);
+}
+
+void ot__add_into(ot_dtype dt, void *y, const void *x, size_t n) {
+  const long nn = (long)n;
+#pragma omp parallel for schedule(static) if (nn >= 65536)
+  for (long i = 0; i < nn; i++) st(dt, y, (size_t)i, ld(dt, y, (size_t)i) + ld(dt, x, (size_t)i));
+}
+
+static inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static inline float gelu_erf_grad(float x) {
+  return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+         x * 0.39894228040143268f * expf(-0.5f * x * x);
+}
+
+void ot_ref_relu_fwd(float *y, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+void ot_ref_gelu_erf_fwd(float *y, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))));
+}
+
+ot_status ot__act_fwd(ot_mlp_kind k, ot_dtype dt, void *y, const void *x, size_t n) {
+  if (k != OT_MLP_RELU && k != OT_MLP_GELU_ERF)
+    return ot_error(OT_EINVAL, "activation %s has its own kernel", ot__mlp_name(k));
+  const long nn = (long)n;
+  const bool r = k == OT_MLP_RELU;
+#pragma omp parallel for schedule(static) if (nn >= 65536)
+  for (long i = 0; i < nn; i++) {
+    const float v = ld(dt, x, (size_t)i);
+    st(dt, y, (size_t)i, r ? relu(v) : gelu_erf(v));
+  }
+  return OT_OK;
+}
+
+ot_status ot__act_bwd(ot_mlp_kind k, ot_dtype dt, void *dx, const void *x, const void *dy,
+                      size_t n) {
+  if (k != OT_MLP_RELU && k != OT_MLP_GELU_ERF)
+    return ot_error(OT_EINVAL, "activation %s has its own kernel", ot__mlp_name(k));
+  const long nn = (long)n;
+  const bool r = k == OT_MLP_RELU;
+#pragma omp parallel for schedule(static) if (nn >= 65536)
+  for (long i = 0; i < nn; i++) {
+    const float v = ld(dt, x, (size_t)i), g = ld(dt, dy, (size_t)i);
+    st(dt, dx, (size_t)i, r ? (v > 0.0f ? g : 0.0f) : g * gelu_erf_grad(v));
+  }
+  return OT_OK;
+}
+
+// ---------------------------------------------------------- embedding -----
+void ot__sinusoid_table(float *tab, int Tmax, int C) {
+  const int h = C / 2;
+  for (int p = 0; p < Tmax; p++)
+    for (int i = 0; i < h; i++) {
+      const double a = (double)p / pow(10000.0, 2.0 * i / (double)C);
+      tab[(size_t)p * C + i] = (float)sin(a);
+      tab[(size_t)p * C + h + i] = (float)cos(a);
+    }
+}
+
+static float embed_scale(const ot_model *m) {
+  return m->cfg.embed_scale ? (float)sqrt((double)m->C) : 1.0f;
+}
+
+// x [B*T, C] (dt) = scale * wte[tokens] + position t (the sinusoid table, or row t +
+// pos_offset of learned table `pos`); ids checked by the caller.
+static void s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int T, int pos) {
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C, off = m->cfg.pos_offset;
+  const float sc = embed_scale(m);
+  const void *w = ot__pdt(m, m->wte), *lp = ot__pdt(m, pos);
+  const long n = (long)B * T;
+#pragma omp parallel for schedule(static) if (n * C >= 65536)
+  for (long i = 0; i < n; i++) {
+    const size_t row = (size_t)tok[i] * C, o = (size_t)i * C, p = (size_t)(i % T);
+    const float *sin_row = m->pos_tab ? m->pos_tab + p * C : NULL;
+    for (int c = 0; c < C; c++) {
+      const float pe = sin_row ? sin_row[c] : ld(dt, lp, (p + off) * C + c);
+      st(dt, x, o + c, ld(dt, w, row + c) * sc + pe);
+    }
+  }
+}
+
+// wte gradient += scale * dout [B*T, C] at the rows of tok, learned positions += dout
+// (serial: rows repeat).
+static void s2s_embed_bwd(ot_model *m, const void *dout, const int32_t *tok, int B, int T,
+                          int pos) {
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C, off = m->cfg.pos_offset;
+  const float sc = embed_scale(m);
+  float *dw = ot__pg(m, m->wte), *dp = ot__pg(m, pos);
+  for (int i = 0; i < B * T; i++) {
+    float *r = dw + (size_t)tok[i] * C;
+    float *q = dp ? dp + (size_t)(i % T + off) * C : NULL;
+    for (int c = 0; c < C; c++) {
+      const float g = ld(dt, dout, (size_t)i * C + c);
+      r[c] += sc * g;
+      if (q) q[c] += g;
+    }
+  }
+}
+
+// One stack's embedding tensors and buffers.
+typedef struct {
+  int pos, lw, lb;        // learned positions, embedding norm (-1: absent)
+  void *emb;              // embedding norm input (embed_norm)
+  float *mean, *rstd;
+} stack_emb;
+
+static stack_emb enc_emb(const ot_model *m) {
+  stack_emb e = {m->epos, m->elne_w, m->elne_b, m->eemb, m->eemean, m->eerstd};
+  return e;
+}
+static stack_emb dec_emb(const ot_model *m) {
+  stack_emb e = {m->dpos, m->dlne_w, m->dlne_b, m->demb, m->demean, m->derstd};
+  return e;
+}
+
+// x0 [B*T, C]: the embedding, then (embed_norm) its norm.
+static ot_status stack_embed_fwd(ot_model *m, const ot__graph *g, const stack_emb *e, void *x0,
+                                 const int32_t *tok, int B, int T) {
+  s2s_embed(m, m->cfg.embed_norm ? e->emb : x0, tok, B, T, e->pos);
+  if (!m->cfg.embed_norm) return OT_OK;
+  return ot__norm_fwd(g, x0, e->mean, e->rstd, NULL, e->emb, NULL, ot__pw(m, e->lw),
+                      ot__pw(m, e->lb), B * T);
+}
+
+// From m->dres (the gradient of x0) to the embedding's parameters.
+static ot_status stack_embed_bwd(ot_model *m, const stack_emb *e, const int32_t *tok, int B,
+                                 int T) {
+  const void *g = m->dres;
+  if (m->cfg.embed_norm) {
+    OT_TRY(ot__norm_bwd(m, m->dy, e->lw, e->lb, m->dres, NULL, e->emb, e->mean, e->rstd, B * T));
+    g = m->dy;
+  }
+  s2s_embed_bwd(m, g, tok, B, T, e->pos);
+  return OT_OK;
+}
+
+// ------------------------------------------------------------ forward -----
+static ot_status check_ids(const int32_t *ids, int rows, int cols, const int32_t *len, int V,
+                           const char *what, const char *fn) {
+  for (int b = 0; b < rows; b++)
+    for (int t = 0; t < (len ? len[b] : cols); t++) {
+      const int32_t v = ids[(size_t)b * cols + t];
+      if (v < 0 || v >= V)
+        return ot_error(OT_EINVAL, "%s: %s[%d][%d]=%d is not a token id (vocab %d)", fn, what, b,
+                        t, v, V);
+    }
+  return OT_OK;
+}
+
+static ot_status s2s_check(const ot_model *m, const ot_s2s_batch *b, float count, bool want_grad,
+                           const char *fn) {
+  OT_CHECK_PTR(m, fn);
+  OT_CHECK_PTR(b, fn);
+  if (m->cfg.arch != OT_ARCH_ENCDEC)
+    return ot_error(OT_EINVAL, "%s: '%s' is a decoder-only model (use ot_model_forward)", fn,
+                    m->cfg.name);
+  if (b->B <= 0 || b->B > m->run.B || b->S <= 0 || b->S > m->run.S || b->T <= 0 ||
+      b->T > m->run.T)
+    return ot_error(OT_EINVAL, "%s: B=%d, S=%d, T=%d outside the planned [1, %d] x [1, %d] x "
+                    "[1, %d] (create the model with a larger run)", fn, b->B, b->S, b->T, m->run.B,
+                    m->run.S, m->run.T);
+  OT_CHECK_PTR(b->src, fn);
+  OT_CHECK_PTR(b->src_len, fn);
+  OT_CHECK_PTR(b->tgt_in, fn);
+  if (want_grad && !b->targets) return ot_error(OT_EINVAL, "%s: want_grad needs targets", fn);
+  if (!isfinite(count))
+    return ot_error(OT_EINVAL, "%s: count=%g must be finite (> 0, or <= 0 for this call's own "
+                    "non-ignored targets)", fn, count);
+  for (int i = 0; i < b->B; i++)
+    if (b->src_len[i] < 1 || b->src_len[i] > b->S)
+      return ot_error(OT_EINVAL, "%s: src_len[%d]=%d outside [1, S=%d] (every source needs at "
+                      "least one token, e.g. eos)", fn, i, b->src_len[i], b->S);
+  OT_TRY(check_ids(b->src, b->B, b->S, b->src_len, m->V, "src", fn));
+  OT_TRY(check_ids(b->tgt_in, b->B, b->T, NULL, m->V, "tgt_in", fn));
+  if (b->targets)
+    for (int i = 0; i < b->B * b->T; i++) {
+      const int32_t v = b->targets[i];
+      if (v != m->run.ignore_index && (v < 0 || v >= m->V))
+        return ot_error(OT_EINVAL, "%s: targets[%d]=%d is neither a token id (vocab %d) nor "
+                        "ignore_index=%d", fn, i, v, m->V, m->run.ignore_index);
+    }
+  return OT_OK;
+}
+
+// The encoder over m->src into m->enc_out.
+static ot_status encode(ot_model *m, int B, int S) {
+  const ot__graph *g = &m->egraph;
+  const bool post = g->a.post;
+  const stack_emb e = enc_emb(m);
+  OT_TRY(stack_embed_fwd(m, g, &e, m->ela[0].res, m->src, B, S));
+  ot__kv_self self = ot__kv_self_make(m->src_len);
+  ot__block_io io = {B, S, m->ela[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
+                     &self.base, NULL};
+  for (int l = 0; l < m->Le; l++) {
+    io.A = &m->ela[l];
+    io.out = l + 1 < m->Le ? m->ela[l + 1].res : m->enc_out;
+    OT_TRY(ot__block_fwd(g, l, &io, true));
+    io.x = post ? io.out : m->ela[l].res2;
+    io.r = post ? NULL : m->abuf;
+  }
+  if (post) return OT_OK;
+  return ot__norm_fwd(g, m->enc_out, m->emean, m->erstd, m->enc_res, io.x, io.r, g->lnf_w,
+                      g->lnf_b, B * S);
+}
+
+// The decoder over m->tgt (cross-attending m->enc_out) into m->yf.
+static ot_status decode(ot_model *m, int B, int S, int T) {
+  const ot__graph *g = &m->graph;
+  const bool post = g->a.post;
+  const stack_emb e = dec_emb(m);
+  OT_TRY(stack_embed_fwd(m, g, &e, m->la[0].res, m->tgt, B, T));
+  ot__kv_s2s src = ot__kv_s2s_make(m->enc_out, S, m->src_len, m->la, m->ctok);
+  ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
+                     &src.self.base, NULL};
+  for (int l = 0; l < m->L; l++) {
+    io.A = &m->la[l];
+    io.out = l + 1 < m->L ? m->la[l + 1].res : m->yf;
+    OT_TRY(ot__block_fwd(g, l, &io, true));
+    io.x = post ? io.out : m->la[l].res2;
+    io.r = post ? NULL : m->abuf;
+  }
+  if (post) return OT_OK;
+  return ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, m->resf, io.x, io.r, g->lnf_w, g->lnf_b,
+                      B * T);
+}
+
+ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, bool want_grad,
+                               double *loss) {
+  static const char fn[] = "ot_model_forward_s2s";
+  OT_TRY(s2s_check(m, b, count, want_grad, fn));
+  const int B = b->B, S = b->S, T = b->T;
+  m->have_grad_state = false;
+  m->B = B;
+  m->T = T;
+  m->S = S;
+  // copies: source positions past src_len hold pad (never seen as keys)
+  for (int i = 0; i < B; i++) {
+    m->src_len[i] = b->src_len[i];
+    for (int t = 0; t < S; t++)
+      m->src[(size_t)i * S + t] = t < b->src_len[i] ? b->src[(size_t)i * S + t] : m->cfg.pad_id;
+  }
+  memcpy(m->tgt, b->tgt_in, (size_t)B * T * sizeof(int32_t));
+  OT_PROF_BEGIN("model_forward_s2s", 0.0, 0.0);
+  ot_status s = encode(m, B, S);
+  if (s == OT_OK) s = decode(m, B, S, T);
+  if (s == OT_OK) s = ot__head_fwd(m, b->targets, B * T, count, want_grad, loss);
+  OT_PROF_STOP();
+  return s;
+}
+
+const void *ot_model_encoder_out(const ot_model *m, int *ldo) {
+  if (!m || m->cfg.arch != OT_ARCH_ENCDEC) return NULL;
+  if (ldo) *ldo = m->C;
+  return m->enc_out;
+}
+
+// ----------------------------------------------------------- backward -----
+ot_status ot__s2s_backward(ot_model *m) {
+  const int B = m->B, T = m->T, S = m->S, N = B * T, NS = B * S;
+  const size_t es = ot_dtype_size(m->run.dt), C = (size_t)m->C;
+  const bool post = m->cfg.norm_place == OT_PLACE_POST;
+  // head (post-norm: the last decoder block's output feeds it directly)
+  if (post) {
+    OT_TRY(ot__head_bwd(m, N, m->dres));
+  } else {
+    OT_TRY(ot__head_bwd(m, N, m->dy));
+    OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf,
+                        N));
+  }
+  // decoder; every block's cross K/V add their part of the encoder output's gradient
+  memset(m->denc, 0, (size_t)NS * C * es);
+  const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len};
+  for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &dec, l, B, T));
+  const stack_emb de = dec_emb(m), ee = enc_emb(m);
+  OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T));
+  // encoder
+  if (post)
+    memcpy(m->dres, m->denc, (size_t)NS * C * es);
+  else
+    OT_TRY(ot__norm_bwd(m, m->dres, m->elnf_w, m->elnf_b, m->denc, NULL, m->enc_res, m->emean,
+                        m->erstd, NS));
+  const ot__stack enc = {&m->egraph, m->ela, m->elp, m->src_len, NULL, NULL, 0, NULL};
+  for (int l = m->Le - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &enc, l, B, S));
+  OT_TRY(stack_embed_bwd(m, &ee, m->src, B, S));
+  ot__grads_ready(m, 0);
+  return OT_OK;
+}
