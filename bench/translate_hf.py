@@ -78,7 +78,7 @@ def save_hf(model, a, voc, special, out_dir):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config_hf(model, a, special), f, indent=2)
     gen = {"decoder_start_token_id": special, "eos_token_id": special, "pad_token_id": special,
-           "forced_eos_token_id": special, "num_beams": a.beam, "max_length": a.max_len}
+           "forced_eos_token_id": special, "num_beams": a.beam}
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
         json.dump(gen, f, indent=2)
     for n in ("vocab.json", "merges.txt"):

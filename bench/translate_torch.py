@@ -255,7 +255,7 @@ def make_step(model, opt, a):
         if a.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
-        return float(loss)
+        return loss.item()
     return step
 
 
