@@ -26,10 +26,9 @@ inverse_sqrt schedule: lr*(s+1)/warmup for s < warmup, then lr*sqrt(warmup/(s+1)
 
 Data: the special id (<|endoftext|>) is eos = decoder start = source pad. Source = dump ids
 (+ eos unless --no-src-eos); decoder input = start + tgt; labels = tgt + eos, padding -1.
-Token-budget batches: each epoch the pairs are permuted (seed, epoch), stably sorted by
-(source length, target length), cut greedily into batches of at most --tokens tokens
-(rule "max": B * max(S, T) as fairseq's max_tokens; rule "sum": B * (S + T)), and the batch
-order shuffled. Reported tokens/s counts real source + target tokens (source incl. its eos,
+Token-budget batches as ot's batcher: length max(S, T) in buckets of --bucket tokens, longest
+first, shuffled inside each bucket, cut greedily into B rows with B * max(S, T) <= --tokens,
+batch order shuffled (seeded; the same scheme, not the same random draws). Reported tokens/s counts real source + target tokens (source incl. its eos,
 target incl. eos) per second of forward + backward + optimizer step.
 """
 import argparse
@@ -143,23 +142,29 @@ def make_pairs(pairs, eos, src_eos, max_len, name):
     return out
 
 
-def batches(pairs, tokens, rule, seed, epoch, shuffle=True):
-    """Token-budget batches (lists of pair indices) for one epoch."""
-    idx = list(range(len(pairs)))
+def batches(pairs, tokens, bucket, seed, epoch, shuffle=True):
+    """Token-budget batches (lists of pair indices) for one epoch, as ot's batcher plans them:
+    length max(S, T) (S with the source eos, T = target + 1) in buckets of `bucket` tokens,
+    longest bucket first, pairs shuffled inside each bucket, cut greedily into batches of B
+    rows with B * max(S, T) <= tokens, the batch order shuffled (its shuffles are not ot's)."""
     rng = random.Random(seed * 1000003 + epoch)
-    if shuffle:
-        rng.shuffle(idx)
-    idx.sort(key=lambda i: (len(pairs[i][0]), len(pairs[i][1])))
-    out, cur, S, T = [], [], 0, 0
+    length = lambda i: max(len(pairs[i][0]), len(pairs[i][1]) + 1)
+    groups = {}
+    for i in range(len(pairs)):
+        groups.setdefault((length(i) - 1) // bucket, []).append(i)
+    idx = []
+    for k in sorted(groups, reverse=True):
+        if shuffle:
+            rng.shuffle(groups[k])
+        idx += groups[k]
+    out, cur, L = [], [], 0
     for i in idx:
-        s, t = len(pairs[i][0]), len(pairs[i][1]) + 1
-        S2, T2 = max(S, s), max(T, t)
-        n = (len(cur) + 1) * (max(S2, T2) if rule == "max" else S2 + T2)
-        if cur and n > tokens:
+        L2 = max(L, length(i))
+        if cur and (len(cur) + 1) * L2 > tokens:
             out.append(cur)
-            cur, S2, T2 = [], s, t
+            cur, L2 = [], length(i)
         cur.append(i)
-        S, T = S2, T2
+        L = L2
     if cur:
         out.append(cur)
     if shuffle:
@@ -203,7 +208,7 @@ def evaluate(model, pairs, a, pad):
     """(label-smoothed loss, nll) per target token over all of pairs, no dropout."""
     model.eval()
     tot = nll = cnt = 0.0
-    for b in batches(pairs, a.tokens, a.budget_rule, 0, 0, shuffle=False):
+    for b in batches(pairs, a.tokens, a.bucket, 0, 0, shuffle=False):
         t = to_tensors(pairs, b, pad)
         s, c = loss_of(model, t, a.label_smoothing, a.dtype == "bf16")
         n, _ = loss_of(model, t, 0.0, a.dtype == "bf16") if a.label_smoothing else (s, c)
@@ -220,7 +225,7 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every):
     """Runs steps steps over the epoch stream; returns (per-step tok/s, last losses)."""
     rates, losses, s, epoch = [], [], 0, 0
     while s < steps:
-        for b in batches(pairs, a.tokens, a.budget_rule, a.seed, epoch):
+        for b in batches(pairs, a.tokens, a.bucket, a.seed, epoch):
             if s >= steps:
                 break
             t = to_tensors(pairs, b, pad)
@@ -279,7 +284,7 @@ def args():
     p.add_argument("--vocab-pad", type=int, default=1, help="embedding rows rounded up to a multiple")
     p.add_argument("--no-src-eos", dest="src_eos", action="store_false")
     p.add_argument("--tokens", type=int, default=4096, help="token budget per batch")
-    p.add_argument("--budget-rule", choices=("max", "sum"), default="max")
+    p.add_argument("--bucket", type=int, default=8, help="length-bucket width in tokens")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--lr", type=float, default=7e-4)
     p.add_argument("--warmup", type=int, default=4000)
@@ -347,7 +352,7 @@ def main():
         return
     if not train_p:
         raise SystemExit("--train is required (or --bench)")
-    print(f"train: {len(train_p)} pairs; tokens per batch {a.tokens} ({a.budget_rule}); "
+    print(f"train: {len(train_p)} pairs; tokens per batch {a.tokens} (rows * max(S, T)); "
           f"{a.steps} steps, lr {a.lr}, warmup {a.warmup}, seed {a.seed}")
     rates, losses = train(model, step, opt, train_p, a, pad, a.steps, a.log_every)
     wall = time.perf_counter() - t_start
