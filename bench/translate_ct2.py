@@ -152,6 +152,8 @@ def main():
     p.add_argument("--src-ids", help="id dump whose source side is translated")
     p.add_argument("--src-text", help="source text, one sentence a line (instead of --src-ids)")
     p.add_argument("--ref", help="reference text for a BLEU sanity check")
+    p.add_argument("--compare", help="translations of the same sources (e.g. translate_torch.py "
+                   "--hyp-out): count identical lines")
     p.add_argument("--limit", type=int, default=300, help="first N sentences (0: all)")
     p.add_argument("--batches", default="1,16")
     p.add_argument("--dtypes", default="f32,int8")
@@ -212,11 +214,17 @@ def main():
     print()
     print_table(["rows", "dtype", "ct2 sent/s", "ot sent/s", "ot proc sent/s", "ot / ct2"], rows)
     print()
+    cmp = None
+    if a.compare:
+        with open(a.compare, encoding="utf-8") as f:
+            cmp = [line.rstrip("\n") for line in f]
     for key, hyps in sorted(outs.items()):
         line = f"{key[0]} {key[1]} batch {key[2]}:"
         if refs:
             line += f" BLEU {bleu(hyps, refs):.2f} (first {len(hyps)} references)"
         ref_key = ("ct2", key[1], key[2])
+        if cmp:
+            line += f"; identical to {a.compare}: {sum(x == y for x, y in zip(hyps, cmp))}/{len(hyps)}"
         if key[0] == "ot":
             same = sum(x == y for x, y in zip(hyps, outs[ref_key]))
             line += f"; identical to ct2's: {same}/{len(hyps)}"
