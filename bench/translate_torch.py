@@ -49,10 +49,11 @@ from translate_hf import save_hf  # noqa: E402
 
 # name: (enc layers, dec layers, d, heads, ff, max_len), as ot's presets
 PRESETS = {
-    "transformer-tiny": (2, 2, 32, 4, 64, 64),
+    "transformer-tiny": (2, 2, 32, 4, 64, 16),
     "transformer-small": (3, 3, 256, 4, 1024, 128),
-    "transformer-base": (6, 6, 512, 8, 2048, 256),
-    "transformer-big": (6, 6, 1024, 16, 4096, 256),
+    "transformer-base": (6, 6, 512, 8, 2048, 512),
+    "transformer-big": (6, 6, 1024, 16, 4096, 512),
+    "transformer-seed": (12, 12, 1024, 16, 4096, 512),
 }
 
 
@@ -281,7 +282,8 @@ def args():
     p.add_argument("--preset", choices=sorted(PRESETS), default="transformer-small")
     for f in ("enc-layers", "dec-layers", "d", "heads", "ff", "max-len"):
         p.add_argument("--" + f, type=int, help="overrides the preset")
-    p.add_argument("--vocab-pad", type=int, default=1, help="embedding rows rounded up to a multiple")
+    p.add_argument("--vocab-pad", type=int, default=64,
+                   help="embedding rows rounded up to a multiple (as ot; rows past V unused)")
     p.add_argument("--no-src-eos", dest="src_eos", action="store_false")
     p.add_argument("--tokens", type=int, default=4096, help="token budget per batch")
     p.add_argument("--bucket", type=int, default=8, help="length-bucket width in tokens")
