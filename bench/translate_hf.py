@@ -1,0 +1,112 @@
+"""Writes bench/translate_torch.py's Seq2Seq as a Hugging Face MarianMTModel directory
+(config.json, generation_config.json, model.safetensors, plus the tokenizer's vocab.json and
+merges.txt), so the same trained weights can be given to CTranslate2's converter and to
+`ot translate --model DIR`. With transformers importable it reloads the directory and prints
+the largest logit difference against the torch model.
+
+Names: nn.MultiheadAttention's fused in_proj [3d, d] splits into q_proj / k_proj / v_proj;
+linear1 / linear2 are fc1 / fc2; encoder norm1 / norm2 are self_attn_layer_norm /
+final_layer_norm; decoder norm1 / norm2 / norm3 are self_attn_layer_norm /
+encoder_attn_layer_norm / final_layer_norm; the one embedding is model.shared.weight (encoder,
+decoder and head all tied, as Marian stores it), final_logits_bias zeros. Marian's sinusoid
+table is rebuilt on load and not stored.
+"""
+import json
+import os
+import shutil
+
+import torch
+
+
+def _attn(out, pre, m, d):
+    w, b = m.in_proj_weight.detach(), m.in_proj_bias.detach()
+    for j, n in enumerate(("q_proj", "k_proj", "v_proj")):
+        out[f"{pre}.{n}.weight"] = w[j * d:(j + 1) * d]
+        out[f"{pre}.{n}.bias"] = b[j * d:(j + 1) * d]
+    out[f"{pre}.out_proj.weight"] = m.out_proj.weight.detach()
+    out[f"{pre}.out_proj.bias"] = m.out_proj.bias.detach()
+
+
+def _copy(out, pre, m):
+    out[pre + ".weight"] = m.weight.detach()
+    out[pre + ".bias"] = m.bias.detach()
+
+
+def state_dict_hf(model):
+    d, V, out = model.d, model.V, {}
+    out["model.shared.weight"] = model.emb.weight.detach()[:V]
+    out["final_logits_bias"] = torch.zeros(1, V)
+    for i, l in enumerate(model.enc.layers):
+        p = f"model.encoder.layers.{i}"
+        _attn(out, p + ".self_attn", l.self_attn, d)
+        _copy(out, p + ".self_attn_layer_norm", l.norm1)
+        _copy(out, p + ".fc1", l.linear1), _copy(out, p + ".fc2", l.linear2)
+        _copy(out, p + ".final_layer_norm", l.norm2)
+    for i, l in enumerate(model.dec.layers):
+        p = f"model.decoder.layers.{i}"
+        _attn(out, p + ".self_attn", l.self_attn, d)
+        _copy(out, p + ".self_attn_layer_norm", l.norm1)
+        _attn(out, p + ".encoder_attn", l.multihead_attn, d)
+        _copy(out, p + ".encoder_attn_layer_norm", l.norm2)
+        _copy(out, p + ".fc1", l.linear1), _copy(out, p + ".fc2", l.linear2)
+        _copy(out, p + ".final_layer_norm", l.norm3)
+    return {k: v.float().contiguous().clone() for k, v in out.items()}
+
+
+def config_hf(model, a, special):
+    enc, dec = model.enc.layers, model.dec.layers
+    return {
+        "architectures": ["MarianMTModel"], "model_type": "marian",
+        "activation_function": "relu", "d_model": a.d, "vocab_size": model.V,
+        "decoder_vocab_size": model.V, "encoder_layers": len(enc), "decoder_layers": len(dec),
+        "num_hidden_layers": len(enc), "encoder_attention_heads": a.heads,
+        "decoder_attention_heads": a.heads, "encoder_ffn_dim": a.ff, "decoder_ffn_dim": a.ff,
+        "max_position_embeddings": a.max_len, "scale_embedding": True,
+        "share_encoder_decoder_embeddings": True, "tie_word_embeddings": True,
+        "normalize_before": False, "dropout": a.dropout, "attention_dropout": a.attn_dropout,
+        "activation_dropout": a.act_dropout, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0,
+        "init_std": a.init_std, "is_encoder_decoder": True, "use_cache": True,
+        "pad_token_id": special, "eos_token_id": special, "decoder_start_token_id": special,
+        "forced_eos_token_id": special, "torch_dtype": "float32",
+    }
+
+
+def save_hf(model, a, voc, special, out_dir):
+    from safetensors.torch import save_file
+    os.makedirs(out_dir, exist_ok=True)
+    save_file(state_dict_hf(model), os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config_hf(model, a, special), f, indent=2)
+    gen = {"decoder_start_token_id": special, "eos_token_id": special, "pad_token_id": special,
+           "forced_eos_token_id": special, "num_beams": a.beam}
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2)
+    for n in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(a.tokenizer, n), os.path.join(out_dir, n))
+    print(f"saved MarianMTModel directory {out_dir}")
+    try:
+        import transformers
+    except ImportError:
+        return
+    check_hf(model, out_dir, special, transformers)
+
+
+@torch.no_grad()
+def check_hf(model, out_dir, special, transformers):
+    """Reloads out_dir with MarianMTModel and prints max |logits - ours| on random input."""
+    hf = transformers.MarianMTModel.from_pretrained(out_dir).eval()
+    was = model.training
+    model.eval()
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(0, model.V, (2, 9), generator=g)
+    src[:, -1] = special
+    src[1, 5:] = special
+    spad = torch.zeros(2, 9, dtype=torch.bool)
+    spad[1, 6:] = True
+    dec = torch.randint(0, model.V, (2, 7), generator=g)
+    dec[:, 0] = special
+    ours = model(src, spad, dec)
+    theirs = hf(input_ids=src, attention_mask=(~spad).long(), decoder_input_ids=dec).logits
+    err = float((ours - theirs).abs().max())
+    print(f"reloaded with transformers {transformers.__version__} MarianMTModel: max |logit diff| {err:.2e}")
+    model.train(was)
