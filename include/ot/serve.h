@@ -123,6 +123,8 @@ typedef struct {
   int default_max_tokens;  // when a request has no max_tokens (default 16; lowered to fit)
   const char *model_id;    // "model" in responses and /v1/models; NULL: the config's name
   FILE *log;               // one line per request (method, path, status, tokens, time); NULL: none
+  int busy_wait_ms;        // a whole request that finds every worker busy waits this long for
+                           // one before its 429 (default 500; 0: 429 at once)
 } ot_server_config;
 
 ot_server_config ot_server_config_default(void);

@@ -51,6 +51,9 @@ static const cli_flag k_flags[] = {
           "seconds for a request's line and headers to arrive; then 408 (default 5)"),
     CLI_I("--timeout", serve_opts, timeout_s, 1, 86400, "S",
           "seconds a whole request may take to arrive; then 408 (default 30)"),
+    CLI_I("--busy-wait-ms", serve_opts, cfg.busy_wait_ms, 0, 600000, "MS",
+          "a request finding every worker busy waits this long for one; then 429\n"
+          "(default 500)"),
     CLI_I("--keepalive", serve_opts, keepalive_s, 0, 86400, "S",
           "seconds an idle kept-alive connection stays open; 0: one request per\n"
           "connection (default 5)"),

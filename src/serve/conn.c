@@ -6,7 +6,7 @@
 // between requests (then it is closed). A whole request goes to a worker
 // thread (up to max_clients, started as requests need them, kept until the
 // loop ends); when all of them are taken it waits (up to max_clients requests,
-// WAIT_MS each) for one to come back, and past that the loop answers 429 with
+// busy_wait_ms each) for one to come back, and past that the loop answers 429 with
 // Retry-After: a client that sends its next request the moment it has read an
 // answer is not refused for the instant its worker is still finishing. A worker answers and gives the connection back; the loop then
 // reads its next request (pipelined bytes already read stay in the buffer, so
@@ -28,7 +28,6 @@
 #define LINGER_MS 200
 #define LINGER_MAX (1u << 20)   // bytes dropped while lingering before closing anyway
 #define RETRY_AFTER "Retry-After: 1\r\n"
-#define WAIT_MS 500   // a whole request waits this long for a free worker before its 429
 
 static void wake_loop(ot_server *s) {
   char b = 1;
@@ -159,13 +158,13 @@ static void conn_dispatch(ot__conn *c) {
   if (to_worker(c)) return;
   if (s->nwait >= s->cfg.max_clients) { refuse_busy(c); return; }
   c->state = OT__CONN_WAIT;
-  c->wait_end = ot_now() + WAIT_MS * 1e-3;
+  c->wait_end = ot_now() + s->cfg.busy_wait_ms * 1e-3;
   c->wait_seq = ++s->wait_seq;
   s->nwait++;
 }
 
 // Waiting requests to the workers that came back, first come first served;
-// those that waited WAIT_MS get their 429.
+// those that waited busy_wait_ms get their 429.
 static void serve_waiting(ot_server *s, double now) {
   while (s->nwait > 0) {
     ot__conn *first = NULL;

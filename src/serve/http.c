@@ -262,6 +262,7 @@ ot_server_config ot_server_config_default(void) {
   c.timeout_ms = 30000;
   c.keepalive_ms = 5000;
   c.default_max_tokens = 16;
+  c.busy_wait_ms = 500;
   return c;
 }
 
@@ -324,6 +325,9 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
   if (c->keepalive_ms < 0)
     return ot_error(OT_EINVAL, "%s: keepalive_ms=%d must be >= 0 (0: a connection per request)", fn,
                     c->keepalive_ms);
+  if (c->busy_wait_ms < 0)
+    return ot_error(OT_EINVAL, "%s: busy_wait_ms=%d must be >= 0 (0: 429 at once when every worker is busy)",
+                    fn, c->busy_wait_ms);
   if (c->default_max_tokens < 1)
     return ot_error(OT_EINVAL, "%s: default_max_tokens=%d must be >= 1", fn, c->default_max_tokens);
   if (tok && ot_bpe_vocab_size(tok) > mc->vocab)
