@@ -194,6 +194,7 @@ void ot__select_slot(ot_model *m, int s) {
   o->B = m->B;
   o->T = m->T;
   o->have_grad_state = m->have_grad_state;
+  o->drop = m->ddrop;
   ot__slot *S = &m->slots[s];
   m->cur = s;
   m->la = S->la;
@@ -207,6 +208,7 @@ void ot__select_slot(ot_model *m, int s) {
   m->B = S->B;
   m->T = S->T;
   m->have_grad_state = S->have_grad_state;
+  m->ddrop = S->drop;
 }
 
 // ------------------------------------------------------------ validation ----
