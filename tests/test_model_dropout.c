@@ -7,8 +7,11 @@
 //  - the embedding mask is exactly the keep rule of ot/core.h at the documented
 //    counters, and the keep rate of the residual / activation masks is 1 - p within
 //    5 sigma;
-//  - 1 vs 2 threads, recompute none / selective / full: bitwise-identical losses and
-//    gradients; micro-batch slots keep their own masks;
+//  - recompute none / selective / full: bitwise-identical losses and gradients (f32 and
+//    bf16); 1 vs 2 threads: bitwise-identical losses (and gradients on the tiny shapes;
+//    on larger ones the LayerNorm gain / beta reductions of the backward depend on the
+//    thread count with or without dropout, so those are compared within rounding);
+//    micro-batch slots keep their own masks;
 //  - want_grad = false gives the no-dropout logits exactly; different counters or
 //    seeds give different masks, the same ones the same;
 //  - bad probabilities refused with messages; presets and the HF config keys.
@@ -351,6 +354,56 @@ static void test_slots(void) {
   ot_model_free(one);
 }
 
+// A larger decoder-only model (rows past the kernels' threading thresholds), f32 and
+// bf16: 1 thread == 2 threads and recompute full == none, bitwise, with dropout on.
+static void test_threads_large(ot_dtype dt, float p) {
+  ot_model_config c = gpt2_cfg(p, p, p);
+  c.d_model = 128;
+  c.d_ff = 512;
+  c.max_seq = 64;
+  enum { LB = 4, LT = 64 };
+  int32_t *tok = malloc(sizeof(int32_t) * LB * LT * 2), *lab = tok + LB * LT;
+  th_rng r = {5};
+  for (int i = 0; i < LB * LT; i++) {
+    tok[i] = (int32_t)(th_next(&r) % 50);
+    lab[i] = (int32_t)(th_next(&r) % 50);
+  }
+  float *g[3] = {NULL, NULL, NULL};
+  double l[3];
+  size_t n = 0;
+  const int nt = omp_get_max_threads();
+  for (int k = 0; k < 3; k++) {   // 0: none, nt threads; 1: none, 1 thread; 2: full, nt threads
+    ot_run_config run = {LB, LT, dt, k == 2 ? OT_RECOMPUTE_FULL : OT_RECOMPUTE_NONE, -100, 0};
+    ot_model *m = NULL;
+    if (!th_check(ot_model_create(&m, &c, &run) == OT_OK, "create: %s", ot_last_error())) break;
+    fill_weights(m, 17);
+    n = ot_model_n_floats(m);
+    g[k] = th_falloc(n);
+    if (k == 1) omp_set_num_threads(1);
+    ot_model_set_dropout_step(m, 1, 2);
+    th_check(ot_model_forward(m, tok, lab, LB, LT, 0.0f, true, &l[k]) == OT_OK &&
+                 ot_model_backward(m) == OT_OK, "step: %s", ot_last_error());
+    omp_set_num_threads(nt);
+    memcpy(g[k], ot_model_grads(m), n * 4);
+    ot_model_free(m);
+  }
+  if (g[2]) {
+    // the forward (where every mask acts) is bitwise thread-independent; the backward's
+    // reductions already differ by thread count without dropout (within rounding)
+    th_check(same_bits(&l[0], &l[1], sizeof l[0]),
+             "%s B %d T %d C 128, dropout %g: loss with 1 thread == %d threads (bitwise)",
+             ot_dtype_name(dt), LB, LT, p, nt);
+    th_check_nerr(g[1], g[0], n, dt == OT_F32 ? 1e-5 : 1e-2,
+                  "%s B %d T %d C 128, dropout %g: gradients with 1 thread ~ %d threads",
+                  ot_dtype_name(dt), LB, LT, p, nt);
+    th_check(same_bits(&l[0], &l[2], sizeof l[0]) && same_bits(g[0], g[2], n * 4),
+             "%s B %d T %d C 128, dropout %g: recompute full == none (bitwise)",
+             ot_dtype_name(dt), LB, LT, p);
+  }
+  for (int k = 0; k < 3; k++) free(g[k]);
+  free(tok);
+}
+
 // --------------------------------------------------- config and refusals ----
 static void test_config(void) {
   ot_model_config c;
@@ -431,5 +484,8 @@ int main(void) {
   for (int i = 0; i < 4; i++) test_recompute(&on[i]);
   test_masks();
   test_slots();
+  test_threads_large(OT_F32, 0.1f);
+  test_threads_large(OT_BF16, 0.1f);
+  test_threads_large(OT_F32, 0.0f);
   return th_finish();
 }
