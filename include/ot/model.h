@@ -74,6 +74,12 @@ typedef struct {
   int pos_offset;       // encoder-decoder learned positions: position p reads row p + pos_offset
                         // of its table [max_seq + pos_offset, C] (mBART: 2)
   bool embed_norm;      // a norm after the embedding of each stack (mBART layernorm_embedding)
+  // dropout (training forwards only, see ot_model_set_dropout_step), each in [0, 1):
+  float dropout;        // after the embedding (+ positions, + embedding norm) and on every
+                        // sublayer output before its residual add (HF dropout / GPT-2
+                        // resid_pdrop and embd_pdrop)
+  float attn_dropout;   // on the attention probabilities (self and cross; inside the flash kernels)
+  float act_dropout;    // after the MLP activation (HF activation_dropout)
 } ot_model_config;
 
 // Presets: "gpt2" (124M: V 50257 padded to 50304, C 768, 12 layers, 12 heads),
@@ -82,6 +88,9 @@ typedef struct {
 // padded to 64, C 32, 2 layers, 4 heads, F 128, T 16, GPT-2 family), "small"
 // (the default: GPT-2 family, V 8192, C 256, 4 layers, 4 heads, F 1024, T 256,
 // a few minutes of training on 2 cores). Unknown name: OT_EINVAL listing them.
+// Dropout is 0 in every preset except transformer-base / -big / -seed / -small
+// (dropout 0.1, attn_dropout 0, act_dropout 0: fairseq's transformer); the test
+// shape transformer-tiny keeps 0.
 ot_status ot_model_config_preset(ot_model_config *c, const char *name);
 ot_model_config ot_model_config_default(void);   // the "small" preset
 // Checks every field; OT_EINVAL with a message naming the field, its value and
@@ -232,8 +241,9 @@ ot_status ot_model_export(const ot_model *m, const char *path);
 // MBartForConditionalGeneration) -> config. Unsupported settings (e.g. rope_scaling,
 // activation other than gelu_new/silu, Marian's swish, separate source/target
 // vocabularies) are
-// OT_EUNSUPPORTED with the key named. Marian's dropout keys are training settings
-// and are not read.
+// OT_EUNSUPPORTED with the key named. Marian / mBART's dropout, attention_dropout and
+// activation_dropout are read (HF defaults 0.1 / 0 / 0 when absent); GPT-2's and
+// Llama's dropout keys are not (set the fields after loading to fine-tune with dropout).
 ot_status ot_model_config_from_hf(ot_model_config *c, const char *config_json_path);
 // Loads <dir>/config.json + <dir>/model.safetensors: creates the model for run
 // r (encoder-decoder with r->S = 0: S = r->T) and imports the weights (strict).
@@ -342,6 +352,18 @@ ot_status ot_model_forward(ot_model *m, const int32_t *tokens, const int32_t *ta
                            int T, float count, bool want_grad, double *loss);
 // Gradients of the last forward (want_grad) ACCUMULATED (+=) into the grads buffer.
 ot_status ot_model_backward(ot_model *m);
+// Dropout mask stream of the following forwards (all of them, until the next call; the
+// counter does not advance by itself): pass e.g. counter = step * micro_batches + micro.
+// Dropout (cfg.dropout, attn_dropout, act_dropout) is active only in forwards with
+// want_grad = true (ot_model_forward[_slot], ot_model_forward_s2s); with want_grad = false
+// (evaluation, scoring) and in decoding it is off, exactly. Every dropout site draws from
+// its own counter range derived from (seed, counter, stack, layer, site), the backward of a
+// micro-batch slot regenerates the masks of that slot's forward (no mask is stored:
+// dropout adds no bytes to the plan), and the masks depend on neither the thread count
+// nor the recompute mode. Default stream: seed 0, counter 0. Under tensor parallelism
+// the residual masks equal the one-process ones; the attention and activation masks are
+// drawn per rank (deterministic, but not those of a one-process run).
+void ot_model_set_dropout_step(ot_model *m, uint64_t seed, uint64_t counter);
 // Logits of the last forward: [B*T, *ld] (dt of the run, ld = vocab_padded;
 // columns >= V are padding). After a forward with want_grad they hold dlogits.
 const void *ot_model_logits(const ot_model *m, int *ld);

@@ -57,11 +57,15 @@ static ot_status qkv_fwd(const ot__graph *g, const ot__block_w *w, const ot__blo
   return ot_qkv_split(g->dt, A->q, A->k, A->v, io->qkv_tok, io->B, io->T, a->Hq, a->Hkv, a->D);
 }
 
-// MLP activation: h = gelu(pre), relu(pre), gelu_erf(pre) or silu(gate) * up (from pre).
-static ot_status mlp_act(const ot__graph *g, ot__layer_acts *A, int N) {
-  if (g->a.mlp == OT_MLP_GELU) return ot_gelu_fwd(g->dt, A->h, A->pre, (size_t)N * g->a.F);
-  if (g->a.mlp == OT_MLP_SWIGLU) return ot_swiglu_fwd(g->dt, A->h, A->pre, N, g->a.F);
-  return ot__act_fwd(g->a.mlp, g->dt, A->h, A->pre, (size_t)N * g->a.F);
+// MLP activation: h = gelu(pre), relu(pre), gelu_erf(pre) or silu(gate) * up (from pre),
+// then block l's activation dropout (d: NULL or off: none).
+static ot_status mlp_act(const ot__graph *g, ot__layer_acts *A, int N, const ot__dropout *d,
+                         int l) {
+  const size_t n = (size_t)N * g->a.F;
+  if (g->a.mlp == OT_MLP_GELU) OT_TRY(ot_gelu_fwd(g->dt, A->h, A->pre, n));
+  else if (g->a.mlp == OT_MLP_SWIGLU) OT_TRY(ot_swiglu_fwd(g->dt, A->h, A->pre, N, g->a.F));
+  else OT_TRY(ot__act_fwd(g->a.mlp, g->dt, A->h, A->pre, n));
+  return ot__drop_fwd(d, d ? d->act : 0.0f, g->dt, A->h, n, l, OT__DROP_ACT);
 }
 
 // --------------------------------------------------- current sequence ------
@@ -72,14 +76,14 @@ ot_attn_shape ot__self_shape(const ot__graph *g, int B, int T, const int32_t *kv
 
 static ot_status self_attend(ot__kvsrc *self, const ot__graph *g, int l, void *o, float *lse,
                              const void *q, const void *k, const void *v, int B, int T) {
-  (void)l;
   const ot__kv_self *s = (const ot__kv_self *)self;
   ot_attn_shape sh = ot__self_shape(g, B, T, s->kv_len);
+  ot__drop_attn(s->drop, &sh, l, OT__DROP_ATTN_P);
   return ot_attn_flash_fwd(g->dt, o, lse, q, k, v, &sh);
 }
 
 ot__kv_self ot__kv_self_make(const int32_t *kv_len) {
-  ot__kv_self s = {{self_attend, NULL}, kv_len};
+  ot__kv_self s = {{self_attend, NULL}, kv_len, NULL};
   return s;
 }
 
@@ -107,12 +111,13 @@ static ot_status s2s_cross(ot__kvsrc *self, const ot__graph *g, int l, void *o, 
   ot__layer_acts *A = &s->la[l];
   OT_TRY(ot__cross_kv_fwd(g, l, A->kc, A->vc, s->tok, s->enc, B, s->S));
   ot_attn_shape sh = ot__cross_shape(g, B, T, s->S, s->src_len);
+  ot__drop_attn(s->self.drop, &sh, l, OT__DROP_CROSS_P);
   return ot_attn_flash_fwd(g->dt, o, lse, q, A->kc, A->vc, &sh);
 }
 
 ot__kv_s2s ot__kv_s2s_make(const void *enc, int S, const int32_t *src_len, ot__layer_acts *la,
                            void *tok) {
-  ot__kv_s2s s = {{{self_attend, s2s_cross}, NULL}, enc, S, src_len, la, tok};
+  ot__kv_s2s s = {{{self_attend, s2s_cross}, NULL, NULL}, enc, S, src_len, la, tok};
   return s;
 }
 
@@ -146,7 +151,10 @@ static ot_status cross_fwd(const ot__graph *g, const ot__block_w *w, int l, cons
   ot__transpose_heads(es, A->attyc, io->ohead, io->B, io->T, a->Hq, a->D, false);
   OT_TRY(ot__wlinear(g->dt, io->abuf, NULL, A->attyc, &w->co, rp_bias(g, w->co_b), N, a->C, HD,
                      OT_ACT_NONE));
-  return ot__tp_sum(g, io->abuf, (size_t)N * a->C);
+  OT_TRY(ot__tp_sum(g, io->abuf, (size_t)N * a->C));
+  const ot__dropout *d = io->drop;
+  return ot__drop_fwd(d, d ? d->resid : 0.0f, g->dt, io->abuf, (size_t)N * a->C, l,
+                      OT__DROP_CROSS_OUT);
 }
 
 ot_status ot__block_fwd(const ot__graph *g, int l, const ot__block_io *io, bool mlp) {
@@ -155,6 +163,8 @@ ot_status ot__block_fwd(const ot__graph *g, int l, const ot__block_io *io, bool 
   ot__layer_acts *A = io->A;
   const ot_dtype dt = g->dt;
   const int N = io->B * io->T, C = a->C, HD = a->Hq * a->D;
+  const ot__dropout *d = io->drop;
+  const float pr = d ? d->resid : 0.0f;
   // attention
   if (!a->post) {
     OT_TRY(ot__norm_fwd(g, A->y1, A->mean1, A->rstd1, A->res, io->x, io->r, w->ln1_w, w->ln1_b, N));
@@ -172,6 +182,7 @@ ot_status ot__block_fwd(const ot__graph *g, int l, const ot__block_io *io, bool 
   OT_TRY(ot__wlinear(dt, io->abuf, NULL, attn_rows(g, io), &w->o, rp_bias(g, w->o_b), N, C, HD,
                      OT_ACT_NONE));
   OT_TRY(ot__tp_sum(g, io->abuf, (size_t)N * C));
+  OT_TRY(ot__drop_fwd(d, pr, dt, io->abuf, (size_t)N * C, l, OT__DROP_ATTN_OUT));
   // cross-attention, then the MLP's input
   const void *min;
   if (a->post) {
@@ -199,14 +210,16 @@ ot_status ot__block_fwd(const ot__graph *g, int l, const ot__block_io *io, bool 
   // MLP
   if (a->mlp == OT_MLP_GELU) {
     OT_TRY(ot__wlinear(dt, A->h, A->pre, min, &w->fc, w->fc_b, N, a->F, C, OT_ACT_GELU));
+    OT_TRY(ot__drop_fwd(d, d ? d->act : 0.0f, dt, A->h, (size_t)N * a->F, l, OT__DROP_ACT));
   } else {
     OT_TRY(ot__wlinear(dt, A->pre, NULL, min, &w->fc, w->fc_b, N, a->Fa, C, OT_ACT_NONE));
-    OT_TRY(mlp_act(g, A, N));
+    OT_TRY(mlp_act(g, A, N, d, l));
   }
   if (!mlp) return OT_OK;
   OT_TRY(ot__wlinear(dt, io->abuf, NULL, A->h, &w->proj, rp_bias(g, w->proj_b), N, C, a->F,
                      OT_ACT_NONE));
   OT_TRY(ot__tp_sum(g, io->abuf, (size_t)N * C));
+  OT_TRY(ot__drop_fwd(d, pr, dt, io->abuf, (size_t)N * C, l, OT__DROP_MLP_OUT));
   if (!a->post) return OT_OK;
   return ot__norm_fwd(g, io->out, A->mean2, A->rstd2, A->y2, min, io->abuf, w->ln2_w, w->ln2_b, N);
 }
@@ -222,7 +235,7 @@ ot_status ot__norm_bwd(const ot_model *m, void *dx, int gi, int bi, const void *
 }
 
 ot__stack ot__stack_decoder(ot_model *m) {
-  ot__stack st = {&m->graph, m->la, m->lp, NULL, NULL, NULL, 0, NULL};
+  ot__stack st = {&m->graph, m->la, m->lp, NULL, NULL, NULL, 0, NULL, &m->ddrop};
   return st;
 }
 
@@ -233,21 +246,25 @@ static ot__block_io train_io(ot_model *m, const ot__stack *st, int l, int B, int
                              ot__kv_s2s *src) {
   *src = ot__kv_s2s_make(st->enc, st->S, st->src_len, st->la, m->ctok);
   src->self.kv_len = st->kv_len;
+  src->self.drop = st->drop;
   if (!st->enc) src->self.base.cross = NULL;
   ot__block_io io = {B, T, st->la[l].res, NULL, &st->la[l], m->abuf, m->ohead, NULL, 0, NULL,
-                     &src->self.base, m->dy};
+                     &src->self.base, m->dy, st->drop};
   return io;
 }
 
-// The MLP's backward: dout [N, C] (gradient of its output) -> dx [N, C] (of its
-// input x), weight gradients accumulated.
-static ot_status mlp_bwd(ot_model *m, const ot__layer_acts *A, const ot__layer_params *P,
-                         const void *x, void *dout, void *dx, int N) {
+// The MLP's backward (block l of st): dout [N, C] (gradient of its output, read by the
+// first call only: dx may alias it) -> dx [N, C] (of its input x), weight gradients
+// accumulated.
+static ot_status mlp_bwd(ot_model *m, const ot__stack *st, int l, const ot__layer_acts *A,
+                         const ot__layer_params *P, const void *x, void *dout, void *dx, int N) {
   const ot_dtype dt = m->run.dt;
   const int C = m->C;
   OT_TRY(ot_linear_bwd(dt, m->dh, ot__pg(m, P->proj_w), ot__pg(m, P->proj_b), dout, NULL, A->h,
                        ot__pdt(m, P->proj_w), N, C, m->F, OT_ACT_NONE));
   ot__grads_ready(m, m->params[P->proj_w].offset);
+  const ot__dropout *d = st->drop;
+  OT_TRY(ot__drop_bwd(d, d ? d->act : 0.0f, dt, m->dh, m->dh, (size_t)N * m->F, l, OT__DROP_ACT));
   if (m->cfg.mlp == OT_MLP_GELU) {
     OT_TRY(ot_linear_bwd(dt, dx, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dh, A->pre, x,
                          ot__pdt(m, P->fc_w), N, m->F, C, OT_ACT_GELU));
@@ -264,8 +281,9 @@ static ot_status mlp_bwd(ot_model *m, const ot__layer_acts *A, const ot__layer_p
   return ot__tp_sum(&m->graph, dx, (size_t)N * C);
 }
 
-// Self-attention's backward: dout [N, C] -> dx [N, C] (gradient of its input x).
-static ot_status attn_bwd(ot_model *m, const ot__stack *st, const ot__layer_acts *A,
+// Self-attention's backward (block l): dout [N, C] (read first: dx may alias it) ->
+// dx [N, C] (gradient of its input x).
+static ot_status attn_bwd(ot_model *m, const ot__stack *st, int l, const ot__layer_acts *A,
                           const ot__layer_params *P, const void *x, void *dout, void *dx, int B,
                           int T) {
   const ot__graph *g = st->g;
@@ -273,6 +291,7 @@ static ot_status attn_bwd(ot_model *m, const ot__stack *st, const ot__layer_acts
   const ot_recompute rc = m->run.recompute;
   const int N = B * T, C = m->C, HD = m->Hq * m->D;
   ot_attn_shape s = ot__self_shape(g, B, T, st->kv_len);
+  ot__drop_attn(st->drop, &s, l, OT__DROP_ATTN_P);
   if (rc == OT_RECOMPUTE_SELECTIVE) {   // the attention core again (o, lse), then its rows
     OT_TRY(ot_attn_flash_fwd(dt, m->ohead, A->lse, A->q, A->k, A->v, &s));
     ot__transpose_heads(ot_dtype_size(dt), A->atty, m->ohead, B, T, m->Hq, m->D, false);
@@ -299,9 +318,10 @@ static ot_status attn_bwd(ot_model *m, const ot__stack *st, const ot__layer_acts
   return ot__tp_sum(g, dx, (size_t)N * C);
 }
 
-// Cross-attention's backward: dout [N, C] -> dx [N, C] (gradient of its input x);
-// the gradient of the encoder output through this block's cross K/V is added to st->denc.
-static ot_status cross_bwd(ot_model *m, const ot__stack *st, const ot__layer_acts *A,
+// Cross-attention's backward (block l): dout [N, C] (read first: dx may alias it) ->
+// dx [N, C] (gradient of its input x); the gradient of the encoder output through this
+// block's cross K/V is added to st->denc.
+static ot_status cross_bwd(ot_model *m, const ot__stack *st, int l, const ot__layer_acts *A,
                            const ot__layer_params *P, const void *x, void *dout, void *dx, int B,
                            int T) {
   const ot__graph *g = st->g;
@@ -309,6 +329,7 @@ static ot_status cross_bwd(ot_model *m, const ot__stack *st, const ot__layer_act
   const size_t es = ot_dtype_size(dt);
   const int N = B * T, C = m->C, HD = m->Hq * m->D, KD = m->Hkv * m->D, S = st->S, NS = B * S;
   ot_attn_shape s = ot__cross_shape(g, B, T, S, st->src_len);
+  ot__drop_attn(st->drop, &s, l, OT__DROP_CROSS_P);
   if (m->run.recompute == OT_RECOMPUTE_SELECTIVE) {
     OT_TRY(ot_attn_flash_fwd(dt, m->ohead, A->lsec, A->qc, A->kc, A->vc, &s));
     ot__transpose_heads(es, A->attyc, m->ohead, B, T, m->Hq, m->D, false);
@@ -345,38 +366,51 @@ ot_status ot__block_bwd(ot_model *m, const ot__stack *st, int l, int B, int T) {
   const ot_recompute rc = m->run.recompute;
   const int N = B * T;
   const size_t NC = (size_t)N * m->C;
+  const ot__dropout *d = st->drop;
+  const float pr = d ? d->resid : 0.0f;
+  const bool rd = ot__drop_on(d, pr);   // residual dropout: sublayer output masks
   ot__kv_s2s src;
   const ot__block_io io = train_io(m, st, l, B, T, &src);
   if (rc == OT_RECOMPUTE_FULL) OT_TRY(ot__block_fwd(g, l, &io, g->a.post));
-  if (rc == OT_RECOMPUTE_SELECTIVE) OT_TRY(mlp_act(g, A, N));
-  if (!g->a.post) {   // pre-norm: m->dres is the residual stream's gradient throughout
-    OT_TRY(mlp_bwd(m, A, P, A->y2, m->dres, m->dy, N));
+  if (rc == OT_RECOMPUTE_SELECTIVE) OT_TRY(mlp_act(g, A, N, d, l));
+  if (!g->a.post) {   // pre-norm: m->dres is the residual stream's gradient throughout;
+                      // with dropout the sublayer sees its masked copy in m->dy
+    void *dout = rd ? m->dy : m->dres;
+    OT_TRY(ot__drop_bwd(d, pr, dt, dout, m->dres, NC, l, OT__DROP_MLP_OUT));
+    OT_TRY(mlp_bwd(m, st, l, A, P, A->y2, dout, m->dy, N));
     OT_TRY(ot__norm_bwd(m, m->dres, P->ln2_w, P->ln2_b, m->dy, m->dres, A->res2, A->mean2,
                         A->rstd2, N));
     ot__grads_ready(m, m->params[P->ln2_w].offset);
     if (g->a.cross) {
-      OT_TRY(cross_bwd(m, st, A, P, A->yc, m->dres, m->dy, B, T));
+      OT_TRY(ot__drop_bwd(d, pr, dt, dout, m->dres, NC, l, OT__DROP_CROSS_OUT));
+      OT_TRY(cross_bwd(m, st, l, A, P, A->yc, dout, m->dy, B, T));
       OT_TRY(ot__norm_bwd(m, m->dres, P->lnc_w, P->lnc_b, m->dy, m->dres, A->resc, A->meanc,
                           A->rstdc, N));
     }
-    OT_TRY(attn_bwd(m, st, A, P, A->y1, m->dres, m->dy, B, T));
+    OT_TRY(ot__drop_bwd(d, pr, dt, dout, m->dres, NC, l, OT__DROP_ATTN_OUT));
+    OT_TRY(attn_bwd(m, st, l, A, P, A->y1, dout, m->dy, B, T));
     return ot__norm_bwd(m, m->dres, P->ln1_w, P->ln1_b, m->dy, m->dres, A->res, A->mean1,
                         A->rstd1, N);
   }
   // post-norm: per sublayer, dy = norm backward of the output's gradient (dres), then
-  // dres = sublayer backward of dy + dy (the residual path)
+  // dres = sublayer backward of dy (masked in place into dres with dropout) + dy (the
+  // residual path)
   const void *min = g->a.cross ? A->yc : A->y1;
+  void *dout = rd ? m->dres : m->dy;
   OT_TRY(ot__norm_bwd(m, m->dy, P->ln2_w, P->ln2_b, m->dres, NULL, A->y2, A->mean2, A->rstd2, N));
-  OT_TRY(mlp_bwd(m, A, P, min, m->dy, m->dres, N));
+  OT_TRY(ot__drop_bwd(d, pr, dt, dout, m->dy, NC, l, OT__DROP_MLP_OUT));
+  OT_TRY(mlp_bwd(m, st, l, A, P, min, dout, m->dres, N));
   ot__add_into(dt, m->dres, m->dy, NC);
   if (g->a.cross) {
     OT_TRY(ot__norm_bwd(m, m->dy, P->lnc_w, P->lnc_b, m->dres, NULL, A->resc, A->meanc, A->rstdc,
                         N));
-    OT_TRY(cross_bwd(m, st, A, P, A->y1, m->dy, m->dres, B, T));
+    OT_TRY(ot__drop_bwd(d, pr, dt, dout, m->dy, NC, l, OT__DROP_CROSS_OUT));
+    OT_TRY(cross_bwd(m, st, l, A, P, A->y1, dout, m->dres, B, T));
     ot__add_into(dt, m->dres, m->dy, NC);
   }
   OT_TRY(ot__norm_bwd(m, m->dy, P->ln1_w, P->ln1_b, m->dres, NULL, A->res2, A->mean1, A->rstd1, N));
-  OT_TRY(attn_bwd(m, st, A, P, A->res, m->dy, m->dres, B, T));
+  OT_TRY(ot__drop_bwd(d, pr, dt, dout, m->dy, NC, l, OT__DROP_ATTN_OUT));
+  OT_TRY(attn_bwd(m, st, l, A, P, A->res, dout, m->dres, B, T));
   ot__add_into(dt, m->dres, m->dy, NC);
   return OT_OK;
 }

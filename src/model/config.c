@@ -81,18 +81,22 @@ ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
     shape(c, name, 8192, 64, 256, 4, 4, 4, 1024, 256);
   } else if (strcmp(name, "transformer-base") == 0) {
     *c = base_transformer();
+    c->dropout = 0.1f;   // fairseq's transformer: 0.1 / 0 / 0
     shape(c, name, 32000, 64, 512, 6, 8, 8, 2048, 512);
     encdec_ids(c, 6);
   } else if (strcmp(name, "transformer-big") == 0) {
     *c = base_transformer();
+    c->dropout = 0.1f;   // fairseq's transformer: 0.1 / 0 / 0
     shape(c, name, 32000, 64, 1024, 6, 16, 16, 4096, 512);
     encdec_ids(c, 6);
   } else if (strcmp(name, "transformer-seed") == 0) {
     *c = base_transformer();
+    c->dropout = 0.1f;   // fairseq's transformer: 0.1 / 0 / 0
     shape(c, name, 32000, 64, 1024, 12, 16, 16, 4096, 512);
     encdec_ids(c, 12);
   } else if (strcmp(name, "transformer-small") == 0) {
     *c = base_transformer();
+    c->dropout = 0.1f;   // fairseq's transformer: 0.1 / 0 / 0
     shape(c, name, 8000, 64, 256, 3, 4, 4, 1024, 128);
     encdec_ids(c, 3);
   } else if (strcmp(name, "transformer-tiny") == 0) {
@@ -178,6 +182,15 @@ ot_status ot_model_config_validate(const ot_model_config *c) {
     BAD("%s: eps=%g must be in (0, 1) (e.g. 1e-5)", n, c->eps);
   if (!(c->init_std > 0.0f) || !isfinite(c->init_std))
     BAD("%s: init_std=%g must be finite and > 0 (e.g. 0.02)", n, c->init_std);
+  const float dp[3] = {c->dropout, c->attn_dropout, c->act_dropout};
+  const char *dn[3] = {"dropout", "attn_dropout", "act_dropout"};
+  for (int i = 0; i < 3; i++)
+    if (!(dp[i] >= 0.0f && dp[i] < 1.0f))
+      BAD("%s: %s=%g must be in [0, 1) (a probability of dropping; 0: off, e.g. 0.1)", n, dn[i],
+          dp[i]);
+  if (c->n_layers > 8192 || c->n_enc_layers > 8192)
+    BAD("%s: n_layers=%d / n_enc_layers=%d: at most 8192 blocks per stack", n, c->n_layers,
+        c->n_enc_layers);
   int64_t D = ot_model_head_dim(c), qkv = ((int64_t)c->n_heads + 2 * c->n_kv_heads) * D;
   int64_t fa = (c->mlp == OT_MLP_SWIGLU ? 2 : 1) * (int64_t)c->d_ff;
   if (qkv > INT_MAX / 4 || fa > INT_MAX / 4 || (int64_t)c->max_seq * c->d_model > INT_MAX)
@@ -207,6 +220,9 @@ void ot_model_config_print(FILE *f, const ot_model_config *c) {
             c->decoder_start_id);
   fprintf(f, ", %s embeddings, biases %s; %.2fM parameters\n", c->tied ? "tied" : "untied",
           c->bias ? "on" : "off", ot_model_n_params(c) / 1e6);
+  if (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->act_dropout > 0.0f)
+    fprintf(f, "  dropout %g (embeddings, sublayer outputs), attention %g, activation %g "
+            "(training only)\n", c->dropout, c->attn_dropout, c->act_dropout);
 }
 
 int64_t ot_model_n_params(const ot_model_config *c) {

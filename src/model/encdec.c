@@ -195,18 +195,22 @@ static stack_emb dec_emb(const ot_model *m) {
   return e;
 }
 
-// x0 [B*T, C]: the embedding, then (embed_norm) its norm.
+// x0 [B*T, C]: the embedding, then (embed_norm) its norm, then the stack's embedding
+// dropout d (HF Marian / mBART order).
 static ot_status stack_embed_fwd(ot_model *m, const ot__graph *g, const stack_emb *e, void *x0,
-                                 const int32_t *tok, int B, int T) {
+                                 const int32_t *tok, int B, int T, const ot__dropout *d) {
   s2s_embed(m, m->cfg.embed_norm ? e->emb : x0, tok, B, T, e->pos);
-  if (!m->cfg.embed_norm) return OT_OK;
-  return ot__norm_fwd(g, x0, e->mean, e->rstd, NULL, e->emb, NULL, ot__pw(m, e->lw),
-                      ot__pw(m, e->lb), B * T);
+  if (m->cfg.embed_norm)
+    OT_TRY(ot__norm_fwd(g, x0, e->mean, e->rstd, NULL, e->emb, NULL, ot__pw(m, e->lw),
+                        ot__pw(m, e->lb), B * T));
+  return ot__drop_fwd(d, d->resid, m->run.dt, x0, (size_t)B * T * m->C, 0, OT__DROP_EMBED);
 }
 
-// From m->dres (the gradient of x0) to the embedding's parameters.
+// From m->dres (the gradient of x0; overwritten) to the embedding's parameters.
 static ot_status stack_embed_bwd(ot_model *m, const stack_emb *e, const int32_t *tok, int B,
-                                 int T) {
+                                 int T, const ot__dropout *d) {
+  OT_TRY(ot__drop_bwd(d, d->resid, m->run.dt, m->dres, m->dres, (size_t)B * T * m->C, 0,
+                      OT__DROP_EMBED));
   const void *g = m->dres;
   if (m->cfg.embed_norm) {
     OT_TRY(ot__norm_bwd(m, m->dy, e->lw, e->lb, m->dres, NULL, e->emb, e->mean, e->rstd, B * T));
@@ -269,10 +273,11 @@ static ot_status encode(ot_model *m, int B, int S) {
   const ot__graph *g = &m->egraph;
   const bool post = g->a.post;
   const stack_emb e = enc_emb(m);
-  OT_TRY(stack_embed_fwd(m, g, &e, m->ela[0].res, m->src, B, S));
+  OT_TRY(stack_embed_fwd(m, g, &e, m->ela[0].res, m->src, B, S, &m->edrop));
   ot__kv_self self = ot__kv_self_make(m->src_len);
+  self.drop = &m->edrop;
   ot__block_io io = {B, S, m->ela[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
-                     &self.base, NULL};
+                     &self.base, NULL, &m->edrop};
   for (int l = 0; l < m->Le; l++) {
     io.A = &m->ela[l];
     io.out = l + 1 < m->Le ? m->ela[l + 1].res : m->enc_out;
@@ -290,10 +295,11 @@ static ot_status decode(ot_model *m, int B, int S, int T) {
   const ot__graph *g = &m->graph;
   const bool post = g->a.post;
   const stack_emb e = dec_emb(m);
-  OT_TRY(stack_embed_fwd(m, g, &e, m->la[0].res, m->tgt, B, T));
+  OT_TRY(stack_embed_fwd(m, g, &e, m->la[0].res, m->tgt, B, T, &m->ddrop));
   ot__kv_s2s src = ot__kv_s2s_make(m->enc_out, S, m->src_len, m->la, m->ctok);
+  src.self.drop = &m->ddrop;
   ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
-                     &src.self.base, NULL};
+                     &src.self.base, NULL, &m->ddrop};
   for (int l = 0; l < m->L; l++) {
     io.A = &m->la[l];
     io.out = l + 1 < m->L ? m->la[l + 1].res : m->yf;
@@ -322,6 +328,7 @@ ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, 
       m->src[(size_t)i * S + t] = t < b->src_len[i] ? b->src[(size_t)i * S + t] : m->cfg.pad_id;
   }
   memcpy(m->tgt, b->tgt_in, (size_t)B * T * sizeof(int32_t));
+  OT_TRY(ot__dropout_begin(m, want_grad, B, T, S, fn));
   OT_PROF_BEGIN("model_forward_s2s", 0.0, 0.0);
   ot_status s = encode(m, B, S);
   if (s == OT_OK) s = decode(m, B, S, T);
@@ -351,19 +358,21 @@ ot_status ot__s2s_backward(ot_model *m) {
   }
   // decoder; every block's cross K/V add their part of the encoder output's gradient
   memset(m->denc, 0, (size_t)NS * C * es);
-  const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len};
+  const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len,
+                         &m->ddrop};
   for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &dec, l, B, T));
   const stack_emb de = dec_emb(m), ee = enc_emb(m);
-  OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T));
+  OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T, &m->ddrop));
   // encoder
   if (post)
     memcpy(m->dres, m->denc, (size_t)NS * C * es);
   else
     OT_TRY(ot__norm_bwd(m, m->dres, m->elnf_w, m->elnf_b, m->denc, NULL, m->enc_res, m->emean,
                         m->erstd, NS));
-  const ot__stack enc = {&m->egraph, m->ela, m->elp, m->src_len, NULL, NULL, 0, NULL};
+  const ot__stack enc = {&m->egraph, m->ela, m->elp, m->src_len, NULL, NULL, 0, NULL,
+                         &m->edrop};
   for (int l = m->Le - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &enc, l, B, S));
-  OT_TRY(stack_embed_bwd(m, &ee, m->src, B, S));
+  OT_TRY(stack_embed_bwd(m, &ee, m->src, B, S, &m->edrop));
   ot__grads_ready(m, 0);
   return OT_OK;
 }

@@ -53,10 +53,14 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
       OT_TRY(ot__vp_embed_fwd(m, m->la[0].res, m->tokens, B, T));
     else
       OT_TRY(ot__embed_fwd(g, m->la[0].res, m->tokens, B, T, 0, NULL));
+    OT_TRY(ot__drop_fwd(&m->ddrop, m->ddrop.resid, dt, m->la[0].res, (size_t)N * m->C, 0,
+                        OT__DROP_EMBED));
   }
   // blocks: each one's output (res2 + abuf) is added by the next one's first norm
   ot__kv_self src = ot__kv_self_make(NULL);
-  ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base};
+  src.drop = &m->ddrop;
+  ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base,
+                     NULL, &m->ddrop};
   for (int l = 0; l < m->L; l++) {
     io.A = &m->la[l];
     OT_TRY(ot__block_fwd(g, l, &io, true));
@@ -126,6 +130,7 @@ ot_status ot_model_forward_slot(ot_model *m, int slot, const int32_t *tokens,
   m->have_grad_state = false;
   m->B = B;
   m->T = T;
+  OT_TRY(ot__dropout_begin(m, want_grad, B, T, 0, fn));
   OT_PROF_BEGIN("model_forward", 0.0, 0.0);
   ot_status s = forward(m, tokens, targets, B, T, count, want_grad, loss);
   OT_PROF_STOP();
@@ -198,6 +203,8 @@ static ot_status backward(ot_model *m) {
     if (l > 0 || m->first) ot__grads_ready(m, block_start(m, l));
   }
   if (m->first) {
+    OT_TRY(ot__drop_bwd(&m->ddrop, m->ddrop.resid, dt, m->dres, m->dres, (size_t)N * m->C, 0,
+                        OT__DROP_EMBED));
     if (vocab_chunked(m))
       embed_dw_chunks(m, B, T);
     else if (m->part.vocab_parallel && m->part.tp > 1)

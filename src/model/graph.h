@@ -113,6 +113,42 @@ typedef struct {
 // cross-attn, yc = its norm's output u2; y2 = u + mlp(u) = norm2 input (u: the MLP
 // input, yc or y1); the block output norm2(y2) goes to io->out.
 
+// ---------------------------------------------------------------- dropout ---
+// The dropout of one training forward over one stack (NULL or all p = 0: off, the
+// exact no-dropout path). Site (l, s) of the stack uses the counters [off, off + n)
+// of stream `key`, off = ot__drop_offset(d, l, s): disjoint ranges of 2^38 per site,
+// so no two sites share a mask; the key mixes the run's seed and the step's counter.
+typedef struct {
+  float resid, attn, act;   // embedding + sublayer outputs, attention probabilities, MLP activation
+  uint64_t key;             // Philox stream of this forward
+  int stack;                // 0: the decoder (or a decoder-only model), 1: the encoder
+  int layer0;               // global index of block 0 (pipeline stages)
+  int rank;                 // tensor-parallel rank (attention / activation masks are per rank)
+} ot__dropout;
+enum {
+  OT__DROP_EMBED = 0,       // the stack's embedding output (l = 0)
+  OT__DROP_ATTN_OUT,        // self-attention output projection, before the residual add
+  OT__DROP_CROSS_OUT,       // cross-attention output projection
+  OT__DROP_MLP_OUT,         // MLP output projection
+  OT__DROP_ATTN_P,          // self-attention probabilities (flash kernels)
+  OT__DROP_CROSS_P,         // cross-attention probabilities
+  OT__DROP_ACT              // MLP activation output
+};
+#define OT__DROP_SITE_BITS 38   // counters per site: 2^38
+// First counter of site s of block l (dropout.c).
+uint64_t ot__drop_offset(const ot__dropout *d, int l, int site);
+// Sets the attention dropout of site s of block l on a flash shape (no-op when off).
+void ot__drop_attn(const ot__dropout *d, ot_attn_shape *s, int l, int site);
+// In place on x [n] (dt): forward (x = mask(x) * scale) or backward (the same on a
+// gradient) of site s of block l with probability p; no-op when d is NULL or p = 0.
+ot_status ot__drop_fwd(const ot__dropout *d, float p, ot_dtype dt, void *x, size_t n, int l,
+                       int site);
+// dx [n] = the backward of that site on dy [n] (dx may alias dy).
+ot_status ot__drop_bwd(const ot__dropout *d, float p, ot_dtype dt, void *dx, const void *dy,
+                       size_t n, int l, int site);
+// True when the site's probability p is on under d.
+static inline bool ot__drop_on(const ot__dropout *d, float p) { return d && p > 0.0f; }
+
 // ------------------------------------------------------------ keys/values ---
 typedef struct ot__kvsrc ot__kvsrc;
 struct ot__kvsrc {
@@ -139,6 +175,7 @@ struct ot__kvsrc {
 typedef struct {
   ot__kvsrc base;
   const int32_t *kv_len;
+  const ot__dropout *drop;   // attention-probability dropout (training), NULL: off
 } ot__kv_self;
 ot__kv_self ot__kv_self_make(const int32_t *kv_len);
 // The shape the current-sequence source gives the flash kernels (forward and backward).
@@ -177,6 +214,7 @@ typedef struct {
   const int32_t *pos;        // ... or sequence b's at pos[b] (non-NULL)
   ot__kvsrc *kv;
   void *out;                 // post-norm: [N, C] receives the block output (pre-norm: unused)
+  const ot__dropout *drop;   // training dropout of this forward, NULL: off (inference)
 } ot__block_io;
 
 // Forward of block l. On return the block output is A->res2 + io->abuf (the

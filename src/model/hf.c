@@ -292,6 +292,9 @@ static ot_status cfg_marian(cfgj *j, ot_model_config *c, bool mbart) {
   c->max_seq = jint(j, "max_position_embeddings", 512, false);
   c->init_std = (float)jnum(j, "init_std", 0.02);
   c->tied = jbool(j, "tie_word_embeddings", true);
+  c->dropout = (float)jnum(j, "dropout", 0.1);   // HF Marian / mBART defaults 0.1 / 0 / 0
+  c->attn_dropout = (float)jnum(j, "attention_dropout", 0.0);
+  c->act_dropout = (float)jnum(j, "activation_dropout", 0.0);
   c->embed_scale = jbool(j, "scale_embedding", false);
   const char *ids[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
   int *dst[3] = {&c->pad_id, &c->eos_id, &c->decoder_start_id};

@@ -29,7 +29,8 @@ static ot_status write_config(const ot_model_config *c, const char *path) {
   fprintf(f, "  \"scale_embedding\": %s,\n  \"tie_word_embeddings\": %s,\n",
           c->embed_scale ? "true" : "false", c->tied ? "true" : "false");
   fprintf(f, "  \"share_encoder_decoder_embeddings\": true,\n");
-  fprintf(f, "  \"dropout\": 0.0,\n  \"attention_dropout\": 0.0,\n  \"activation_dropout\": 0.0,\n");
+  fprintf(f, "  \"dropout\": %.9g,\n  \"attention_dropout\": %.9g,\n  \"activation_dropout\": %.9g,\n",
+          c->dropout, c->attn_dropout, c->act_dropout);
   fprintf(f, "  \"encoder_layerdrop\": 0.0,\n  \"decoder_layerdrop\": 0.0,\n");
   fprintf(f, "  \"init_std\": %.9g,\n  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}\n",
           c->init_std);

@@ -22,6 +22,7 @@ typedef struct {
   void *denc;                  // its gradient [B*S, C] (+=)
   int S;
   const int32_t *src_len;      // [B]
+  const ot__dropout *drop;     // the dropout of the forward being differentiated, or NULL
 } ot__stack;
 
 
@@ -46,6 +47,7 @@ typedef struct {
   float *row_loss;
   int B, T;
   bool have_grad_state;
+  ot__dropout drop;          // the dropout of this slot's last forward
 } ot__slot;
 
 struct ot_model {
@@ -112,12 +114,19 @@ struct ot_model {
   void *eemb, *demb;          // [B*S | B*T, C] embedding outputs = embedding norm inputs
   float *eemean, *eerstd, *demean, *derstd;   // their norm statistics
   int S;                      // source length of the last forward
+  // dropout (dropout.c): the stream of the next forwards, and the current slot's
+  // forward's decoder (ddrop) / the encoder-decoder's encoder (edrop) dropout
+  uint64_t drop_seed, drop_counter;
+  ot__dropout ddrop, edrop;
   // state of the last forward (mirrors the current slot)
   int B, T;
   bool have_grad_state;
   int cur;                    // slot the pointers above refer to
 };
 
+// Dropout of the coming forward (dropout.c): m->ddrop and m->edrop from the config and
+// the stream when want_grad, else off; OT_EINVAL when a site outgrows its counter range.
+ot_status ot__dropout_begin(ot_model *m, bool want_grad, int B, int T, int S, const char *fn);
 // Points la / tokens / resf / ... at slot s's buffers (and saves the current slot's state).
 void ot__select_slot(ot_model *m, int s);
 

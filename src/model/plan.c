@@ -194,6 +194,7 @@ void ot__select_slot(ot_model *m, int s) {
   o->B = m->B;
   o->T = m->T;
   o->have_grad_state = m->have_grad_state;
+  o->drop = m->ddrop;
   ot__slot *S = &m->slots[s];
   m->cur = s;
   m->la = S->la;
@@ -207,6 +208,7 @@ void ot__select_slot(ot_model *m, int s) {
   m->B = S->B;
   m->T = S->T;
   m->have_grad_state = S->have_grad_state;
+  m->ddrop = S->drop;
 }
 
 // ------------------------------------------------------------ validation ----
@@ -304,6 +306,9 @@ ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_co
   size_t tot = p.params + p.params_bf16 + p.grads + p.act_saved + p.workspace;
   fprintf(f, "  %-34s %12.2f MiB  (+ %.2f MiB optimizer = %.2f MiB)\n", "total allocated", mib(tot),
           mib(p.optim), mib(tot + p.optim));
+  if (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->act_dropout > 0.0f)
+    fprintf(f, "  %-34s %12.2f MiB  (masks regenerated from counters in the backward)\n",
+            "dropout masks", 0.0);
   fprintf(f, "  recompute   activations    workspace   act+ws MiB   saves vs none\n");
   const size_t base = q[0].act_saved + q[0].workspace;
   for (int i = 0; i < 3; i++) {
