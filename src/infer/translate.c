@@ -59,6 +59,9 @@ static void plan_ws(ot_translator *t, planner *p) {
   t->lgdt = t->dt == OT_F32 ? NULL : take(p, R * (size_t)t->V * es);
   t->logits = take(p, R * (size_t)t->V * sizeof(float));
   t->parent_buf = take(p, R * sizeof(int32_t));
+  const size_t QKV = HD + 2 * KD;
+  t->eqkv = t->quant ? take(p, NS * QKV * sizeof(float)) : NULL;
+  t->dqkv = t->quant ? take(p, R * QKV * sizeof(float)) : NULL;
 }
 
 void ot_translator_free(ot_translator *t) {
@@ -73,7 +76,7 @@ void ot_translator_free(ot_translator *t) {
 }
 
 // Resolves and checks the config against the model, plans and allocates.
-static ot_status setup(ot_translator *t, const ot_translator_config *cfg, const char *fn) {
+ot_status ot__tr_setup(ot_translator *t, const ot_translator_config *cfg, const char *fn) {
   const ot_model_config *mc = &t->mc;
   ot_translator_config k = *cfg;
   if (k.max_batch < 1 || k.max_batch > 65536)
@@ -129,7 +132,7 @@ ot_status ot_translator_create(ot_translator **out, const ot_model *m,
     snprintf(msg, sizeof msg, "%s", ot_last_error());
     s = ot_error(s, "%s: %s", fn, msg);
   }
-  if (s == OT_OK) s = setup(t, cfg, fn);
+  if (s == OT_OK) s = ot__tr_setup(t, cfg, fn);
   if (s != OT_OK) {
     ot_translator_free(t);
     return s;
@@ -169,7 +172,8 @@ ot_status ot__tr_encode(ot_translator *t, int batch, const int32_t *src, int S,
   ot__layer_acts A = {t->ex, t->emean, t->erstd, t->ey1, t->eq, t->ek, t->ev, t->eatt, NULL,
                       t->eres2, t->emean, t->erstd, t->ey2, t->epre, t->eh};
   ot__kv_self self = ot__kv_self_make(t->src_len);
-  ot__block_io io = {batch, Sm, t->ex, NULL, &A, t->eabuf, t->eoh, NULL, 0, NULL, &self.base, NULL};
+  ot__block_io io = {batch, Sm, t->ex, NULL, &A, t->eabuf, t->eoh, t->eqkv, 0, NULL, &self.base,
+                     NULL};
   for (int l = 0; l < t->Le; l++) {
     io.out = post && l + 1 == t->Le ? t->enc : t->eo;
     OT_TRY(ot__block_fwd(g, l, &io, true));
@@ -206,8 +210,8 @@ ot_status ot__tr_step(void *ctx, int step, int rows, const int32_t *tokens, cons
   ot__layer_acts A = {t->x, t->mean, t->rstd, t->y1, t->q, t->kn, t->vn, NULL, NULL, t->x2,
                       t->mean, t->rstd, t->y2, t->pre, t->h, t->yc, t->resc, t->mean, t->rstd,
                       t->qc, t->attyc, NULL, NULL, NULL};
-  ot__block_io io = {rows, 1, t->x, NULL, &A, t->abuf, t->oh, NULL, t->len, NULL, &t->src.base,
-                     t->xo};
+  ot__block_io io = {rows, 1, t->x, NULL, &A, t->abuf, t->oh, t->dqkv, t->len, NULL,
+                     &t->src.base, t->xo};
   for (int l = 0; l < t->L; l++) {
     OT_TRY(ot__block_fwd(g, l, &io, true));
     io.x = post ? t->xo : t->x2;

@@ -23,6 +23,7 @@ struct ot_translator {
   ot__block_w *qeblk, *qdblk;
   ot_qweight qhead, *cviews;
   float *sin_tab;
+  bool quant;                          // quantized weights: QKV through f32 scratch
   ot_translator_config cfg;    // resolved
   int C, Hq, Hkv, D, F, Fa, L, Le, V, R;   // R: most decoder rows (max_batch * num_beams)
   ot_dtype dt;
@@ -35,6 +36,7 @@ struct ot_translator {
   float *emean, *erstd;                // [NS]
   void *enc;                           // [NS, C] encoder output
   void *ctok;                          // [NS, Hkv*D] cross K/V scratch
+  float *eqkv, *dqkv;                  // quantized: [NS | R, QKV] f32 QKV scratch (else NULL)
   // cross K/V per decoder block: [max_batch, Hkv, max_src, D], slot i = sentence slot_sent[i]
   void **kc, **vc;
   int32_t *src_len, *slot_sent;        // [max_batch]
@@ -53,6 +55,9 @@ struct ot_translator {
   ot_translate_stats *stats;
 };
 
+// Resolves cfg against t->mc and t->sg (set by the caller), plans and allocates
+// the arenas. fn names the caller in messages.
+ot_status ot__tr_setup(ot_translator *t, const ot_translator_config *cfg, const char *fn);
 // Runs the encoder over src [batch, S] (validated by the caller) and projects
 // every decoder block's cross K/V; resets the decoder caches.
 ot_status ot__tr_encode(ot_translator *t, int batch, const int32_t *src, int S,
