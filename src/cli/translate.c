@@ -59,7 +59,7 @@ typedef struct {
   FILE *out;
   int max_src, cap;
   // one chunk
-  int32_t *src, *slen, *toks, *olen_i;
+  int32_t *src, *slen, *toks;
   int *olen, *order;
   long long lines, skipped, tokens;
   double busy_s;

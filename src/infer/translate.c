@@ -58,7 +58,6 @@ static void plan_ws(ot_translator *t, planner *p) {
   t->rstd = take(p, R * sizeof(float));
   t->lgdt = t->dt == OT_F32 ? NULL : take(p, R * (size_t)t->V * es);
   t->logits = take(p, R * (size_t)t->V * sizeof(float));
-  t->parent_buf = take(p, R * sizeof(int32_t));
   const size_t QKV = HD + 2 * KD;
   t->eqkv = t->quant ? take(p, NS * QKV * sizeof(float)) : NULL;
   t->dqkv = t->quant ? take(p, R * QKV * sizeof(float)) : NULL;

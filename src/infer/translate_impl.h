@@ -51,7 +51,6 @@ struct ot_translator {
   float *mean, *rstd;                  // [R]
   void *lgdt;                          // [R, V] dt logits (bf16 only)
   float *logits;                       // [R, V] f32 logits of the latest step
-  int32_t *parent_buf;                 // [R] scratch
   ot_translate_stats *stats;
 };
 
