@@ -375,6 +375,62 @@ ot_status ot_beam_search(const ot_beam_config *cfg, int batch, const int *src_le
                          ot_beam_step_fn step, void *ctx, int32_t *out_tokens, int cap,
                          int *out_len, float *out_score, ot_beam_stats *stats);
 
+
+// ------------------------------------------------------------ translation ---
+// Translation with an encoder-decoder model (cfg.arch = OT_ARCH_ENCDEC): per
+// call, the encoder runs once over the batch's sources (key-padding mask),
+// every decoder block's cross K/V are projected once per sentence and kept
+// [sentence, Hkv, S, D] (the beams of a sentence share them), and each search
+// step runs the one block forward over the live rows' newest token (position =
+// step) with a self-attention KV cache per row, gathered by parent when the
+// beam order changes. Greedy (num_beams 1) and beam search are ot_beam_search.
+// All buffers are planned from the config and allocated at create
+// (OT_MEM_KVCACHE: both caches; OT_MEM_WORKSPACE: the rest); a step allocates
+// nothing (ot_beam_search allocates its own arrays once per call).
+typedef struct {
+  int max_batch;     // sentences per call (>= 1)
+  int num_beams;     // most beams a call may use (>= 1)
+  int max_src;       // longest source in tokens (eos included); 0: the model's max_seq
+  int max_tgt;       // largest length limit (HF max_length: the start token counted);
+                     // 0: the model's max_seq; in [2, max_seq]
+} ot_translator_config;
+
+typedef struct {
+  int sentences;       // translated by the call
+  int steps;           // decoder steps (beam callback calls)
+  long long rows;      // decoder rows computed over all steps
+  double encode_s, decode_s;   // wall time of the encoder + cross K/V, and of the search
+} ot_translate_stats;
+
+typedef struct ot_translator ot_translator;
+
+// A translator over the model's own weights in its run dtype (f32, or bf16
+// activations with the bf16 weight copy). The model must outlive it.
+// OT_EINVAL names a bad field or a decoder-only model.
+ot_status ot_translator_create(ot_translator **out, const ot_model *m,
+                               const ot_translator_config *cfg);
+// The same over a quantized encoder-decoder (ot_qmodel_from_model: bf16 or int8
+// per channel or group; f32 activations). q must outlive the translator.
+ot_status ot_translator_create_q(ot_translator **out, const ot_qmodel *q,
+                                 const ot_translator_config *cfg);
+void ot_translator_free(ot_translator *t);   // NULL ok
+const ot_translator_config *ot_translator_config_of(const ot_translator *t);   // resolved
+const ot_model_config *ot_translator_model_config(const ot_translator *t);
+size_t ot_translator_cache_bytes(const ot_translator *t);       // OT_MEM_KVCACHE part
+size_t ot_translator_workspace_bytes(const ot_translator *t);   // OT_MEM_WORKSPACE part
+
+// Translates batch sentences: src [batch, S] (row b's tokens [0, src_len[b]),
+// the rest ignored; 1 <= src_len[b] <= min(S, max_src)), with the search of cfg
+// (cfg->vocab = the model's vocab; num_beams <= the translator's; every
+// sentence's length limit <= max_tgt). Results as ot_beam_search: out_tokens
+// [batch, cap], out_len [batch], out_score [batch] (may be NULL); stats may be
+// NULL. OT_EINVAL names a bad argument (empty or too long source, token id out
+// of range, batch over capacity).
+ot_status ot_translate_ids(ot_translator *t, int batch, const int32_t *src, int S,
+                           const int32_t *src_len, const ot_beam_config *cfg,
+                           int32_t *out_tokens, int cap, int *out_len, float *out_score,
+                           ot_translate_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@ static const command k_commands[] = {
     {"quantize", ot_cmd_quantize, &cli_quantize_command},
     {"average", ot_cmd_average, &cli_average_command},
     {"bleu", ot_cmd_bleu, &cli_bleu_command},
+    {"translate", ot_cmd_translate, &cli_translate_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 

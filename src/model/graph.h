@@ -252,4 +252,43 @@ const ot__graph *ot__model_graph(const ot_model *m);
 ot_status ot__qmodel_graph(const ot_qmodel *q, ot__graph *g, ot__block_w *blk, ot_qweight *head,
                            float *rope);
 
+
+// ------------------------------------------------- encoder-decoder graphs ---
+// The embedding of one stack of an encoder-decoder as an incremental forward
+// reads it (src/model/s2s_graph.c): x = scale * wte[tok] + position, then the
+// embedding norm when ln_w is set.
+typedef struct {
+  float scale;               // sqrt(C) (scale_embedding) or 1
+  const float *sin_tab;      // [max_seq, C] sinusoid table (f32), or NULL
+  const void *lpos;          // learned positions [off + max_seq, C] (the graph's dt), or NULL
+  int off;                   // learned positions: row of position 0
+  const float *ln_w, *ln_b;  // embedding norm (mBART), NULL: none
+} ot__s2s_emb;
+
+// Both stacks of an encoder-decoder model: encoder and decoder graphs (the
+// decoder's wte is the shared token table), their embeddings, the logits bias.
+typedef struct {
+  const ot__graph *enc, *dec;
+  ot__s2s_emb eemb, demb;
+  const float *head_b;       // [V] logits bias (Marian final_logits_bias), NULL: none
+  int max_seq;               // positions [0, max_seq) exist
+} ot__s2s_graph;
+
+// The stacks of an encoder-decoder model over its own buffers (OT_EINVAL for a
+// decoder-only model or a partition).
+ot_status ot__model_s2s_graph(const ot_model *m, ot__s2s_graph *out);
+// x [B*T, C] (dt of g) = the stack's embedding of tok [B, T] at positions
+// pos0 + t (ids checked by the caller); with an embedding norm, tmp [B*T, C]
+// holds the norm input and mean / rstd [B*T] its statistics.
+ot_status ot__s2s_embed_fwd(const ot__graph *g, const ot__s2s_emb *e, void *x, void *tmp,
+                            float *mean, float *rstd, const int32_t *tok, int B, int T, int pos0);
+// Both stacks of a quantized encoder-decoder (f32 activations): enc / dec [1]
+// graphs with eblk [n_enc_layers] / dblk [n_layers] block weights, the head a
+// view of the V real rows, rows [HD, KD, KD] of each fused cross q/k/v weight
+// as views in cviews [3 * n_layers] (owned by nobody); sin_tab [max_seq * C]
+// the caller's (sinusoidal positions). OT_EINVAL names a missing tensor.
+ot_status ot__qmodel_s2s_graph(const ot_qmodel *q, ot__s2s_graph *sg, ot__graph *enc,
+                               ot__graph *dec, ot__block_w *eblk, ot__block_w *dblk,
+                               ot_qweight *head, ot_qweight *cviews, float *sin_tab);
+
 #endif

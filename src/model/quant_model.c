@@ -52,9 +52,6 @@ ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind ki
   OT_CHECK_PTR(m, fn);
   const ot_model_config *c = ot_model_config_of(m);
   const ot_model_part *part = ot_model_part_of(m);
-  if (c->arch == OT_ARCH_ENCDEC)
-    return ot_error(OT_EUNSUPPORTED, "%s: quantized encoder-decoder models are not supported yet "
-                    "(quantize a decoder-only model)", fn);
   if (part->tp != 1 || part->layer0 != 0 || part->layer1 != c->n_layers)
     return ot_error(OT_EINVAL, "%s: the model is one part of a partitioned model (quantize the whole model)", fn);
   if (kind != OT_QW_INT8 && group != 0)
@@ -177,6 +174,9 @@ ot_status ot_quant_file_save(const ot_qmodel *q, const char *path) {
   static const char fn[] = "ot_quant_file_save";
   OT_CHECK_PTR(q, fn);
   OT_CHECK_PTR(path, fn);
+  if (q->config.arch == OT_ARCH_ENCDEC)   // the metadata holds no encoder-decoder settings
+    return ot_error(OT_EUNSUPPORTED, "%s: quantized encoder-decoder models cannot be saved yet "
+                    "(translate with ot_translator_create_q from the f32 model instead)", fn);
   const int nmax = 2 * q->n, nmeta = 5 + N_FIELDS;
   ot_st_tensor *ts = calloc((size_t)(nmax > 0 ? nmax : 1), sizeof *ts);
   char (*names)[96] = calloc((size_t)(q->n > 0 ? q->n : 1), sizeof *names);
