@@ -116,6 +116,9 @@ struct ot_model {
   int B, T;
   bool have_grad_state;
   int cur;                    // slot the pointers above refer to
+  // label smoothing of the loss (ot_model_set_label_smoothing; 0: plain cross-entropy)
+  float ls_eps;
+  double nll;                 // plain NLL (sum / count) of the last forward with targets
 };
 
 // Points la / tokens / resf / ... at slot s's buffers (and saves the current slot's state).
