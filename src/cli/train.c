@@ -31,7 +31,9 @@ static void train_more_help(FILE *f) {
           "  ot train                                   # small model, bundled corpus, 300 steps\n"
           "  ot train --steps 50 --eval-every 10 --profile out/trace.json\n"
           "  ot train --micro_batch_size 4 --global_batch_size 16 --lr 6e-4 --dtype bf16\n"
-          "  ot train --resume out/train --steps 600    # continue (and extend) the run\n");
+          "  ot train --resume out/train --steps 600    # continue (and extend) the run\n"
+          "  ot train --task translate --steps 200      # transformer-small on data/translate (En-Fr)\n"
+          "  ot train --task translate --model transformer-base --max-tokens 4096 --update-freq 2\n");
 }
 
 static const cli_flag k_train_flags[] = {
@@ -61,6 +63,20 @@ static bool has_shards(const char *data, const char *split) {
 
 // The default data directory is made from the bundled corpus when missing.
 static int ensure_data(const ot_train_config *c) {
+  if (c->task == OT_TASK_TRANSLATE) {   // the joint tokenizer of the bundled bitext
+    char vj[OT_PATH_MAX + 16], vs[16];
+    snprintf(vj, sizeof vj, "%s/vocab.json", c->data);
+    FILE *f = fopen(vj, "rb");
+    if (f) { fclose(f); return 0; }
+    if (strcmp(c->data, "out/translate-data") != 0 || c->eval_only) return 0;   // the trainer names it
+    snprintf(vs, sizeof vs, "%d", c->model.vocab);
+    printf("no tokenizer in %s: making it (ot prepare --task translate --src %s --tgt %s --vocab-size %s "
+           "--out %s)\n", c->data, c->src_data, c->tgt_data, vs, c->data);
+    fflush(stdout);
+    char *args[] = {"--task", "translate", "--src", (char *)c->src_data, "--tgt", (char *)c->tgt_data,
+                    "--vocab-size", vs, "--out", (char *)c->data, "--quiet"};
+    return ot_cmd_prepare(11, args);
+  }
   if (c->train_data[0] || !c->data[0] || has_shards(c->data, "train")) return 0;
   if (strcmp(c->data, "out/data") != 0) return 0;   // the trainer names the missing shards
   FILE *f = fopen(k_corpus, "rb");
@@ -75,6 +91,7 @@ static int ensure_data(const ot_train_config *c) {
 
 // Model vocabulary from <data>/info.json unless the settings give one.
 static void vocab_from_data(ot_train_config *c, const ot_settings *user) {
+  if (c->task == OT_TASK_TRANSLATE) return;   // the trainer takes the tokenizer's
   if (ot_settings_has(user, "vocab-size") || !c->data[0] || c->train_data[0]) return;
   int v = 0;
   if (ot_train_data_vocab(c->data, &v) != OT_OK) { ot_clear_error(); return; }

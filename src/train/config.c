@@ -66,7 +66,7 @@ static const key_def k_keys[] = {
   // batch
   {"batch-size", K_INT, O(batch_size), 1, 1 << 20, 0, "micro_batch_size micro_batch per_device_train_batch_size",
    "rows per micro-batch"},
-  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches micro_batches num_micro_batches",
+  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches micro_batches num_micro_batches update_freq",
    "micro-batches per optimizer step (per data-parallel replica)"},
   {"global-batch", K_INT, O(global_batch), 0, 1 << 30, F_NOSAVE, "global_batch_size",
    "rows per optimizer step (sets --grad-accum = global-batch / batch-size)"},
@@ -517,7 +517,7 @@ void ot_train_config_help(FILE *f) {
     else if (v[0]) fprintf(f, " [%s]", v);
     char vt[OT_PATH_MAX];
     ot_train_config_get(&tr, k_keys[i].name, vt, sizeof vt);
-    if (strcmp(v, vt) && strcmp(k_keys[i].name, "task")) fprintf(f, " [translate: %s]", vt[0] ? vt : "\"\"");
+    if (strcmp(v, vt) && strcmp(k_keys[i].name, "task") && (!(k_keys[i].flags & F_MODEL) || i == 0)) fprintf(f, " [translate: %s]", vt[0] ? vt : "\"\"");
     fputc('\n', f);
     if (k_keys[i].aliases[0]) fprintf(f, "  %-16s   aliases: %s\n", "", k_keys[i].aliases);
   }
