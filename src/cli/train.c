@@ -230,7 +230,10 @@ int ot_cmd_eval(int argc, char **argv) {
   c.eval_only = true;
   c.resume[0] = 0;
   if (!rc) rc = ensure_data(&c);
-  if (!rc && !strcmp(split, "train")) {
+  if (!rc && !strcmp(split, "train") && c.task == OT_TASK_TRANSLATE) {
+    snprintf(c.valid_src, sizeof c.valid_src, "%s", c.src_data);
+    snprintf(c.valid_tgt, sizeof c.valid_tgt, "%s", c.tgt_data);
+  } else if (!rc && !strcmp(split, "train")) {
     if (c.train_data[0]) snprintf(c.val_data, sizeof c.val_data, "%s", c.train_data);
     else snprintf(c.val_data, sizeof c.val_data, "%.1000s/train_*.bin", c.data);
   }
@@ -241,11 +244,16 @@ int ot_cmd_eval(int argc, char **argv) {
     const ot_train_config *r = ot_trainer_config(t);
     double loss = 0, t0 = ot_now();
     int64_t ntok = 0;
-    if (ot_trainer_eval(t, r->eval_batches, &loss, &ntok) != OT_OK) rc = fail("eval");
+    double nll = NAN;
+    if (ot_trainer_eval_nll(t, r->eval_batches, &loss, &nll, &ntok) != OT_OK) rc = fail("eval");
     else if (!isfinite(loss)) {
       fprintf(stderr, "ot eval: %s: the loss is not finite (%g) over %lld tokens, although every weight "
               "is finite\n", dir, loss, (long long)ntok);
       rc = 1;
+    } else if (r->task == OT_TASK_TRANSLATE) {
+      printf("%s: held-out loss %.4f (label-smoothed %g), nll %.4f (perplexity %.2f) over %lld target tokens "
+             "of %s / %s (%s), %.1f s\n", dir, loss, r->label_smoothing, nll, exp(nll), (long long)ntok,
+             r->valid_src, r->valid_tgt, ot_dtype_name(r->dtype), ot_now() - t0);
     } else {
       const char *what = c.val_data[0] ? c.val_data : "val_*.bin";
       printf("%s: %s loss %.4f (perplexity %.2f) over %lld tokens of %s%s%s (seq-len %d, %s), %.1f s\n", dir,

@@ -31,7 +31,7 @@ static const key_def k_keys[] = {
   // model shape
   {"model", K_MODEL, O(model), 0, 0, F_MODEL, "preset",
    "model preset: small, tiny, gpt2, llama-tiny (sets every shape key)"},
-  {"names", K_NAMES, O(model.names), 0, 0, F_MODEL, "model_type", "tensor names / HF family: gpt2 | llama"},
+  {"names", K_NAMES, O(model.names), 0, 0, F_MODEL, "model_type", "tensor names / HF family: gpt2 | llama | marian"},
   {"vocab-size", K_INT, O(model.vocab), 1, 1 << 24, F_MODEL, "vocab_size vocab",
    "vocabulary size (default: the data's info.json, else the preset's)"},
   {"vocab-pad", K_INT, O(model.vocab_pad), 1, 1024, F_MODEL, "make_vocab_size_divisible_by",
@@ -47,8 +47,8 @@ static const key_def k_keys[] = {
   {"max-seq", K_INT, O(model.max_seq), 1, 1 << 22, F_MODEL,
    "max_position_embeddings n_positions max_seq_len", "longest sequence the model supports"},
   {"norm", K_NORM, O(model.norm), 0, 0, F_MODEL, "normalization", "layernorm | rmsnorm"},
-  {"activation", K_ACT, O(model.mlp), 0, 0, F_MODEL, "hidden_act activation_function", "gelu | swiglu"},
-  {"positions", K_POS, O(model.pos), 0, 0, F_MODEL, "position_embedding_type", "learned | rope"},
+  {"activation", K_ACT, O(model.mlp), 0, 0, F_MODEL, "hidden_act activation_function", "gelu | swiglu | relu | gelu-erf"},
+  {"positions", K_POS, O(model.pos), 0, 0, F_MODEL, "position_embedding_type", "learned | rope | sinusoidal"},
   {"rope-base", K_F32, O(model.rope_base), 1, 1e12, F_MODEL, "rope_theta rotary_base", "RoPE theta"},
   {"rope-style", K_ROPE, O(model.rope_style), 0, 0, F_MODEL, "", "neox (HF Llama) | gptj"},
   {"tied", K_BOOL, O(model.tied), 0, 0, F_MODEL, "tie_word_embeddings", "lm_head shares the embedding"},
@@ -372,9 +372,10 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
   static const char *const dtypes[] = {"f32", "bf16", "fp32", "float32", "bfloat16", "true", "false"};
   static const char *const recs[] = {"none", "selective", "full", "false", "true"};
   static const char *const norms[] = {"layernorm", "rmsnorm"};
-  static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh"};
-  static const char *const poss[] = {"learned", "rope", "learned-absolute"};
-  static const char *const names[] = {"gpt2", "llama"};
+  static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh", "relu",
+                                     "gelu-erf"};
+  static const char *const poss[] = {"learned", "rope", "learned-absolute", "sinusoidal"};
+  static const char *const names[] = {"gpt2", "llama", "marian"};
   static const char *const ropes[] = {"neox", "gptj"};
   static const char *const decays[] = {"cosine", "linear", "constant", "inverse-sqrt", "noam",
                                        "rsqrt", "inverse-square-root"};
@@ -401,15 +402,16 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       *(ot_norm_kind *)p = (ot_norm_kind)k;
       return OT_OK;
     case K_ACT:
-      if ((k = parse_choice(value, acts, 5)) < 0) BADV("is not an activation (gelu | swiglu)");
-      *(ot_mlp_kind *)p = (k == 1 || k == 3) ? OT_MLP_SWIGLU : OT_MLP_GELU;
+      if ((k = parse_choice(value, acts, 7)) < 0) BADV("is not an activation (gelu | swiglu | relu | gelu-erf)");
+      *(ot_mlp_kind *)p = (k == 1 || k == 3) ? OT_MLP_SWIGLU : k == 5 ? OT_MLP_RELU : k == 6 ? OT_MLP_GELU_ERF
+                                                                                           : OT_MLP_GELU;
       return OT_OK;
     case K_POS:
-      if ((k = parse_choice(value, poss, 3)) < 0) BADV("is not a position kind (learned | rope)");
-      *(ot_pos_kind *)p = k == 1 ? OT_POS_ROPE : OT_POS_LEARNED;
+      if ((k = parse_choice(value, poss, 4)) < 0) BADV("is not a position kind (learned | rope | sinusoidal)");
+      *(ot_pos_kind *)p = k == 1 ? OT_POS_ROPE : k == 3 ? OT_POS_SINUSOID : OT_POS_LEARNED;
       return OT_OK;
     case K_NAMES:
-      if ((k = parse_choice(value, names, 2)) < 0) BADV("is not a naming (gpt2 | llama)");
+      if ((k = parse_choice(value, names, 3)) < 0) BADV("is not a naming (gpt2 | llama | marian)");
       *(ot_names *)p = (ot_names)k;
       return OT_OK;
     case K_ROPE:
@@ -479,9 +481,22 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
     case K_DTYPE: snprintf(buf, cap, "%s", ot_dtype_name(*(const ot_dtype *)p)); break;
     case K_RECOMPUTE: snprintf(buf, cap, "%s", ot_recompute_name(*(const ot_recompute *)p)); break;
     case K_NORM: snprintf(buf, cap, "%s", *(const ot_norm_kind *)p == OT_NORM_RMSNORM ? "rmsnorm" : "layernorm"); break;
-    case K_ACT: snprintf(buf, cap, "%s", *(const ot_mlp_kind *)p == OT_MLP_SWIGLU ? "swiglu" : "gelu"); break;
-    case K_POS: snprintf(buf, cap, "%s", *(const ot_pos_kind *)p == OT_POS_ROPE ? "rope" : "learned"); break;
-    case K_NAMES: snprintf(buf, cap, "%s", *(const ot_names *)p == OT_NAMES_LLAMA ? "llama" : "gpt2"); break;
+    case K_ACT: {
+      const ot_mlp_kind a = *(const ot_mlp_kind *)p;
+      snprintf(buf, cap, "%s", a == OT_MLP_SWIGLU ? "swiglu" : a == OT_MLP_RELU ? "relu"
+                               : a == OT_MLP_GELU_ERF ? "gelu-erf" : "gelu");
+      break;
+    }
+    case K_POS: {
+      const ot_pos_kind q = *(const ot_pos_kind *)p;
+      snprintf(buf, cap, "%s", q == OT_POS_ROPE ? "rope" : q == OT_POS_SINUSOID ? "sinusoidal" : "learned");
+      break;
+    }
+    case K_NAMES: {
+      const ot_names q = *(const ot_names *)p;
+      snprintf(buf, cap, "%s", q == OT_NAMES_LLAMA ? "llama" : q == OT_NAMES_MARIAN ? "marian" : "gpt2");
+      break;
+    }
     case K_ROPE: snprintf(buf, cap, "%s", *(const ot_rope_style *)p == OT_ROPE_GPTJ ? "gptj" : "neox"); break;
     case K_DECAY: snprintf(buf, cap, "%s", ot_lr_decay_name(*(const ot_lr_decay *)p)); break;
     case K_MODEL: snprintf(buf, cap, "%s", c->model.name); break;
