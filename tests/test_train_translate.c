@@ -122,17 +122,17 @@ static void test_learns_and_resumes(void) {
   ot_trainer_free(b);
   b = NULL;
   // the checkpoint's settings give back the encoder-decoder config (names, activation, positions)
-  ot_settings *l = calloc(1, sizeof *l);
+  ot_settings *kl = calloc(1, sizeof *kl);
   ot_train_config rc;
   ot_train_config_default(&rc);
-  th_check(ot_ckpt_read_config(ck, l) == OT_OK && ot_train_config_apply(&rc, l, NULL) == OT_OK &&
+  th_check(ot_ckpt_read_config(ck, kl) == OT_OK && ot_train_config_apply(&rc, kl, NULL) == OT_OK &&
            ot_train_config_resolve(&rc) == OT_OK, "checkpoint settings: %s", ot_last_error());
   th_check(rc.task == OT_TASK_TRANSLATE && rc.model.arch == OT_ARCH_ENCDEC && rc.model.names == c.model.names &&
            rc.model.mlp == c.model.mlp && rc.model.pos == c.model.pos && rc.label_smoothing == c.label_smoothing &&
            rc.tokens_per_batch == c.tokens_per_batch && !strcmp(rc.src_data, c.src_data),
            "checkpoint settings round-trip (names %d/%d, mlp %d/%d, pos %d/%d)", rc.model.names, c.model.names,
            rc.model.mlp, c.model.mlp, rc.model.pos, c.model.pos);
-  free(l);
+  free(kl);
   th_check(ot_trainer_create(&b, &c) == OT_OK && ot_trainer_load(b, ck, false) == OT_OK, "load: %s",
            ot_last_error());
   if (b && a && ot_trainer_steps_done(b) == 3 && run_steps(b, 3, lb + 3)) {
