@@ -321,8 +321,9 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
   }
   if (s == OT_OK && root) {
     char title[160];
+    const long long per = c.task == OT_TASK_TRANSLATE ? c.tokens_per_batch : (long long)c.batch_size * c.seq_len;
     snprintf(title, sizeof title, "%s: %lld steps, batch %lld tokens", c.model.name, (long long)done,
-             (long long)c.grad_accum * c.batch_size * c.data_parallel * c.seq_len);
+             (long long)c.grad_accum * c.data_parallel * per);
     s = ot_train_plot(logp, plotp, title);
   }
   // a run must end in a finite state: not on skipped steps, not on a non-finite held-out loss
