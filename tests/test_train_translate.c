@@ -225,6 +225,40 @@ static void test_bleu(void) {
   ot_bleu_free(b);
   th_check(s.score == w.score && s.sys_len == w.sys_len, "BLEU of the copied sources = ot_bleu's (%g, %g)",
            s.score, w.score);
+  // the run prints BLEU with its signature at each evaluation and logs it
+  ot_train_config rc = tr_config();
+  rc.steps = 2;
+  rc.eval_every = 1;
+  rc.eval_bleu_sentences = 10;
+  rc.quiet = false;
+  snprintf(rc.out, sizeof rc.out, "%s/run", g_dir);
+  FILE *o = tmpfile();
+  h.translate = hook_ref;
+  double fl = 0, fv = 0;
+  th_check(o && ot_train_run_hooks(&rc, &h, o, &fl, &fv) == OT_OK && isfinite(fl) && isfinite(fv),
+           "run with the hook: %s", ot_last_error());
+  if (o) {
+    char line[512];
+    int bleu_lines = 0;
+    rewind(o);
+    while (fgets(line, sizeof line, o))
+      if (!strncmp(line, "bleu  step", 10) && strstr(line, "10 sentences") && strstr(line, "BLEU = ") &&
+          strstr(line, "nrefs:1|case:mixed"))
+        bleu_lines++;
+    th_check(bleu_lines == 3, "a BLEU line at steps 0, 1, 2 (%d)", bleu_lines);
+    fclose(o);
+  }
+  char logp[400], *log = NULL;
+  snprintf(logp, sizeof logp, "%s/run/log.jsonl", g_dir);
+  FILE *lf = fopen(logp, "r");
+  if (lf) {
+    log = calloc(1, 1 << 16);
+    size_t got = fread(log, 1, (1 << 16) - 1, lf);
+    (void)got;
+    fclose(lf);
+  }
+  th_check(log && strstr(log, "\"bleu\": ") && strstr(log, "\"val_nll\": "), "the log has bleu and val_nll");
+  free(log);
   for (int i = 0; i < 50; i++) { free(r.lines[i]); free(srcl[i]); }
   free(r.lines);
   free(srcl);
