@@ -188,6 +188,8 @@ typedef struct {
   bool skipped;        // non-finite loss or norm: no update
   int64_t tokens;      // tokens in the global batch
   double seconds;      // wall time of the step
+  int64_t tgt_tokens;  // scored tokens the FLOPs count: = tokens (lm); translate: the
+                       // target tokens (tokens counts source + target)
 } ot_step_info;
 
 // Resolves (ot_train_config_resolve on a copy), sets the thread count,

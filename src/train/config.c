@@ -147,7 +147,7 @@ static const key_def k_keys[] = {
    "translate: training target sentences (line i translates line i of --src-data)"},
   {"valid-src", K_STR, O(valid_src), 0, 0, 0, "valid_src_data", "translate: held-out source sentences"},
   {"valid-tgt", K_STR, O(valid_tgt), 0, 0, 0, "valid_tgt_data", "translate: held-out target sentences"},
-  {"tokens-per-batch", K_INT, O(tokens_per_batch), 1, 1 << 30, 0, "max_tokens mini_batch_words",
+  {"tokens-per-batch", K_INT, O(tokens_per_batch), 0, 1 << 30, 0, "max_tokens mini_batch_words",
    "translate: token budget of one micro-batch, rows x max(source, target length) (fairseq "
    "--max-tokens); a step takes grad-accum x data-parallel of them"},
   {"max-rows", K_INT, O(max_rows), 0, 1 << 20, 0, "max_sentences",

@@ -249,7 +249,7 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     if (s != OT_OK) break;
     // parallel: the peak of one process times the processes (one core each when they fit)
     const int world = ot_dist_world_size();
-    double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * tps / (r.peak * world * 1e9) : NAN;
+    double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * (st.tgt_tokens / st.seconds) / (r.peak * world * 1e9) : NAN;
     ema = step == start ? st.seconds : 0.9 * ema + 0.1 * st.seconds;
     if (st.skipped) {
       skipped++;

@@ -63,8 +63,9 @@ ot_status ot__tr_create(ot_trainer *t);
 void ot__tr_free(struct ot__tr *tr);
 // This rank's micro-batches of the next global batch, forward and backward:
 // *loss (sum of the micro-batch losses, each over the global target count),
-// *finite, *tokens (source + target tokens of the global batch).
-ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens);
+// *finite, *tokens (source + target tokens of the global batch), *tgt_tokens (its targets).
+ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
+                               int64_t *tgt_tokens);
 // Held-out loss over the first `batches` batches of the held-out bitext.
 ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int64_t *tokens);
 bool ot__tr_has_val(const ot_trainer *t);

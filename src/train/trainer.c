@@ -219,9 +219,9 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   uint16_t *pb = ot_model_params_bf16(m);
   double loss = 0.0, sumsq = 0.0;
   bool finite = true;
-  int64_t ntok = (int64_t)dp * A * B * T;
+  int64_t ntok = (int64_t)dp * A * B * T, ntgt = ntok;
   if (t->tr) {   // translate: the bitext batcher's global batch (one process)
-    OT_TRY(ot__tr_micro_batches(t, &loss, &finite, &ntok));
+    OT_TRY(ot__tr_micro_batches(t, &loss, &finite, &ntok, &ntgt));
     if (finite) sumsq = ot_sumsq(g, n);
   } else if (par) {
     OT_TRY(ot__par_micro_batches(par, rows + (size_t)ot__par_dp_rank(par) * A * B * rowlen, t->x, t->y,
@@ -249,6 +249,7 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   st.loss = finite ? loss : NAN;
   st.grad_norm = norm;
   st.tokens = ntok;   // translate: source + target tokens
+  st.tgt_tokens = ntgt;
   if (!finite || !isfinite(norm) || isnan(coef)) {
     st.skipped = true;
     st.clip = NAN;

@@ -119,7 +119,8 @@ static ot_s2s_batch chunk(const ot_bitext_batch *b, int r0, int rows) {
   return s;
 }
 
-ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens) {
+ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
+                               int64_t *tgt_tokens) {
   struct ot__tr *tr = t->tr;
   if (!tr->tb) return ot_error(OT_EINVAL, "ot_trainer_step: no training bitext (set --src-data, --tgt-data)");
   ot_bitext_batch b;
@@ -130,6 +131,7 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
   int64_t ntok = 0;
   for (int i = 0; i < b.B; i++) ntok += b.src_len[i] + b.tgt_len[i];
   *tokens = ntok;
+  *tgt_tokens = b.global_tgt_tokens;
   const float count = b.global_tgt_tokens > 0 ? (float)b.global_tgt_tokens : 1.0f;
   const int rows = chunk_rows(t, b.S, b.T);
   *loss = 0.0;
