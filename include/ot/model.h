@@ -383,6 +383,15 @@ typedef struct {
 // the gradients of every parameter (encoder through the cross-attention).
 ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, bool want_grad,
                                double *loss);
+// Label smoothing of the loss from now on: eps in [0, 1) (0, the default: the
+// plain cross-entropy, ot_xent_fused; else ot_xent_ls_fused, the loss and its
+// gradient label-smoothed). OT_EINVAL outside [0, 1); a vocabulary-parallel
+// head refuses eps > 0 (OT_EUNSUPPORTED).
+ot_status ot_model_set_label_smoothing(ot_model *m, float eps);
+// Plain NLL (sum of -log p_target / count) of the last forward with targets:
+// = its loss when eps = 0; with eps > 0 computed in forwards without want_grad
+// only (NaN after a training forward, whose logits become their gradient).
+double ot_model_nll(const ot_model *m);
 // The encoder output of the last ot_model_forward_s2s: [B*S, *ld] (dt of the run), or NULL.
 const void *ot_model_encoder_out(const ot_model *m, int *ld);
 // Writes <dir>/config.json and <dir>/model.safetensors (F32) that

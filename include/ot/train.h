@@ -97,7 +97,28 @@ typedef struct {
   bool overlap;                // launch each bucket's all-reduce as soon as its gradients are final
   bool gpipe;                  // pipeline schedule GPipe (all forwards, then all backwards) vs 1F1B
   float comm_timeout;          // seconds a blocking communication may wait before the job ends
+  // task: language model over token shards (OT_TASK_LM) or translation over a
+  // bitext (OT_TASK_TRANSLATE: an encoder-decoder model, token-budget batches,
+  // label-smoothed loss, BLEU at evaluation). Setting task = translate (from lm)
+  // sets its defaults: model transformer-small (when the model is decoder-only),
+  // data out/translate-data (the joint tokenizer of `ot prepare --task translate`),
+  // the bundled data/translate/{train,valid}.{en,fr}, tokens_per_batch 4096,
+  // label_smoothing 0.1, dropout 0.1, lr 7e-4 inverse_sqrt with 4000 warmup
+  // steps (capped at steps / 10 for short runs by --warmup -1), betas (0.9, 0.98),
+  // weight decay 0, eval_bleu_sentences 200; keys given after it refine them.
+  int task;                    // OT_TASK_LM | OT_TASK_TRANSLATE
+  char src_data[OT_PATH_MAX], tgt_data[OT_PATH_MAX];     // training bitext (line i = line i)
+  char valid_src[OT_PATH_MAX], valid_tgt[OT_PATH_MAX];   // held-out bitext ("" = none)
+  int tokens_per_batch;        // translate: rows x max(S, T) of one micro-batch (fairseq --max-tokens);
+                               // a step takes grad_accum x data_parallel of them
+  int max_rows;                // translate: most rows per forward (0: tokens_per_batch / longest
+                               // sequence, so the buffers hold one micro-batch of the longest)
+  float label_smoothing;       // eps of the label-smoothed cross-entropy (0: plain)
+  float dropout, attn_dropout, act_dropout;   // model dropout (residual / attention / MLP act.)
+  int eval_bleu_sentences;     // translate: first K held-out pairs translated for BLEU (0: off)
 } ot_train_config;
+
+enum { OT_TASK_LM = 0, OT_TASK_TRANSLATE = 1 };
 
 // Defaults: model "small", data "out/data", batch 8 x 256 tokens, 1 micro-batch,
 // f32, recompute none, seed 1337, 300 steps, lr 1e-3 -> 1e-4 (min_lr -1: lr/10)
@@ -167,6 +188,8 @@ typedef struct {
   bool skipped;        // non-finite loss or norm: no update
   int64_t tokens;      // tokens in the global batch
   double seconds;      // wall time of the step
+  int64_t tgt_tokens;  // scored tokens the FLOPs count: = tokens (lm); translate: the
+                       // target tokens (tokens counts source + target)
 } ot_step_info;
 
 // Resolves (ot_train_config_resolve on a copy), sets the thread count,
@@ -199,6 +222,32 @@ ot_status ot_trainer_eval(ot_trainer *t, int batches, double *loss, int64_t *tok
 // Same over rows [nrows, seq_len + 1] given by the caller, in batch_size chunks.
 ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
                              int64_t *tokens);
+
+// Same as ot_trainer_eval, also *nll (may be NULL) = the plain NLL per token
+// (= *loss without label smoothing). Translate: the held-out bitext in the
+// batcher's evaluation order (longest first), `batches` token-budget batches.
+ot_status ot_trainer_eval_nll(ot_trainer *t, int batches, double *loss, double *nll,
+                              int64_t *tokens);
+
+// ---- translation (task = translate)
+// The decoder's hook: translates src[n] (detokenized source sentences) with
+// model m into hyp[n] (each malloc'd, NUL-terminated, detokenized; the caller
+// frees them); tokenizer_dir holds the joint vocab.json / merges.txt. Returns
+// OT_OK or an error with its message set (hyp entries set so far are freed by
+// the caller; the others must stay NULL).
+typedef ot_status (*ot_translate_fn)(void *ctx, ot_model *m, const char *tokenizer_dir,
+                                     const char *const *src, int n, char **hyp);
+typedef struct {
+  ot_translate_fn translate;   // NULL: no BLEU at evaluation
+  void *ctx;
+} ot_train_hooks;
+// Installs (or, with h NULL, removes) the hooks of a trainer.
+void ot_trainer_set_hooks(ot_trainer *t, const ot_train_hooks *h);
+// BLEU of the first n (<= 0: the config's eval_bleu_sentences) held-out pairs
+// through the translate hook, against their detokenized references
+// (sacreBLEU defaults): *score and the signature (sig, cap bytes; may be NULL).
+// OT_EINVAL without the hook, without a held-out bitext or for an LM trainer.
+ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig, size_t cap);
 
 ot_model *ot_trainer_model(ot_trainer *t);
 const ot_train_config *ot_trainer_config(const ot_trainer *t);   // resolved
@@ -315,6 +364,10 @@ ot_status ot_ckpt_average(const char *run_dir, int last_k, const char *out_dir);
 // on skipped (non-finite) steps or with a non-finite held-out loss returns
 // OT_EINVAL saying so (after its final checkpoint, when the state is finite).
 ot_status ot_train_run(const ot_train_config *c, FILE *out, double *final_loss, double *final_val);
+// ot_train_run with hooks (h may be NULL): translate runs print BLEU at each
+// evaluation when h->translate is set.
+ot_status ot_train_run_hooks(const ot_train_config *c, const ot_train_hooks *h, FILE *out,
+                             double *final_loss, double *final_val);
 
 // Writes an SVG loss curve from a JSONL log (records {"step", "loss"} and
 // {"step", "val_loss"}; for a repeated step the last record wins, so a resumed

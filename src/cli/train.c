@@ -31,7 +31,9 @@ static void train_more_help(FILE *f) {
           "  ot train                                   # small model, bundled corpus, 300 steps\n"
           "  ot train --steps 50 --eval-every 10 --profile out/trace.json\n"
           "  ot train --micro_batch_size 4 --global_batch_size 16 --lr 6e-4 --dtype bf16\n"
-          "  ot train --resume out/train --steps 600    # continue (and extend) the run\n");
+          "  ot train --resume out/train --steps 600    # continue (and extend) the run\n"
+          "  ot train --task translate --steps 200      # transformer-small on data/translate (En-Fr)\n"
+          "  ot train --task translate --model transformer-base --max-tokens 4096 --update-freq 2\n");
 }
 
 static const cli_flag k_train_flags[] = {
@@ -61,6 +63,20 @@ static bool has_shards(const char *data, const char *split) {
 
 // The default data directory is made from the bundled corpus when missing.
 static int ensure_data(const ot_train_config *c) {
+  if (c->task == OT_TASK_TRANSLATE) {   // the joint tokenizer of the bundled bitext
+    char vj[OT_PATH_MAX + 16], vs[16];
+    snprintf(vj, sizeof vj, "%s/vocab.json", c->data);
+    FILE *f = fopen(vj, "rb");
+    if (f) { fclose(f); return 0; }
+    if (strcmp(c->data, "out/translate-data") != 0 || c->eval_only) return 0;   // the trainer names it
+    snprintf(vs, sizeof vs, "%d", c->model.vocab);
+    printf("no tokenizer in %s: making it (ot prepare --task translate --src %s --tgt %s --vocab-size %s "
+           "--out %s)\n", c->data, c->src_data, c->tgt_data, vs, c->data);
+    fflush(stdout);
+    char *args[] = {"--task", "translate", "--src", (char *)c->src_data, "--tgt", (char *)c->tgt_data,
+                    "--vocab-size", vs, "--out", (char *)c->data, "--quiet"};
+    return ot_cmd_prepare(11, args);
+  }
   if (c->train_data[0] || !c->data[0] || has_shards(c->data, "train")) return 0;
   if (strcmp(c->data, "out/data") != 0) return 0;   // the trainer names the missing shards
   FILE *f = fopen(k_corpus, "rb");
@@ -75,6 +91,7 @@ static int ensure_data(const ot_train_config *c) {
 
 // Model vocabulary from <data>/info.json unless the settings give one.
 static void vocab_from_data(ot_train_config *c, const ot_settings *user) {
+  if (c->task == OT_TASK_TRANSLATE) return;   // the trainer takes the tokenizer's
   if (ot_settings_has(user, "vocab-size") || !c->data[0] || c->train_data[0]) return;
   int v = 0;
   if (ot_train_data_vocab(c->data, &v) != OT_OK) { ot_clear_error(); return; }
@@ -213,7 +230,10 @@ int ot_cmd_eval(int argc, char **argv) {
   c.eval_only = true;
   c.resume[0] = 0;
   if (!rc) rc = ensure_data(&c);
-  if (!rc && !strcmp(split, "train")) {
+  if (!rc && !strcmp(split, "train") && c.task == OT_TASK_TRANSLATE) {
+    snprintf(c.valid_src, sizeof c.valid_src, "%s", c.src_data);
+    snprintf(c.valid_tgt, sizeof c.valid_tgt, "%s", c.tgt_data);
+  } else if (!rc && !strcmp(split, "train")) {
     if (c.train_data[0]) snprintf(c.val_data, sizeof c.val_data, "%s", c.train_data);
     else snprintf(c.val_data, sizeof c.val_data, "%.1000s/train_*.bin", c.data);
   }
@@ -224,11 +244,16 @@ int ot_cmd_eval(int argc, char **argv) {
     const ot_train_config *r = ot_trainer_config(t);
     double loss = 0, t0 = ot_now();
     int64_t ntok = 0;
-    if (ot_trainer_eval(t, r->eval_batches, &loss, &ntok) != OT_OK) rc = fail("eval");
+    double nll = NAN;
+    if (ot_trainer_eval_nll(t, r->eval_batches, &loss, &nll, &ntok) != OT_OK) rc = fail("eval");
     else if (!isfinite(loss)) {
       fprintf(stderr, "ot eval: %s: the loss is not finite (%g) over %lld tokens, although every weight "
               "is finite\n", dir, loss, (long long)ntok);
       rc = 1;
+    } else if (r->task == OT_TASK_TRANSLATE) {
+      printf("%s: held-out loss %.4f (label-smoothed %g), nll %.4f (perplexity %.2f) over %lld target tokens "
+             "of %s / %s (%s), %.1f s\n", dir, loss, r->label_smoothing, nll, exp(nll), (long long)ntok,
+             r->valid_src, r->valid_tgt, ot_dtype_name(r->dtype), ot_now() - t0);
     } else {
       const char *what = c.val_data[0] ? c.val_data : "val_*.bin";
       printf("%s: %s loss %.4f (perplexity %.2f) over %lld tokens of %s%s%s (seq-len %d, %s), %.1f s\n", dir,

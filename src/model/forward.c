@@ -89,13 +89,26 @@ ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, 
     for (int i = 0; i < N; i++) n += targets[i] != m->run.ignore_index;
     count = n > 0 ? (float)n : 1.0f;   // nothing to learn from: loss 0, zero gradient
   }
-  if (m->part.vocab_parallel && m->part.tp > 1)
+  double sum = 0.0;
+  m->nll = NAN;
+  if (m->ls_eps > 0.0f) {   // label-smoothed (encoder-decoder training; whole models only)
+    if (!want_grad) {       // evaluation: the plain NLL of the same logits first (not overwritten)
+      OT_TRY(ot_xent_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index, count,
+                           m->row_loss, NULL, false));
+      for (int i = 0; i < N; i++) sum += m->row_loss[i];
+      m->nll = sum / (double)count;
+      sum = 0.0;
+    }
+    OT_TRY(ot_xent_ls_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index,
+                            m->ls_eps, count, m->row_loss, NULL, want_grad));
+  } else if (m->part.vocab_parallel && m->part.tp > 1) {
     OT_TRY(ot__vp_xent(m, m->logits, targets, N, count, m->row_loss, want_grad, m->xred));
-  else
+  } else {
     OT_TRY(ot_xent_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index, count,
                          m->row_loss, NULL, want_grad));
-  double sum = 0.0;
+  }
   for (int i = 0; i < N; i++) sum += m->row_loss[i];
+  if (!(m->ls_eps > 0.0f)) m->nll = sum / (double)count;
   if (loss) *loss = sum / (double)count;
   m->have_grad_state = want_grad;
   return OT_OK;
@@ -246,3 +259,17 @@ void *ot_model_stage_output(ot_model *m, int slot) {
   return m && slot >= 0 && slot < m->part.slots ? m->slots[slot].resf : NULL;
 }
 void *ot_model_stage_grad(ot_model *m) { return m ? m->dres : NULL; }
+
+// Label smoothing eps in [0, 1) of every later loss (0: plain cross-entropy).
+ot_status ot_model_set_label_smoothing(ot_model *m, float eps) {
+  OT_CHECK_PTR(m, "ot_model_set_label_smoothing");
+  if (!(eps >= 0.0f && eps < 1.0f))
+    return ot_error(OT_EINVAL, "label smoothing %g is outside [0, 1) (0.1 is the usual value)", eps);
+  if (eps > 0.0f && m->part.vocab_parallel && m->part.tp > 1)
+    return ot_error(OT_EUNSUPPORTED, "label smoothing with a vocabulary-parallel head is not "
+                    "supported (turn off --vocab-parallel or use --label-smoothing 0)");
+  m->ls_eps = eps;
+  return OT_OK;
+}
+
+double ot_model_nll(const ot_model *m) { return m ? m->nll : NAN; }

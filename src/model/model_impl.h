@@ -122,6 +122,9 @@ struct ot_model {
   int B, T;
   bool have_grad_state;
   int cur;                    // slot the pointers above refer to
+  // label smoothing of the loss (ot_model_set_label_smoothing; 0: plain cross-entropy)
+  float ls_eps;
+  double nll;                 // plain NLL (sum / count) of the last forward with targets
 };
 
 // Dropout of the coming forward (dropout.c): m->ddrop and m->edrop from the config and

@@ -245,9 +245,8 @@ static ot_status write_files(ot_trainer *t, const char *dir, const char *parent)
   meta_add(&o, "updates", "%" PRId64, t->updates);
   meta_add(&o, "rng", "%" PRIu64, t->rng);
   meta_add(&o, "params_checksum", "%016" PRIx64, ot__hash_floats(ot_model_params(t->m), ot_model_n_floats(t->m)));
-  if (t->train) {
-    ot_loader_state ls;
-    ot_loader_get_state(t->train, &ls);
+  ot_loader_state ls;
+  if (ot__trainer_data_state(t, &ls)) {
     meta_add(&o, "data_epoch", "%" PRIu64, ls.epoch);
     meta_add(&o, "data_index", "%" PRIu64, ls.index);
     meta_add(&o, "data_fingerprint", "%016" PRIx64, ls.fingerprint);
@@ -558,12 +557,12 @@ static ot_status load_state(ot_trainer *t, const ot_st_file *f) {
       memcpy(t->mom[k] + p->offset, x->data, x->nbytes);
     }
   }
-  if (t->train && ot_st_meta(f, "data_epoch")) {   // absent: saved without a loader
-    ot_loader_state ls;
+  ot_loader_state ls;
+  if (ot__trainer_data_state(t, &ls) && ot_st_meta(f, "data_epoch")) {   // absent: saved without a loader
     OT_TRY(meta_u64(f, "data_epoch", 10, &ls.epoch));
     OT_TRY(meta_u64(f, "data_index", 10, &ls.index));
     OT_TRY(meta_u64(f, "data_fingerprint", 16, &ls.fingerprint));
-    if (ot_loader_set_state(t->train, &ls) != OT_OK)
+    if (ot__trainer_set_data_state(t, &ls) != OT_OK)
       return ot_error(OT_EINVAL, "checkpoint %s: its data position does not fit this run's training data "
                       "(other shards, --seq-len, --batch-size, --shuffle or --seed?): %s", ot_st_name(f),
                       ot_last_error());

@@ -10,7 +10,7 @@
 
 typedef enum {
   K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
-  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK
 } ktype;
 
 typedef struct {
@@ -31,7 +31,7 @@ static const key_def k_keys[] = {
   // model shape
   {"model", K_MODEL, O(model), 0, 0, F_MODEL, "preset",
    "model preset: small, tiny, gpt2, llama-tiny (sets every shape key)"},
-  {"names", K_NAMES, O(model.names), 0, 0, F_MODEL, "model_type", "tensor names / HF family: gpt2 | llama"},
+  {"names", K_NAMES, O(model.names), 0, 0, F_MODEL, "model_type", "tensor names / HF family: gpt2 | llama | marian"},
   {"vocab-size", K_INT, O(model.vocab), 1, 1 << 24, F_MODEL, "vocab_size vocab",
    "vocabulary size (default: the data's info.json, else the preset's)"},
   {"vocab-pad", K_INT, O(model.vocab_pad), 1, 1024, F_MODEL, "make_vocab_size_divisible_by",
@@ -47,8 +47,8 @@ static const key_def k_keys[] = {
   {"max-seq", K_INT, O(model.max_seq), 1, 1 << 22, F_MODEL,
    "max_position_embeddings n_positions max_seq_len", "longest sequence the model supports"},
   {"norm", K_NORM, O(model.norm), 0, 0, F_MODEL, "normalization", "layernorm | rmsnorm"},
-  {"activation", K_ACT, O(model.mlp), 0, 0, F_MODEL, "hidden_act activation_function", "gelu | swiglu"},
-  {"positions", K_POS, O(model.pos), 0, 0, F_MODEL, "position_embedding_type", "learned | rope"},
+  {"activation", K_ACT, O(model.mlp), 0, 0, F_MODEL, "hidden_act activation_function", "gelu | swiglu | relu | gelu-erf"},
+  {"positions", K_POS, O(model.pos), 0, 0, F_MODEL, "position_embedding_type", "learned | rope | sinusoidal"},
   {"rope-base", K_F32, O(model.rope_base), 1, 1e12, F_MODEL, "rope_theta rotary_base", "RoPE theta"},
   {"rope-style", K_ROPE, O(model.rope_style), 0, 0, F_MODEL, "", "neox (HF Llama) | gptj"},
   {"tied", K_BOOL, O(model.tied), 0, 0, F_MODEL, "tie_word_embeddings", "lm_head shares the embedding"},
@@ -66,7 +66,7 @@ static const key_def k_keys[] = {
   // batch
   {"batch-size", K_INT, O(batch_size), 1, 1 << 20, 0, "micro_batch_size micro_batch per_device_train_batch_size",
    "rows per micro-batch"},
-  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches micro_batches num_micro_batches",
+  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches micro_batches num_micro_batches update_freq",
    "micro-batches per optimizer step (per data-parallel replica)"},
   {"global-batch", K_INT, O(global_batch), 0, 1 << 30, F_NOSAVE, "global_batch_size",
    "rows per optimizer step (sets --grad-accum = global-batch / batch-size)"},
@@ -137,6 +137,31 @@ static const key_def k_keys[] = {
    "pipeline schedule GPipe (all forwards, then all backwards) instead of 1F1B"},
   {"comm-timeout", K_F32, O(comm_timeout), 0, 1e6, F_NOSAVE, "distributed_timeout",
    "seconds a blocking communication may wait before the job is ended (0: never)"},
+  // translation (task = translate)
+  {"task", K_TASK, O(task), 0, 0, 0, "",
+   "lm (token shards) | translate (a bitext, encoder-decoder model; sets the translate defaults: "
+   "transformer-small, inverse_sqrt lr 7e-4, betas (0.9, 0.98), label smoothing 0.1, dropout 0.1)"},
+  {"src-data", K_STR, O(src_data), 0, 0, 0, "train_src src_train",
+   "translate: training source sentences, one per line"},
+  {"tgt-data", K_STR, O(tgt_data), 0, 0, 0, "train_tgt tgt_train",
+   "translate: training target sentences (line i translates line i of --src-data)"},
+  {"valid-src", K_STR, O(valid_src), 0, 0, 0, "valid_src_data", "translate: held-out source sentences"},
+  {"valid-tgt", K_STR, O(valid_tgt), 0, 0, 0, "valid_tgt_data", "translate: held-out target sentences"},
+  {"tokens-per-batch", K_INT, O(tokens_per_batch), 0, 1 << 30, 0, "max_tokens mini_batch_words",
+   "translate: token budget of one micro-batch, rows x max(source, target length) (fairseq "
+   "--max-tokens); a step takes grad-accum x data-parallel of them"},
+  {"max-rows", K_INT, O(max_rows), 0, 1 << 20, 0, "max_sentences",
+   "translate: most rows per forward (0: tokens-per-batch / the longest sequence)"},
+  {"label-smoothing", K_F32, O(label_smoothing), 0, 0.999, 0, "label_smoothing_factor smoothing",
+   "eps of the label-smoothed cross-entropy (0: plain)"},
+  {"dropout", K_F32, O(dropout), 0, 0.999, 0, "hidden_dropout residual_dropout",
+   "dropout on embeddings and residual branches (translate default 0.1)"},
+  {"attention-dropout", K_F32, O(attn_dropout), 0, 0.999, 0, "attn_dropout transformer_dropout_attention",
+   "dropout on attention probabilities"},
+  {"activation-dropout", K_F32, O(act_dropout), 0, 0.999, 0, "relu_dropout transformer_dropout_ffn",
+   "dropout on the MLP activation"},
+  {"eval-bleu-sentences", K_INT, O(eval_bleu_sentences), 0, 1 << 30, 0, "bleu_sentences",
+   "translate: held-out pairs translated for BLEU at each evaluation (0: none)"},
 };
 #define NKEYS ((int)(sizeof k_keys / sizeof k_keys[0]))
 
@@ -253,6 +278,30 @@ void ot_train_config_default(ot_train_config *c) {
   c->comm_timeout = 300.0f;
 }
 
+// The defaults of task = translate (fairseq's transformer recipe, scaled down).
+static void translate_defaults(ot_train_config *c) {
+  if (c->model.arch != OT_ARCH_ENCDEC) ot_model_config_preset(&c->model, "transformer-small");
+  snprintf(c->data, sizeof c->data, "out/translate-data");
+  snprintf(c->src_data, sizeof c->src_data, "data/translate/train.en");
+  snprintf(c->tgt_data, sizeof c->tgt_data, "data/translate/train.fr");
+  snprintf(c->valid_src, sizeof c->valid_src, "data/translate/valid.en");
+  snprintf(c->valid_tgt, sizeof c->valid_tgt, "data/translate/valid.fr");
+  snprintf(c->out, sizeof c->out, "out/translate");
+  c->tokens_per_batch = 4096;
+  c->label_smoothing = 0.1f;
+  c->dropout = 0.1f;
+  c->lr = 7e-4f;
+  c->lr_decay = OT_LR_INVSQRT;
+  c->warmup = -1;
+  c->min_lr = -1.0f;
+  c->beta1 = 0.9f;
+  c->beta2 = 0.98f;
+  c->weight_decay = 0.0f;
+  c->grad_clip = 0.0f;
+  c->eval_batches = 1000000;
+  c->eval_bleu_sentences = 200;
+}
+
 // ----------------------------------------------------------------- values ---
 static bool parse_bool(const char *v, bool *out) {
   char n[16];
@@ -323,9 +372,10 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
   static const char *const dtypes[] = {"f32", "bf16", "fp32", "float32", "bfloat16", "true", "false"};
   static const char *const recs[] = {"none", "selective", "full", "false", "true"};
   static const char *const norms[] = {"layernorm", "rmsnorm"};
-  static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh"};
-  static const char *const poss[] = {"learned", "rope", "learned-absolute"};
-  static const char *const names[] = {"gpt2", "llama"};
+  static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh", "relu",
+                                     "gelu-erf"};
+  static const char *const poss[] = {"learned", "rope", "learned-absolute", "sinusoidal"};
+  static const char *const names[] = {"gpt2", "llama", "marian"};
   static const char *const ropes[] = {"neox", "gptj"};
   static const char *const decays[] = {"cosine", "linear", "constant", "inverse-sqrt", "noam",
                                        "rsqrt", "inverse-square-root"};
@@ -352,15 +402,16 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       *(ot_norm_kind *)p = (ot_norm_kind)k;
       return OT_OK;
     case K_ACT:
-      if ((k = parse_choice(value, acts, 5)) < 0) BADV("is not an activation (gelu | swiglu)");
-      *(ot_mlp_kind *)p = (k == 1 || k == 3) ? OT_MLP_SWIGLU : OT_MLP_GELU;
+      if ((k = parse_choice(value, acts, 7)) < 0) BADV("is not an activation (gelu | swiglu | relu | gelu-erf)");
+      *(ot_mlp_kind *)p = (k == 1 || k == 3) ? OT_MLP_SWIGLU : k == 5 ? OT_MLP_RELU : k == 6 ? OT_MLP_GELU_ERF
+                                                                                           : OT_MLP_GELU;
       return OT_OK;
     case K_POS:
-      if ((k = parse_choice(value, poss, 3)) < 0) BADV("is not a position kind (learned | rope)");
-      *(ot_pos_kind *)p = k == 1 ? OT_POS_ROPE : OT_POS_LEARNED;
+      if ((k = parse_choice(value, poss, 4)) < 0) BADV("is not a position kind (learned | rope | sinusoidal)");
+      *(ot_pos_kind *)p = k == 1 ? OT_POS_ROPE : k == 3 ? OT_POS_SINUSOID : OT_POS_LEARNED;
       return OT_OK;
     case K_NAMES:
-      if ((k = parse_choice(value, names, 2)) < 0) BADV("is not a naming (gpt2 | llama)");
+      if ((k = parse_choice(value, names, 3)) < 0) BADV("is not a naming (gpt2 | llama | marian)");
       *(ot_names *)p = (ot_names)k;
       return OT_OK;
     case K_ROPE:
@@ -386,6 +437,14 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1)) BADV("has a beta outside [0, 1)");
       ((float *)p)[0] = (float)b1;
       ((float *)p)[1] = (float)b2;
+      return OT_OK;
+    }
+    case K_TASK: {
+      static const char *const tasks[] = {"lm", "translate", "translation"};
+      if ((k = parse_choice(value, tasks, 3)) < 0) BADV("is not a task (lm | translate)");
+      k = k ? OT_TASK_TRANSLATE : OT_TASK_LM;
+      if (k == OT_TASK_TRANSLATE && c->task != OT_TASK_TRANSLATE) translate_defaults(c);
+      c->task = k;
       return OT_OK;
     }
     case K_MODEL: {
@@ -422,12 +481,26 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
     case K_DTYPE: snprintf(buf, cap, "%s", ot_dtype_name(*(const ot_dtype *)p)); break;
     case K_RECOMPUTE: snprintf(buf, cap, "%s", ot_recompute_name(*(const ot_recompute *)p)); break;
     case K_NORM: snprintf(buf, cap, "%s", *(const ot_norm_kind *)p == OT_NORM_RMSNORM ? "rmsnorm" : "layernorm"); break;
-    case K_ACT: snprintf(buf, cap, "%s", *(const ot_mlp_kind *)p == OT_MLP_SWIGLU ? "swiglu" : "gelu"); break;
-    case K_POS: snprintf(buf, cap, "%s", *(const ot_pos_kind *)p == OT_POS_ROPE ? "rope" : "learned"); break;
-    case K_NAMES: snprintf(buf, cap, "%s", *(const ot_names *)p == OT_NAMES_LLAMA ? "llama" : "gpt2"); break;
+    case K_ACT: {
+      const ot_mlp_kind a = *(const ot_mlp_kind *)p;
+      snprintf(buf, cap, "%s", a == OT_MLP_SWIGLU ? "swiglu" : a == OT_MLP_RELU ? "relu"
+                               : a == OT_MLP_GELU_ERF ? "gelu-erf" : "gelu");
+      break;
+    }
+    case K_POS: {
+      const ot_pos_kind q = *(const ot_pos_kind *)p;
+      snprintf(buf, cap, "%s", q == OT_POS_ROPE ? "rope" : q == OT_POS_SINUSOID ? "sinusoidal" : "learned");
+      break;
+    }
+    case K_NAMES: {
+      const ot_names q = *(const ot_names *)p;
+      snprintf(buf, cap, "%s", q == OT_NAMES_LLAMA ? "llama" : q == OT_NAMES_MARIAN ? "marian" : "gpt2");
+      break;
+    }
     case K_ROPE: snprintf(buf, cap, "%s", *(const ot_rope_style *)p == OT_ROPE_GPTJ ? "gptj" : "neox"); break;
     case K_DECAY: snprintf(buf, cap, "%s", ot_lr_decay_name(*(const ot_lr_decay *)p)); break;
     case K_MODEL: snprintf(buf, cap, "%s", c->model.name); break;
+    case K_TASK: snprintf(buf, cap, "%s", *(const int *)p == OT_TASK_TRANSLATE ? "translate" : "lm"); break;
     case K_BETAS: {
       char b1[32], b2[32];
       float_text(b1, sizeof b1, ((const float *)p)[0]);
@@ -442,11 +515,14 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
 void ot_train_config_help(FILE *f) {
   ot_train_config d;
   ot_train_config_default(&d);
-  const char *section[] = {"model", "data", "batch-size", "dtype", "steps", "eval-every"};
+  const char *section[] = {"model", "data", "batch-size", "dtype", "steps", "eval-every", "task"};
   const char *title[] = {"model shape", "data", "batch", "run", "optimizer and schedule",
-                         "evaluation, checkpoints, output"};
+                         "evaluation, checkpoints, output",
+                         "translation (--task translate changes the defaults marked 'translate:')"};
+  ot_train_config tr = d;
+  ot_train_config_set(&tr, "task", "translate", "help");
   for (int i = 0; i < NKEYS; i++) {
-    for (int s = 0; s < 6; s++)
+    for (int s = 0; s < 7; s++)
       if (!strcmp(k_keys[i].name, section[s])) fprintf(f, "\n%s:\n", title[s]);
     char v[OT_PATH_MAX], flag[64];
     ot_train_config_get(&d, k_keys[i].name, v, sizeof v);
@@ -454,6 +530,9 @@ void ot_train_config_help(FILE *f) {
     fprintf(f, "  %-16s %s", flag, k_keys[i].help);
     if (k_keys[i].type == K_BOOL) fprintf(f, " [%s; --no-%s]", v, k_keys[i].name);
     else if (v[0]) fprintf(f, " [%s]", v);
+    char vt[OT_PATH_MAX];
+    ot_train_config_get(&tr, k_keys[i].name, vt, sizeof vt);
+    if (strcmp(v, vt) && strcmp(k_keys[i].name, "task") && (!(k_keys[i].flags & F_MODEL) || i == 0)) fprintf(f, " [translate: %s]", vt[0] ? vt : "\"\"");
     fputc('\n', f);
     if (k_keys[i].aliases[0]) fprintf(f, "  %-16s   aliases: %s\n", "", k_keys[i].aliases);
   }
@@ -472,10 +551,44 @@ const char *ot_lr_decay_name(ot_lr_decay d) {
 
 #define BAD(...) return ot_error(OT_EINVAL, __VA_ARGS__)
 
+// The checks of the task: translate needs an encoder-decoder model, its
+// bitext and one process (data parallel is not wired for it yet); lm a decoder.
+static ot_status resolve_task(ot_train_config *c) {
+  const bool encdec = c->model.arch == OT_ARCH_ENCDEC;
+  if (c->task != OT_TASK_TRANSLATE) {
+    if (encdec)
+      BAD("--model %s is an encoder-decoder: train it with --task translate (on a bitext); --task lm "
+          "trains decoder-only models (small, tiny, gpt2, llama-tiny)", c->model.name);
+    return OT_OK;
+  }
+  if (!encdec)
+    BAD("--task translate needs an encoder-decoder model, but --model %s is decoder-only (use "
+        "--model transformer-small, transformer-base, transformer-big or transformer-tiny)", c->model.name);
+  if (c->tensor_parallel > 1 || c->pipeline_stages > 1)
+    BAD("--task translate runs data parallel only: --tensor-parallel %d / --pipeline-stages %d are not "
+        "supported for encoder-decoder models (use --tensor-parallel 1 --pipeline-stages 1)",
+        c->tensor_parallel, c->pipeline_stages);
+  if (c->data_parallel > 1)
+    BAD("--task translate with --data-parallel %d: data-parallel training of encoder-decoder models "
+        "is not available yet (run one process; raise --grad-accum for a larger batch)", c->data_parallel);
+  if (!c->src_data[0] || !c->tgt_data[0])
+    BAD("--task translate needs --src-data and --tgt-data (the training bitext, one sentence per line)");
+  if (!c->valid_src[0] != !c->valid_tgt[0])
+    BAD("--valid-src and --valid-tgt go together (give both, or neither for no held-out evaluation)");
+  if (c->tokens_per_batch < 1) BAD("--tokens-per-batch %d must be >= 1", c->tokens_per_batch);
+  if (c->max_rows < 0) BAD("--max-rows %d must be >= 0 (0: automatic)", c->max_rows);
+  if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
+    BAD("--label-smoothing %g must be in [0, 1)", c->label_smoothing);
+  if (c->eval_bleu_sentences < 0) BAD("--eval-bleu-sentences %d must be >= 0", c->eval_bleu_sentences);
+  if (c->seq_len > c->model.max_seq) c->seq_len = c->model.max_seq;   // unused by translate but FLOPs
+  return OT_OK;
+}
+
 ot_status ot_train_config_resolve(ot_train_config *c) {
   OT_CHECK_PTR(c, "ot_train_config_resolve");
   if (ot_model_config_validate(&c->model) != OT_OK)
     BAD("model: %s (set with --model / --d-model / --heads / ...)", ot_last_error());
+  OT_TRY(resolve_task(c));
   if (c->dtype != OT_F32 && c->dtype != OT_BF16) BAD("--dtype %s unsupported (f32 | bf16)", ot_dtype_name(c->dtype));
   if (c->batch_size < 1) BAD("--batch-size %d must be >= 1", c->batch_size);
   if (c->grad_accum < 1) BAD("--grad-accum %d must be >= 1", c->grad_accum);

@@ -65,17 +65,38 @@ typedef struct {
   double peak;
 } run_ctx;
 
+// The held-out loss; translate: also the plain NLL (perplexity from it) and,
+// with a translate hook, BLEU of the first eval_bleu_sentences pairs.
 static ot_status do_eval(ot_trainer *t, run_ctx *r, int64_t step, double *val) {
-  double l = NAN, t0 = ot_now();
+  double l = NAN, nll = NAN, t0 = ot_now();
   int64_t ntok = 0;
-  OT_TRY(ot_trainer_eval(t, 0, &l, &ntok));
+  const bool tr = r->c->task == OT_TASK_TRANSLATE;
+  OT_TRY(ot_trainer_eval_nll(t, 0, &l, &nll, &ntok));
   *val = l;
-  if (!r->c->quiet)
+  if (!r->c->quiet && !tr)
     fprintf(r->out, "eval  step %6lld | val loss %.4f | ppl %.1f | %lld tokens | %.1f s\n", (long long)step,
             l, exp(l), (long long)ntok, ot_now() - t0);
+  if (!r->c->quiet && tr)
+    fprintf(r->out, "eval  step %6lld | val loss %.4f (label-smoothed %g) | nll %.4f | ppl %.2f | %lld target "
+            "tokens | %.1f s\n", (long long)step, l, r->c->label_smoothing, nll, exp(nll), (long long)ntok,
+            ot_now() - t0);
+  ot_bleu_score bs;
+  bool bleu = false;
+  if (tr && t->hooks.translate && r->c->eval_bleu_sentences > 0) {
+    char sig[160], line[256];
+    double t1 = ot_now();
+    OT_TRY(ot_trainer_bleu(t, 0, &bs, sig, sizeof sig));
+    bleu = true;
+    ot_bleu_format(&bs, line, sizeof line);
+    if (!r->c->quiet)
+      fprintf(r->out, "bleu  step %6lld | %lld sentences | %s | %s | %.1f s\n", (long long)step,
+              (long long)bs.segments, line, sig, ot_now() - t1);
+  }
   if (r->log) {
     fprintf(r->log, "{\"step\": %lld, ", (long long)step);
     jnum(r->log, "val_loss", l, false);
+    if (tr) jnum(r->log, "val_nll", nll, false);
+    if (bleu) jnum(r->log, "bleu", bs.score, false);
     fprintf(r->log, "\"val_tokens\": %lld}\n", (long long)ntok);
     fflush(r->log);
   }
@@ -91,11 +112,19 @@ static void print_header(ot_trainer *t, run_ctx *r) {
   ot_train_config_print(o, c);
   ot_run_config run = *ot_model_run_of(ot_trainer_model(t));
   ot_model_plan_print(o, &c->model, &run);
+  if (c->task == OT_TASK_TRANSLATE) {
+    fprintf(o, "global batch: %d x %d x %d tokens (data-parallel x micro-batches x tokens-per-batch, rows x "
+            "max(source, target length)); forwards of at most %d rows, source %d / target %d tokens; "
+            "tok/s counts source + target tokens; %s, %d threads, kernels %s\n", c->data_parallel,
+            c->grad_accum, c->tokens_per_batch, run.B, run.S, run.T, ot_dtype_name(c->dtype),
+            ot_threads_get(), ot_isa_name(ot_isa_active()));
+  } else {
   fprintf(o, "global batch: %d x %d x %d rows x %d tokens = %lld tokens per step (data-parallel x "
           "micro-batches x batch-size); %s, %d threads, kernels %s\n", c->data_parallel,
           c->grad_accum, c->batch_size, c->seq_len,
           (long long)c->data_parallel * c->grad_accum * c->batch_size * c->seq_len,
           ot_dtype_name(c->dtype), ot_threads_get(), ot_isa_name(ot_isa_active()));
+  }
   if (r->peak > 0)
     fprintf(o, "measured f32 FMA peak: %.1f GFLOP/s (MFU = %.1f MFLOP/token x tokens/s / peak)\n", r->peak,
             ot_trainer_flops_per_token(t) * 1e-6);
@@ -107,11 +136,26 @@ ot_status ot_train_run(const ot_train_config *cin, FILE *out, double *final_loss
   if (final_val) *final_val = NAN;
   ot_train_config c = *cin;
   OT_TRY(ot_train_config_resolve(&c));
-  return ot__train_run_resolved(&c, out, final_loss, final_val);
+  return ot__train_run_hooks(&c, NULL, out, final_loss, final_val);
+}
+
+ot_status ot_train_run_hooks(const ot_train_config *cin, const ot_train_hooks *h, FILE *out,
+                             double *final_loss, double *final_val) {
+  OT_CHECK_PTR(cin, "ot_train_run_hooks");
+  if (final_loss) *final_loss = NAN;
+  if (final_val) *final_val = NAN;
+  ot_train_config c = *cin;
+  OT_TRY(ot_train_config_resolve(&c));
+  return ot__train_run_hooks(&c, h, out, final_loss, final_val);
 }
 
 ot_status ot__train_run_resolved(const ot_train_config *rc0, FILE *out, double *final_loss,
-                                double *final_val) {
+                                 double *final_val) {
+  return ot__train_run_hooks(rc0, NULL, out, final_loss, final_val);
+}
+
+ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *hooks, FILE *out,
+                              double *final_loss, double *final_val) {
   static const char fn[] = "ot_train_run";
   OT_CHECK_PTR(rc0, fn);
   if (!out) out = stdout;
@@ -129,6 +173,7 @@ ot_status ot__train_run_resolved(const ot_train_config *rc0, FILE *out, double *
 
   ot_trainer *t = NULL;
   OT_TRY(ot__trainer_create(&t, &c));
+  ot_trainer_set_hooks(t, hooks);
   ot_status s = OT_OK;
   // parallel: world rank 0 prints, logs and plots; the others stay silent
   const bool root = ot__par_rank(t->par) == 0;
@@ -204,7 +249,7 @@ ot_status ot__train_run_resolved(const ot_train_config *rc0, FILE *out, double *
     if (s != OT_OK) break;
     // parallel: the peak of one process times the processes (one core each when they fit)
     const int world = ot_dist_world_size();
-    double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * tps / (r.peak * world * 1e9) : NAN;
+    double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * (st.tgt_tokens / st.seconds) / (r.peak * world * 1e9) : NAN;
     ema = step == start ? st.seconds : 0.9 * ema + 0.1 * st.seconds;
     if (st.skipped) {
       skipped++;
@@ -276,8 +321,9 @@ ot_status ot__train_run_resolved(const ot_train_config *rc0, FILE *out, double *
   }
   if (s == OT_OK && root) {
     char title[160];
+    const long long per = c.task == OT_TASK_TRANSLATE ? c.tokens_per_batch : (long long)c.batch_size * c.seq_len;
     snprintf(title, sizeof title, "%s: %lld steps, batch %lld tokens", c.model.name, (long long)done,
-             (long long)c.grad_accum * c.batch_size * c.data_parallel * c.seq_len);
+             (long long)c.grad_accum * c.data_parallel * per);
     s = ot_train_plot(logp, plotp, title);
   }
   // a run must end in a finite state: not on skipped steps, not on a non-finite held-out loss

@@ -124,11 +124,12 @@ ot_status ot_train_config_apply(ot_train_config *c, const ot_settings *l, FILE *
   for (int i = 0; i < l->n; i++)   // unknown keys first, in order
     if (!ot_train_key_canonical(l->item[i].key))
       return ot_train_config_set(c, l->item[i].key, l->item[i].val, l->item[i].origin);
-  for (int pass = 0; pass < 2; pass++)
+  for (int pass = 0; pass < 3; pass++)   // task (its defaults), then presets, then the rest
     for (int i = 0; i < l->n; i++) {
       const ot_setting *kv = &l->item[i];
       const char *canon = ot_train_key_canonical(kv->key);
-      if ((pass == 0) != !strcmp(canon, "model")) continue;
+      const int want = !strcmp(canon, "task") ? 0 : !strcmp(canon, "model") ? 1 : 2;
+      if (pass != want) continue;
       OT_TRY(ot_train_config_set(c, kv->key, kv->val, kv->origin));
       if (notes) {
         char norm[64];

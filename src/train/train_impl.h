@@ -49,7 +49,29 @@ struct ot_trainer {
   uint64_t rng;               // trainer RNG state (advanced once per step; saved)
   double flops_tok;
   ot__par *par;               // the parallel runtime (dist/par.h), NULL for one process
+  struct ot__tr *tr;          // task = translate: tokenizer, bitexts, batchers (translate.c); else NULL
+  ot_train_hooks hooks;
 };
+
+// ---- the translate task (translate.c)
+// Opens the tokenizer (<data>/vocab.json, merges.txt), the bitexts and their
+// batchers, then creates the encoder-decoder model sized for them into t->m
+// (run.S, run.T: the longest source / target + eos; run.B: the most rows of one
+// forward) and sets the label smoothing. t->cfg is resolved; t->cfg.model's
+// vocab and token ids are set from the tokenizer.
+ot_status ot__tr_create(ot_trainer *t);
+void ot__tr_free(struct ot__tr *tr);
+// This rank's micro-batches of the next global batch, forward and backward:
+// *loss (sum of the micro-batch losses, each over the global target count),
+// *finite, *tokens (source + target tokens of the global batch), *tgt_tokens (its targets).
+ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
+                               int64_t *tgt_tokens);
+// Held-out loss over the first `batches` batches of the held-out bitext.
+ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int64_t *tokens);
+bool ot__tr_has_val(const ot_trainer *t);
+// The training data position (loader or batcher); false without training data.
+bool ot__trainer_data_state(const ot_trainer *t, ot_loader_state *st);
+ot_status ot__trainer_set_data_state(ot_trainer *t, const ot_loader_state *st);
 
 // ot_trainer_create over a config already resolved by ot_train_config_resolve.
 ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved);
@@ -65,5 +87,8 @@ ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only);
 // it is not resolved again.
 ot_status ot__train_run_resolved(const ot_train_config *resolved, FILE *out, double *final_loss,
                                  double *final_val);
+// Same with hooks (NULL: none).
+ot_status ot__train_run_hooks(const ot_train_config *resolved, const ot_train_hooks *h, FILE *out,
+                              double *final_loss, double *final_val);
 
 #endif

@@ -15,6 +15,7 @@ void ot_trainer_free(ot_trainer *t) {
   if (!t) return;
   ot__par_free(t->par);   // first: its reduction thread reads the model's gradients
   ot_model_free(t->m);
+  ot__tr_free(t->tr);
   ot_mem_free(t->mom[0]);
   ot_mem_free(t->mom[1]);
   free(t->groups);
@@ -133,13 +134,17 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
   ot_status s = OT_OK;
   if (c->threads > 0) ot_threads_set(c->threads);
   ot_run_config run = {c->batch_size, c->seq_len, c->dtype, c->recompute, -1};
-  if (ot__par_wanted(c->data_parallel, c->tensor_parallel, c->pipeline_stages)) {
+  if (c->task == OT_TASK_TRANSLATE) {   // the bitexts first: they size the model's buffers
+    s = ot__tr_create(t);
+  } else if (ot__par_wanted(c->data_parallel, c->tensor_parallel, c->pipeline_stages)) {
     const ot__par_config pc = par_config(c, &run);
     s = ot__par_create(&pc, &t->m, &t->par);
   } else {
     s = ot_model_create(&t->m, &c->model, &run);
   }
   if (s == OT_OK) s = ot_model_init(t->m, c->seed);
+  if (s == OT_OK && c->task != OT_TASK_TRANSLATE && c->label_smoothing > 0.0f)
+    s = ot_model_set_label_smoothing(t->m, c->label_smoothing);
   size_t s0 = 0, s1 = s == OT_OK ? ot_model_n_floats(t->m) : 0;
   if (s == OT_OK && t->par) ot__par_shard(t->par, &s0, &s1);   // ZeRO: this rank's share
   const size_t n = s1 - s0;
@@ -157,7 +162,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
     t->y = ot_mem_alloc(bt, OT_MEM_OTHER);
     if (!t->x || !t->y) s = OT_ENOMEM;
   }
-  if (s == OT_OK) s = open_loaders(t);
+  if (s == OT_OK && !t->tr) s = open_loaders(t);
   if (s != OT_OK) {
     ot_trainer_free(t);
     return s;
@@ -175,7 +180,7 @@ int64_t ot_trainer_updates(const ot_trainer *t) { return t ? t->updates : 0; }
 float *ot_trainer_moment(ot_trainer *t, int which) {
   return t && (which == 0 || which == 1) ? t->mom[which] : NULL;
 }
-bool ot_trainer_has_val(const ot_trainer *t) { return t && t->val; }
+bool ot_trainer_has_val(const ot_trainer *t) { return t && (t->val || ot__tr_has_val(t)); }
 double ot_trainer_flops_per_token(const ot_trainer *t) { return t ? t->flops_tok : 0; }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -183,6 +188,15 @@ static uint64_t rng_next(uint64_t *s) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+// The global count of scored targets of rows [nrows, T + 1] (every
+// micro-batch's loss is divided by it); 1 when there are none.
+static float lm_count(const int32_t *rows, size_t nrows, int T) {
+  int64_t count = 0;
+  for (size_t i = 0; i < nrows; i++)
+    for (int j = 1; j <= T; j++) count += rows[i * ((size_t)T + 1) + (size_t)j] != -1;
+  return count > 0 ? (float)count : 1.0f;
 }
 
 // One optimizer step on the global batch rows [dp * A * B, T + 1] (every
@@ -199,22 +213,23 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   ot_step_info st;
   memset(&st, 0, sizeof st);
   double t0 = ot_now();
-  // the global count of scored targets: every micro-batch's loss is divided by it
-  int64_t count = 0;
-  for (size_t i = 0; i < (size_t)dp * A * B; i++)
-    for (int j = 1; j <= T; j++) count += rows[i * rowlen + (size_t)j] != -1;
-  const float fcount = count > 0 ? (float)count : 1.0f;
-  const int32_t *mine = rows + (size_t)ot__par_dp_rank(par) * A * B * rowlen;
   ot_model *m = t->m;
   const size_t n = ot_model_n_floats(m);
   float *w = ot_model_params(m), *g = ot_model_grads(m);
   uint16_t *pb = ot_model_params_bf16(m);
   double loss = 0.0, sumsq = 0.0;
   bool finite = true;
-  if (par) {
-    OT_TRY(ot__par_micro_batches(par, mine, t->x, t->y, fcount, &loss, &finite));
+  int64_t ntok = (int64_t)dp * A * B * T, ntgt = ntok;
+  if (t->tr) {   // translate: the bitext batcher's global batch (one process)
+    OT_TRY(ot__tr_micro_batches(t, &loss, &finite, &ntok, &ntgt));
+    if (finite) sumsq = ot_sumsq(g, n);
+  } else if (par) {
+    OT_TRY(ot__par_micro_batches(par, rows + (size_t)ot__par_dp_rank(par) * A * B * rowlen, t->x, t->y,
+                                 lm_count(rows, (size_t)dp * A * B, T), &loss, &finite));
     OT_TRY(ot__par_reduce_norm(par, &loss, &finite, &sumsq));
   } else {
+    const float fcount = lm_count(rows, (size_t)dp * A * B, T);
+    const int32_t *mine = rows;
     for (int k = 0; k < A && finite; k++) {
       ot__split_rows(t->x, t->y, mine + (size_t)k * B * rowlen, B, T);
       double l = 0.0;
@@ -233,7 +248,8 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   st.lr = ot_lr_at(&sch, t->step);
   st.loss = finite ? loss : NAN;
   st.grad_norm = norm;
-  st.tokens = (int64_t)dp * A * B * T;
+  st.tokens = ntok;   // translate: source + target tokens
+  st.tgt_tokens = ntgt;
   if (!finite || !isfinite(norm) || isnan(coef)) {
     st.skipped = true;
     st.clip = NAN;
@@ -273,6 +289,8 @@ ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *i
   static const char fn[] = "ot_trainer_step_on";
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(rows, fn);
+  if (t->tr)
+    return ot_error(OT_EINVAL, "%s: a translate trainer takes its batches from the bitext (ot_trainer_step)", fn);
   if (t->cfg.eval_only || !t->mom[0])
     return ot_error(OT_EINVAL, "%s: this trainer was created for evaluation only", fn);
   OT_PROF_BEGIN("train_step", t->flops_tok * t->cfg.batch_size * t->cfg.grad_accum * t->cfg.seq_len, 0.0);
@@ -285,6 +303,15 @@ ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *i
 ot_status ot_trainer_step(ot_trainer *t, ot_step_info *info) {
   static const char fn[] = "ot_trainer_step";
   OT_CHECK_PTR(t, fn);
+  if (t->tr) {
+    if (t->cfg.eval_only || !t->mom[0])
+      return ot_error(OT_EINVAL, "%s: this trainer was created for evaluation only", fn);
+    OT_PROF_BEGIN("train_step", 0.0, 0.0);
+    ot_status s = step_on(t, NULL, info);
+    OT_PROF_STOP();
+    if (s != OT_OK) ot_model_zero_grad(t->m);
+    return s;
+  }
   if (!t->train)
     return ot_error(OT_EINVAL, "%s: no training data (set --data or --train-data)", fn);
   const int32_t *rows = NULL;
@@ -332,10 +359,27 @@ ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, doub
   return OT_OK;
 }
 
+ot_status ot_trainer_eval_nll(ot_trainer *t, int batches, double *loss, double *nll,
+                              int64_t *tokens) {
+  static const char fn[] = "ot_trainer_eval";
+  OT_CHECK_PTR(t, fn);
+  OT_CHECK_PTR(loss, fn);
+  if (t->tr) {
+    OT_PROF_BEGIN("eval", 0.0, 0.0);
+    ot_status s = ot__tr_eval(t, batches, loss, nll, tokens);
+    OT_PROF_STOP();
+    return s;
+  }
+  OT_TRY(ot_trainer_eval(t, batches, loss, tokens));
+  if (nll) *nll = t->cfg.label_smoothing > 0.0f ? NAN : *loss;
+  return OT_OK;
+}
+
 ot_status ot_trainer_eval(ot_trainer *t, int batches, double *loss, int64_t *tokens) {
   static const char fn[] = "ot_trainer_eval";
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(loss, fn);
+  if (t->tr) return ot_trainer_eval_nll(t, batches, loss, NULL, tokens);
   if (!t->val) return ot_error(OT_EINVAL, "%s: no held-out split (no val_*.bin in --data; set --val-data)", fn);
   if (batches <= 0) batches = t->cfg.eval_batches;
   int64_t avail = ot_loader_windows(t->val) / t->cfg.batch_size;

@@ -1,0 +1,259 @@
+// The translate task of the one trainer: the joint tokenizer, the training and
+// held-out bitexts with their token-budget batchers, the encoder-decoder model
+// sized for them, the micro-batches of a step (forward_s2s + backward, the
+// label-smoothed loss over the global target count), the held-out loss (label-
+// smoothed and plain NLL) and BLEU through the decoder's hook. The optimizer
+// step, the non-finite rule, checkpoints and the run loop are trainer.c's and
+// run.c's, shared with the language model.
+#include "train/train_impl.h"
+#include <math.h>
+#include <stdlib.h>
+
+struct ot__tr {
+  ot_bpe *bpe;
+  ot_bitext *train, *valid;
+  ot_bitext_batcher *tb, *vb;
+  ot_loader_state v0;        // the held-out batcher's first batch (evaluation restarts there)
+  int max_rows;              // rows of one forward (= run.B)
+};
+
+void ot__tr_free(struct ot__tr *tr) {
+  if (!tr) return;
+  ot_bitext_batcher_close(tr->tb);
+  ot_bitext_batcher_close(tr->vb);
+  ot_bitext_close(tr->train);
+  ot_bitext_close(tr->valid);
+  ot_bpe_free(tr->bpe);
+  free(tr);
+}
+
+bool ot__tr_has_val(const ot_trainer *t) { return t && t->tr && t->tr->vb; }
+
+bool ot__trainer_data_state(const ot_trainer *t, ot_loader_state *st) {
+  if (t->tr) {
+    if (!t->tr->tb) return false;
+    ot_bitext_get_state(t->tr->tb, st);
+    return true;
+  }
+  if (!t->train) return false;
+  ot_loader_get_state(t->train, st);
+  return true;
+}
+
+ot_status ot__trainer_set_data_state(ot_trainer *t, const ot_loader_state *st) {
+  if (t->tr) return t->tr->tb ? ot_bitext_set_state(t->tr->tb, st) : OT_OK;
+  return t->train ? ot_loader_set_state(t->train, st) : OT_OK;
+}
+
+// Longest source and target (+ eos) of a bitext.
+static void longest(const ot_bitext *bt, int *S, int *T) {
+  ot_bitext_stats st;
+  ot_bitext_get_stats(bt, &st);
+  if (st.max_src + 1 > *S) *S = st.max_src + 1;
+  if (st.max_tgt + 1 > *T) *T = st.max_tgt + 1;
+}
+
+ot_status ot__tr_create(ot_trainer *t) {
+  ot_train_config *c = &t->cfg;
+  struct ot__tr *tr = calloc(1, sizeof *tr);
+  if (!tr) return ot_error(OT_ENOMEM, "trainer: out of memory");
+  t->tr = tr;
+  char vj[OT_PATH_MAX + 16], mt[OT_PATH_MAX + 16];
+  OT_TRY(ot__join(vj, sizeof vj, c->data, "vocab.json"));
+  OT_TRY(ot__join(mt, sizeof mt, c->data, "merges.txt"));
+  if (!ot__exists(vj) || !ot__exists(mt))
+    return ot_error(OT_EINVAL, "--task translate: no joint tokenizer in --data %s (vocab.json, merges.txt); "
+                    "make it with `ot prepare --task translate --src %s --tgt %s --out %s`", c->data,
+                    c->src_data, c->tgt_data, c->data);
+  OT_TRY(ot_bpe_load(&tr->bpe, vj, mt));
+  const int V = ot_bpe_vocab_size(tr->bpe), eot = ot_bpe_eot(tr->bpe);
+  if (eot < 0) return ot_error(OT_EINVAL, "%s: the tokenizer has no <|endoftext|> token", vj);
+  // the model's vocabulary and token ids are the tokenizer's (eos = start = pad)
+  c->model.vocab = V;
+  c->model.pad_id = c->model.eos_id = c->model.decoder_start_id = eot;
+  if (ot_model_config_validate(&c->model) != OT_OK)
+    return ot_error(OT_EINVAL, "model with the tokenizer's %d tokens: %s", V, ot_last_error());
+  // pairs longer than the model's positions are skipped (and counted)
+  ot_bitext_opts bo = {tr->bpe, c->model.max_seq - 1, false};
+  if (!c->eval_only) OT_TRY(ot_bitext_open(&tr->train, c->src_data, c->tgt_data, &bo));
+  if (c->valid_src[0]) OT_TRY(ot_bitext_open(&tr->valid, c->valid_src, c->valid_tgt, &bo));
+  else if (c->eval_only)
+    return ot_error(OT_EINVAL, "--task translate evaluation needs --valid-src and --valid-tgt");
+  int S = 1, T = 1;
+  if (tr->train) longest(tr->train, &S, &T);
+  if (tr->valid) longest(tr->valid, &S, &T);
+  const int L = S > T ? S : T;
+  if (c->tokens_per_batch < L)
+    return ot_error(OT_EINVAL, "--tokens-per-batch %d is below the longest pair (%d tokens with eos): "
+                    "raise it to at least %d", c->tokens_per_batch, L, L);
+  tr->max_rows = c->max_rows > 0 ? c->max_rows : c->tokens_per_batch / L;
+  if (tr->max_rows < 1) tr->max_rows = 1;
+#ifdef OT_HAVE_MODEL_DROPOUT
+  // the model's dropout (ot_model_config.dropout / attn_dropout / act_dropout) from the keys
+  c->model.dropout = c->dropout;
+  c->model.attn_dropout = c->attn_dropout;
+  c->model.act_dropout = c->act_dropout;
+#endif
+  // TODO(integrator): with the model's dropout merged, define OT_HAVE_MODEL_DROPOUT (or drop
+  // the guards here and in ot__tr_micro_batches); without it the dropout keys have no effect.
+  ot_run_config run = {tr->max_rows, T, c->dtype, c->recompute, -1, S};
+  OT_TRY(ot_model_create(&t->m, &c->model, &run));
+  OT_TRY(ot_model_set_label_smoothing(t->m, c->label_smoothing));
+  if (tr->train) {
+    ot_bitext_batcher_config bc = {(int64_t)c->tokens_per_batch * c->grad_accum * c->data_parallel, 0,
+                                   c->shuffle, c->seed, 0, 1};
+    OT_TRY(ot_bitext_batcher_open(&tr->tb, tr->train, &bc));
+  }
+  if (tr->valid) {
+    ot_bitext_batcher_config bc = {c->tokens_per_batch, 0, false, 0, 0, 1};
+    OT_TRY(ot_bitext_batcher_open(&tr->vb, tr->valid, &bc));
+    ot_bitext_get_state(tr->vb, &tr->v0);
+  }
+  return OT_OK;
+}
+
+// Rows of one forward over a batch of padded lengths S, T: the token budget
+// (and the buffers' rows).
+static int chunk_rows(const ot_trainer *t, int S, int T) {
+  const int L = S > T ? S : T;
+  int r = t->cfg.tokens_per_batch / (L > 0 ? L : 1);
+  if (r < 1) r = 1;
+  return r < t->tr->max_rows ? r : t->tr->max_rows;
+}
+
+static ot_s2s_batch chunk(const ot_bitext_batch *b, int r0, int rows) {
+  ot_s2s_batch s = {rows, b->S, b->T, b->src + (size_t)r0 * b->S, b->src_len + r0,
+                    b->dec_in + (size_t)r0 * b->T, b->dec_tgt + (size_t)r0 * b->T};
+  return s;
+}
+
+ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
+                               int64_t *tgt_tokens) {
+  struct ot__tr *tr = t->tr;
+  if (!tr->tb) return ot_error(OT_EINVAL, "ot_trainer_step: no training bitext (set --src-data, --tgt-data)");
+  ot_bitext_batch b;
+  OT_PROF_BEGIN("data", 0.0, 0.0);
+  ot_status s = ot_bitext_next(tr->tb, &b);
+  OT_PROF_STOP();
+  OT_TRY(s);
+  int64_t ntok = 0;
+  for (int i = 0; i < b.B; i++) ntok += b.src_len[i] + b.tgt_len[i];
+  *tokens = ntok;
+  *tgt_tokens = b.global_tgt_tokens;
+  const float count = b.global_tgt_tokens > 0 ? (float)b.global_tgt_tokens : 1.0f;
+  const int rows = chunk_rows(t, b.S, b.T);
+  *loss = 0.0;
+  *finite = true;
+  for (int r0 = 0, k = 0; r0 < b.B; r0 += rows, k++) {
+    const ot_s2s_batch sb = chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows);
+#ifdef OT_HAVE_MODEL_DROPOUT
+    // dropout masks: one counter per micro-batch of the run (the model's dropout API)
+    ot_model_set_dropout_step(t->m, t->cfg.seed, ((uint64_t)t->step << 20) | (uint64_t)k);
+#else
+    (void)k;   // no dropout in this model graph yet (see ot__tr_create)
+#endif
+    double l = 0.0;
+    OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
+    *loss += l;
+    if (!isfinite(l)) { *finite = false; break; }   // the step is lost anyway
+    OT_TRY(ot_model_backward(t->m));
+  }
+  return OT_OK;
+}
+
+ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int64_t *tokens) {
+  struct ot__tr *tr = t->tr;
+  if (!tr->vb)
+    return ot_error(OT_EINVAL, "ot_trainer_eval: no held-out bitext (set --valid-src and --valid-tgt)");
+  const int64_t avail = ot_bitext_batches(tr->vb, 0);
+  if (batches <= 0) batches = t->cfg.eval_batches;
+  if (batches > avail) batches = (int)avail;
+  OT_TRY(ot_bitext_set_state(tr->vb, &tr->v0));
+  double sl = 0.0, sn = 0.0, total = 0.0;
+  for (int i = 0; i < batches; i++) {
+    ot_bitext_batch b;
+    OT_TRY(ot_bitext_next(tr->vb, &b));
+    const int rows = chunk_rows(t, b.S, b.T);
+    for (int r0 = 0; r0 < b.B; r0 += rows) {
+      const ot_s2s_batch sb = chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows);
+      int64_t n = 0;
+      for (int j = 0; j < sb.B; j++) n += b.tgt_len[r0 + j];
+      if (n == 0) continue;
+      double l = 0.0;
+      OT_TRY(ot_model_forward_s2s(t->m, &sb, (float)n, false, &l));
+      sl += l * (double)n;
+      sn += ot_model_nll(t->m) * (double)n;
+      total += (double)n;
+    }
+  }
+  *loss = total > 0 ? sl / total : NAN;
+  if (nll) *nll = total > 0 ? sn / total : NAN;
+  if (tokens) *tokens = (int64_t)total;
+  return OT_OK;
+}
+
+// Detokenized text of ids [n] (malloc'd).
+static ot_status detok(const ot_bpe *bpe, const int32_t *ids, int n, char **out) {
+  size_t cap = 16, len = 0;
+  for (int i = 0; i < n; i++) {
+    size_t tl = 0;
+    if (ot_bpe_token(bpe, ids[i], &tl)) cap += tl;
+  }
+  *out = malloc(cap + 1);
+  if (!*out) return ot_error(OT_ENOMEM, "BLEU: out of memory");
+  ot_status s = ot_bpe_decode(bpe, ids, (size_t)n, *out, cap, &len);
+  (*out)[s == OT_OK ? len : 0] = 0;
+  return s;
+}
+
+void ot_trainer_set_hooks(ot_trainer *t, const ot_train_hooks *h) {
+  if (!t) return;
+  if (h) t->hooks = *h;
+  else memset(&t->hooks, 0, sizeof t->hooks);
+}
+
+ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig, size_t cap) {
+  static const char fn[] = "ot_trainer_bleu";
+  OT_CHECK_PTR(t, fn);
+  OT_CHECK_PTR(score, fn);
+  if (!t->tr) return ot_error(OT_EINVAL, "%s: BLEU needs --task translate", fn);
+  if (!t->tr->valid) return ot_error(OT_EINVAL, "%s: no held-out bitext (set --valid-src and --valid-tgt)", fn);
+  if (!t->hooks.translate)
+    return ot_error(OT_EINVAL, "%s: no translate hook (ot_trainer_set_hooks) to decode with", fn);
+  if (n <= 0) n = t->cfg.eval_bleu_sentences;
+  const int64_t np = ot_bitext_pairs(t->tr->valid);
+  if (n > np) n = (int)np;
+  if (n <= 0) return ot_error(OT_EINVAL, "%s: no sentences to translate", fn);
+  char **src = calloc((size_t)n, sizeof *src), **ref = calloc((size_t)n, sizeof *ref),
+       **hyp = calloc((size_t)n, sizeof *hyp);
+  ot_bleu *bl = NULL;
+  ot_status s = src && ref && hyp ? OT_OK : ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  for (int i = 0; i < n && s == OT_OK; i++) {
+    const int32_t *si, *ti;
+    int ns, nt;
+    ot_bitext_pair(t->tr->valid, i, &si, &ns, &ti, &nt);
+    s = detok(t->tr->bpe, si, ns, &src[i]);
+    if (s == OT_OK) s = detok(t->tr->bpe, ti, nt, &ref[i]);
+  }
+  OT_PROF_BEGIN("bleu", 0.0, 0.0);
+  if (s == OT_OK) s = t->hooks.translate(t->hooks.ctx, t->m, t->cfg.data, (const char *const *)src, n, hyp);
+  OT_PROF_STOP();
+  if (s == OT_OK) s = ot_bleu_create(&bl, NULL);
+  for (int i = 0; i < n && s == OT_OK; i++) {
+    const char *r = ref[i];
+    if (!hyp[i]) s = ot_error(OT_EINTERNAL, "%s: the translate hook left hypothesis %d unset", fn, i);
+    else s = ot_bleu_add(bl, hyp[i], &r, 1);
+  }
+  if (s == OT_OK) s = ot_bleu_result(bl, score);
+  if (s == OT_OK && sig && cap) ot_bleu_signature(bl, sig, cap);
+  ot_bleu_free(bl);
+  for (int i = 0; i < n; i++) {
+    if (src) free(src[i]);
+    if (ref) free(ref[i]);
+    if (hyp) free(hyp[i]);
+  }
+  free(src);
+  free(ref);
+  free(hyp);
+  return s;
+}
