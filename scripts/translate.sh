@@ -11,7 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(--steps 300 --eval-every 100 --print-every 5)
+n=200
 if [ "${1:-}" = "--quick" ]; then
+  n=20
   args=(--steps 12 --eval-every 6 --tokens-per-batch 1024 --eval-batches 4 --eval-bleu-sentences 20
         --out out/translate-quick)
   shift
@@ -23,12 +25,17 @@ for ((i = 1; i <= $#; i++)); do [ "${!i}" = --out ] && { j=$((i + 1)); out=${!j}
 scripts/build.sh build >/dev/null
 ./build/ot train --task translate --model transformer-small "${args[@]}" "$@"
 ./build/ot eval "$out"
-# TODO(integrator): BLEU and sample translations need the decoder (`ot translate`,
-# ot_translator_*), which is not in this build yet. Once it is: `ot train` prints BLEU at each
-# evaluation when src/cli/train.c installs the translate hook (ot_train_hooks, include/ot/train.h),
-# and this script translates the first 200 lines of data/translate/valid.en with the checkpoint in
-# $out, scores them with `ot bleu --ref` (first 200 lines of valid.fr) and prints 5 samples.
-if ! ./build/ot help 2>/dev/null | grep -q "^  ot translate"; then
-  echo "note: no \`ot translate\` in this build: BLEU and sample translations need the decoder"
-fi
+# held-out BLEU (beam 4) and sample translations of the last checkpoint
+tok=out/translate-data
+head -n "$n" data/translate/test.en > "$out/test.src"
+head -n "$n" data/translate/test.fr > "$out/test.ref"
+./build/ot translate --model "$out" --tokenizer "$tok" --beam 4 --batch 16 \
+  --input "$out/test.src" --output "$out/test.hyp"
+echo "held-out BLEU, the first $n test sentences, beam 4:"
+./build/ot bleu --hyp "$out/test.hyp" --ref "$out/test.ref"
+echo "samples (source / ours / reference):"
+for i in 1 2 3 4 5; do
+  printf '  en  %s\n  ot  %s\n  fr  %s\n\n' "$(sed -n "${i}p" "$out/test.src")" \
+    "$(sed -n "${i}p" "$out/test.hyp")" "$(sed -n "${i}p" "$out/test.ref")"
+done
 echo "loss curve: $out/loss.svg   log: $out/log.jsonl   checkpoint: $out/latest"

@@ -4,7 +4,8 @@
 // library (include/ot/train.h).
 #include "cli.h"
 #include "ot/dist.h"
-#include "train/train_impl.h"   // ot__train_run_resolved
+#include "train/train_impl.h"   // ot__train_run_hooks
+#include "cli_train_bleu.h"
 #include <glob.h>
 #include <math.h>
 
@@ -169,7 +170,12 @@ int ot_cmd_train(int argc, char **argv) {
     rc = 2;
     if (speaks()) fprintf(stderr, "ot train: %s\n", ot_last_error());
   }
-  if (!rc && ot__train_run_resolved(&c, stdout, NULL, NULL) != OT_OK) rc = fail("train");
+  // translate runs print BLEU at each evaluation: greedy decoding through the translator
+  cli_train_bleu bleu;
+  const ot_train_hooks hooks = cli_train_bleu_hooks(&bleu);
+  if (!rc && ot__train_run_hooks(&c, c.task == OT_TASK_TRANSLATE ? &hooks : NULL, stdout, NULL, NULL) != OT_OK)
+    rc = fail("train");
+  cli_train_bleu_free(&bleu);
 out:
   free(flags);
   free(user);

@@ -88,14 +88,10 @@ ot_status ot__tr_create(ot_trainer *t) {
                     "raise it to at least %d", c->tokens_per_batch, L, L);
   tr->max_rows = c->max_rows > 0 ? c->max_rows : c->tokens_per_batch / L;
   if (tr->max_rows < 1) tr->max_rows = 1;
-#ifdef OT_HAVE_MODEL_DROPOUT
   // the model's dropout (ot_model_config.dropout / attn_dropout / act_dropout) from the keys
   c->model.dropout = c->dropout;
   c->model.attn_dropout = c->attn_dropout;
   c->model.act_dropout = c->act_dropout;
-#endif
-  // TODO(integrator): with the model's dropout merged, define OT_HAVE_MODEL_DROPOUT (or drop
-  // the guards here and in ot__tr_micro_batches); without it the dropout keys have no effect.
   ot_run_config run = {tr->max_rows, T, c->dtype, c->recompute, -1, S};
   OT_TRY(ot_model_create(&t->m, &c->model, &run));
   OT_TRY(ot_model_set_label_smoothing(t->m, c->label_smoothing));
@@ -146,12 +142,8 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
   *finite = true;
   for (int r0 = 0, k = 0; r0 < b.B; r0 += rows, k++) {
     const ot_s2s_batch sb = chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows);
-#ifdef OT_HAVE_MODEL_DROPOUT
     // dropout masks: one counter per micro-batch of the run (the model's dropout API)
     ot_model_set_dropout_step(t->m, t->cfg.seed, ((uint64_t)t->step << 20) | (uint64_t)k);
-#else
-    (void)k;   // no dropout in this model graph yet (see ot__tr_create)
-#endif
     double l = 0.0;
     OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
     *loss += l;
