@@ -5,12 +5,13 @@
 #include "translate.h"
 #include "cli_train_bleu.h"
 #include "ot/infer.h"
+#include "serve/serve_impl.h"   // ot__utf8_take
 #include <stdlib.h>
 #include <string.h>
 
 enum { CHUNK = 16 };   // sentences decoded together
 
-// Greedy translations of src[0, n) into hyp[0, n) (malloc'd, detokenized). A
+// Greedy translations of src[0, n) into hyp[0, n) (malloc'd, detokenized, valid UTF-8). A
 // source over the model's max_seq tokens is cut to max_seq - 1 tokens + eos.
 static ot_status translate(void *ctx, ot_model *m, const char *tokenizer_dir,
                            const char *const *src, int n, char **hyp) {
@@ -61,8 +62,14 @@ static ot_status translate(void *ctx, ot_model *m, const char *tokenizer_dir,
       if (nt > 0 && tk[nt - 1] == mc->eos_id) nt--;
       size_t got = 0;
       st = ot_bpe_decode(b->bpe, tk, (size_t)nt, text, tcap, &got);
-      if (st == OT_OK && !(hyp[i0 + i] = malloc(got + 1))) st = ot_error(OT_ENOMEM, "%s: out of memory", fn);
-      if (st == OT_OK) { memcpy(hyp[i0 + i], text, got); hyp[i0 + i][got] = 0; }
+      // byte-level tokens may end mid-character: invalid bytes become U+FFFD (as HF's decode)
+      ot__sbuf sb = {0};
+      if (st == OT_OK) {
+        ot__utf8_take(text, got, true, &sb);
+        ot__sb_put(&sb, "", 1);
+        if (sb.oom) { ot__sb_free(&sb); st = ot_error(OT_ENOMEM, "%s: out of memory", fn); }
+        else hyp[i0 + i] = sb.p;
+      }
     }
   }
   free(ids); free(toks); free(len); free(olen); free(text);

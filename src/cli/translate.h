@@ -24,7 +24,7 @@ ot_status tr_read_gen_config(const char *dir, ot_beam_config *bc, int32_t *len, 
 // (invalid UTF-8, a bad id); *n > cap means too long (ids are not all stored).
 ot_status tr_line_ids(const ot_bpe *bpe, bool ids_mode, const char *line, size_t len, int vocab,
                       int32_t eos, int32_t *out, int cap, int *n);
-// Writes one translation line: ids or BPE text, without the final eos.
+// Writes one translation line: ids, or BPE text with invalid UTF-8 bytes as U+FFFD; no final eos.
 void tr_write(FILE *f, const ot_bpe *bpe, bool ids_mode, const int32_t *tok, int n, int32_t eos);
 
 #endif

@@ -1,5 +1,6 @@
 // `ot translate` input and output: a line to source ids (token ids or BPE),
 // a result to a line, and the generation settings of a Hugging Face directory.
+#include "serve/serve_impl.h"   // ot__sbuf, ot__utf8_take
 #include "translate.h"
 #include "io/json.h"
 #include <errno.h>
@@ -125,11 +126,17 @@ ot_status tr_line_ids(const ot_bpe *bpe, bool ids_mode, const char *line, size_t
 
 void tr_write(FILE *f, const ot_bpe *bpe, bool ids_mode, const int32_t *tok, int n, int32_t eos) {
   if (n > 0 && tok[n - 1] == eos) n--;
+  ot__sbuf raw = {0}, clean = {0};
   for (int i = 0; i < n; i++) {
     size_t len = 0;
     const char *s = ids_mode ? NULL : ot_bpe_token(bpe, tok[i], &len);
     if (ids_mode) fprintf(f, "%s%d", i ? " " : "", tok[i]);
-    else if (s) fwrite(s, 1, len, f);
+    else if (s) ot__sb_put(&raw, s, len);
   }
+  // byte-level tokens may end mid-character: invalid bytes become U+FFFD (as HF's decode)
+  if (raw.len) ot__utf8_take(raw.p, raw.len, true, &clean);
+  if (clean.len) fwrite(clean.p, 1, clean.len, f);
+  ot__sb_free(&raw);
+  ot__sb_free(&clean);
   fputc('\n', f);
 }
