@@ -49,4 +49,16 @@ int ot__edit_distance(const char *a, const char *b);
 #define OT_PROF_BEGIN(name, flops, bytes) int ot__prof_tok = ot_prof_begin(name, flops, bytes)
 #define OT_PROF_STOP() ot_prof_end(ot__prof_tok)
 
+// A bump planner: with a == NULL it only counts the bytes (each request rounded
+// to 64) a layout needs; with an arena sized to that count it hands out the same
+// layout. failed: an allocation ran out of room (the arena's message is set).
+typedef struct { ot_arena *a; size_t bytes; bool failed; } ot__planner;
+static inline void *ot__plan_take(ot__planner *p, size_t bytes) {
+  p->bytes += ot_align64(bytes);
+  if (!p->a) return NULL;
+  void *r = ot_arena_alloc(p->a, bytes);
+  if (!r) p->failed = true;
+  return r;
+}
+
 #endif

@@ -38,51 +38,42 @@ struct ot_kvcache {
 static ot_status cache_attend(ot__kvsrc *self, const ot__graph *g, int l, void *o, float *lse,
                               const void *q, const void *k, const void *v, int B, int T);
 
-// Bump planner: counts bytes (a == NULL) or allocates from the arena.
-typedef struct { ot_arena *a; size_t bytes; bool failed; } planner;
-static void *take(planner *p, size_t bytes) {
-  p->bytes += ot_align64(bytes);
-  if (!p->a) return NULL;
-  void *r = ot_arena_alloc(p->a, bytes);
-  if (!r) p->failed = true;
-  return r;
-}
 
-static void plan_kv(ot_kvcache *c, planner *p) {
+static void plan_kv(ot_kvcache *c, ot__planner *p) {
   const size_t per = (size_t)c->cfg.B * c->Hkv * c->S * c->D * c->es;
-  c->k = take(p, sizeof(void *) * c->L);
-  c->v = take(p, sizeof(void *) * c->L);
-  c->kv_len = take(p, sizeof(int32_t) * c->cfg.B);
+  c->k = ot__plan_take(p, sizeof(void *) * c->L);
+  c->v = ot__plan_take(p, sizeof(void *) * c->L);
+  c->kv_len = ot__plan_take(p, sizeof(int32_t) * c->cfg.B);
   for (int l = 0; l < c->L; l++) {
-    void *k = take(p, per), *v = take(p, per);
+    void *k = ot__plan_take(p, per), *v = ot__plan_take(p, per);
     if (p->a && c->k && c->v) { c->k[l] = k; c->v[l] = v; }
   }
 }
 
-static void plan_ws(ot_kvcache *c, planner *p) {
+static void plan_ws(ot_kvcache *c, ot__planner *p) {
   const ot__arch *a = &c->g->a;
   const size_t N = (size_t)c->cfg.B * c->cfg.chunk, B = (size_t)c->cfg.B, es = c->es;
   const size_t C = (size_t)a->C, HD = (size_t)a->Hq * a->D, KD = (size_t)a->Hkv * a->D;
-  c->tok = take(p, N * sizeof(int32_t));
-  c->x = take(p, N * C * es);
-  c->x2 = take(p, N * C * es);
-  c->y = take(p, N * C * es);
-  c->abuf = take(p, N * C * es);
-  c->q = take(p, N * HD * es);
-  c->kn = take(p, N * KD * es);
-  c->vn = take(p, N * KD * es);
-  c->oh = take(p, N * HD * es);
-  c->att = take(p, N * HD * es);
-  c->pre = take(p, N * (size_t)a->Fa * es);
-  c->h = take(p, N * (size_t)a->F * es);
-  c->mean = take(p, N * sizeof(float));
-  c->rstd = take(p, N * sizeof(float));
-  c->xl = take(p, B * C * es);
-  c->al = take(p, B * C * es);
-  c->rl = take(p, B * C * es);
-  c->yl = take(p, B * C * es);
-  c->lgdt = c->dt == OT_F32 ? NULL : take(p, (size_t)c->R * c->Vp * es);
-  c->logits = take(p, (size_t)c->R * c->Vp * sizeof(float));
+  c->tok = ot__plan_take(p, N * sizeof(int32_t));
+  c->x = ot__plan_take(p, N * C * es);
+  c->x2 = ot__plan_take(p, N * C * es);
+  c->y = ot__plan_take(p, N * C * es);
+  c->abuf = ot__plan_take(p, N * C * es);
+  c->q = ot__plan_take(p, N * HD * es);
+  c->kn = ot__plan_take(p, N * KD * es);
+  c->vn = ot__plan_take(p, N * KD * es);
+  c->oh = ot__plan_take(p, N * HD * es);
+  c->att = ot__plan_take(p, N * HD * es);
+  c->pre = ot__plan_take(p, N * (size_t)a->Fa * es);
+  c->h = ot__plan_take(p, N * (size_t)a->F * es);
+  c->mean = ot__plan_take(p, N * sizeof(float));
+  c->rstd = ot__plan_take(p, N * sizeof(float));
+  c->xl = ot__plan_take(p, B * C * es);
+  c->al = ot__plan_take(p, B * C * es);
+  c->rl = ot__plan_take(p, B * C * es);
+  c->yl = ot__plan_take(p, B * C * es);
+  c->lgdt = c->dt == OT_F32 ? NULL : ot__plan_take(p, (size_t)c->R * c->Vp * es);
+  c->logits = ot__plan_take(p, (size_t)c->R * c->Vp * sizeof(float));
 }
 
 ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *cfg) {
@@ -124,7 +115,7 @@ ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *
   c->R = k.all_logits ? k.B * k.chunk : k.B;
   c->dt = c->g->dt;
   c->es = ot_dtype_size(c->dt);
-  planner dk = {0}, dw = {0};
+  ot__planner dk = {0}, dw = {0};
   plan_kv(c, &dk);
   plan_ws(c, &dw);
   ot_status s = ot_arena_init(&c->a_kv, "kvcache", dk.bytes, OT_MEM_KVCACHE);
@@ -133,7 +124,7 @@ ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *
     // defined contents: the kernels never read beyond kv_len, but tools stay quiet
     memset(c->a_kv.base, 0, c->a_kv.cap);
     memset(c->a_ws.base, 0, c->a_ws.cap);
-    planner pk = {&c->a_kv, 0, false}, pw = {&c->a_ws, 0, false};
+    ot__planner pk = {&c->a_kv, 0, false}, pw = {&c->a_ws, 0, false};
     plan_kv(c, &pk);
     plan_ws(c, &pw);
     if (pk.failed || pw.failed || c->a_kv.used != c->a_kv.cap || c->a_ws.used != c->a_ws.cap)

@@ -6,61 +6,53 @@
 #include <math.h>
 #include <stdlib.h>
 
-typedef struct { ot_arena *a; size_t bytes; bool failed; } planner;
-static void *take(planner *p, size_t bytes) {
-  p->bytes += ot_align64(bytes);
-  if (!p->a) return NULL;
-  void *r = ot_arena_alloc(p->a, bytes);
-  if (!r) p->failed = true;
-  return r;
-}
 
-static void plan_kv(ot_translator *t, planner *p) {
+static void plan_kv(ot_translator *t, ot__planner *p) {
   const size_t cross = (size_t)t->cfg.max_batch * t->Hkv * t->cfg.max_src * t->D * t->es;
   const size_t self = (size_t)t->R * t->Hkv * t->cfg.max_tgt * t->D * t->es;
   void ***lists[6] = {&t->kc, &t->vc, &t->sk, &t->sv, &t->sk2, &t->sv2};
-  for (int i = 0; i < 6; i++) *lists[i] = take(p, sizeof(void *) * t->L);
+  for (int i = 0; i < 6; i++) *lists[i] = ot__plan_take(p, sizeof(void *) * t->L);
   for (int l = 0; l < t->L; l++)
     for (int i = 0; i < 6; i++) {
-      void *b = take(p, i < 2 ? cross : self);
+      void *b = ot__plan_take(p, i < 2 ? cross : self);
       if (p->a && *lists[i]) (*lists[i])[l] = b;
     }
 }
 
-static void plan_ws(ot_translator *t, planner *p) {
+static void plan_ws(ot_translator *t, ot__planner *p) {
   const size_t es = t->es, C = (size_t)t->C, HD = (size_t)t->Hq * t->D, KD = (size_t)t->Hkv * t->D;
   const size_t NS = (size_t)t->cfg.max_batch * t->cfg.max_src, R = (size_t)t->R;
-  t->stok = take(p, NS * sizeof(int32_t));
+  t->stok = ot__plan_take(p, NS * sizeof(int32_t));
   void **enc[] = {&t->ex, &t->eo, &t->eres2, &t->ey1, &t->eyc, &t->ey2, &t->eabuf, &t->enc};
-  for (size_t i = 0; i < sizeof enc / sizeof *enc; i++) *enc[i] = take(p, NS * C * es);
-  t->eq = take(p, NS * HD * es);
-  t->ek = take(p, NS * KD * es);
-  t->ev = take(p, NS * KD * es);
-  t->eoh = take(p, NS * HD * es);
-  t->eatt = take(p, NS * HD * es);
-  t->epre = take(p, NS * (size_t)t->Fa * es);
-  t->eh = take(p, NS * (size_t)t->F * es);
-  t->emean = take(p, NS * sizeof(float));
-  t->erstd = take(p, NS * sizeof(float));
-  t->ctok = take(p, NS * KD * es);
-  t->src_len = take(p, sizeof(int32_t) * t->cfg.max_batch);
-  t->slot_sent = take(p, sizeof(int32_t) * t->cfg.max_batch);
-  t->kv_len = take(p, sizeof(int32_t) * R);
+  for (size_t i = 0; i < sizeof enc / sizeof *enc; i++) *enc[i] = ot__plan_take(p, NS * C * es);
+  t->eq = ot__plan_take(p, NS * HD * es);
+  t->ek = ot__plan_take(p, NS * KD * es);
+  t->ev = ot__plan_take(p, NS * KD * es);
+  t->eoh = ot__plan_take(p, NS * HD * es);
+  t->eatt = ot__plan_take(p, NS * HD * es);
+  t->epre = ot__plan_take(p, NS * (size_t)t->Fa * es);
+  t->eh = ot__plan_take(p, NS * (size_t)t->F * es);
+  t->emean = ot__plan_take(p, NS * sizeof(float));
+  t->erstd = ot__plan_take(p, NS * sizeof(float));
+  t->ctok = ot__plan_take(p, NS * KD * es);
+  t->src_len = ot__plan_take(p, sizeof(int32_t) * t->cfg.max_batch);
+  t->slot_sent = ot__plan_take(p, sizeof(int32_t) * t->cfg.max_batch);
+  t->kv_len = ot__plan_take(p, sizeof(int32_t) * R);
   void **dec[] = {&t->x, &t->xo, &t->x2, &t->y1, &t->yc, &t->y2, &t->resc, &t->abuf};
-  for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) *dec[i] = take(p, R * C * es);
+  for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) *dec[i] = ot__plan_take(p, R * C * es);
   void **hd[] = {&t->q, &t->oh, &t->qc, &t->attyc, &t->qh, &t->oh2};
-  for (size_t i = 0; i < sizeof hd / sizeof *hd; i++) *hd[i] = take(p, R * HD * es);
-  t->kn = take(p, R * KD * es);
-  t->vn = take(p, R * KD * es);
-  t->pre = take(p, R * (size_t)t->Fa * es);
-  t->h = take(p, R * (size_t)t->F * es);
-  t->mean = take(p, R * sizeof(float));
-  t->rstd = take(p, R * sizeof(float));
-  t->lgdt = t->dt == OT_F32 ? NULL : take(p, R * (size_t)t->V * es);
-  t->logits = take(p, R * (size_t)t->V * sizeof(float));
+  for (size_t i = 0; i < sizeof hd / sizeof *hd; i++) *hd[i] = ot__plan_take(p, R * HD * es);
+  t->kn = ot__plan_take(p, R * KD * es);
+  t->vn = ot__plan_take(p, R * KD * es);
+  t->pre = ot__plan_take(p, R * (size_t)t->Fa * es);
+  t->h = ot__plan_take(p, R * (size_t)t->F * es);
+  t->mean = ot__plan_take(p, R * sizeof(float));
+  t->rstd = ot__plan_take(p, R * sizeof(float));
+  t->lgdt = t->dt == OT_F32 ? NULL : ot__plan_take(p, R * (size_t)t->V * es);
+  t->logits = ot__plan_take(p, R * (size_t)t->V * sizeof(float));
   const size_t QKV = HD + 2 * KD;
-  t->eqkv = t->quant ? take(p, NS * QKV * sizeof(float)) : NULL;
-  t->dqkv = t->quant ? take(p, R * QKV * sizeof(float)) : NULL;
+  t->eqkv = t->quant ? ot__plan_take(p, NS * QKV * sizeof(float)) : NULL;
+  t->dqkv = t->quant ? ot__plan_take(p, R * QKV * sizeof(float)) : NULL;
 }
 
 void ot_translator_free(ot_translator *t) {
@@ -100,14 +92,14 @@ ot_status ot__tr_setup(ot_translator *t, const ot_translator_config *cfg, const 
   t->src.base.attend = ot__tr_attend;
   t->src.base.cross = ot__tr_cross;
   t->src.t = t;
-  planner dk = {0}, dw = {0};
+  ot__planner dk = {0}, dw = {0};
   plan_kv(t, &dk);
   plan_ws(t, &dw);
   OT_TRY(ot_arena_init(&t->a_kv, "translate-cache", dk.bytes, OT_MEM_KVCACHE));
   OT_TRY(ot_arena_init(&t->a_ws, "translate-workspace", dw.bytes, OT_MEM_WORKSPACE));
   memset(t->a_kv.base, 0, t->a_kv.cap);   // defined contents (never read beyond lengths)
   memset(t->a_ws.base, 0, t->a_ws.cap);
-  planner pk = {&t->a_kv, 0, false}, pw = {&t->a_ws, 0, false};
+  ot__planner pk = {&t->a_kv, 0, false}, pw = {&t->a_ws, 0, false};
   plan_kv(t, &pk);
   plan_ws(t, &pw);
   if (pk.failed || pw.failed || t->a_kv.used != t->a_kv.cap || t->a_ws.used != t->a_ws.cap)

@@ -58,31 +58,11 @@ ot_status ot__encdec_validate(const ot_model_config *c, const char *n) {
 }
 
 // --------------------------------------------------------- element-wise ---
-static inline float bf2f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t f2bf(float f) {   // round to nearest even; NaN stays quiet NaN
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static inline float ld(ot_dtype dt, const void *p, size_t i) {
-  return dt == OT_F32 ? ((const float *)p)[i] : bf2f(((const uint16_t *)p)[i]);
-}
-static inline void st(ot_dtype dt, void *p, size_t i, float v) {
-  if (dt == OT_F32) ((float *)p)[i] = v;
-  else ((uint16_t *)p)[i] = f2bf(v);
-}
 
 void ot__add_into(ot_dtype dt, void *y, const void *x, size_t n) {
   const long nn = (long)n;
 #pragma omp parallel for schedule(static) if (nn >= 65536)
-  for (long i = 0; i < nn; i++) st(dt, y, (size_t)i, ld(dt, y, (size_t)i) + ld(dt, x, (size_t)i));
+  for (long i = 0; i < nn; i++) ot__stf(dt, y, (size_t)i, ot__ldf(dt, y, (size_t)i) + ot__ldf(dt, x, (size_t)i));
 }
 
 static inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
@@ -106,8 +86,8 @@ ot_status ot__act_fwd(ot_mlp_kind k, ot_dtype dt, void *y, const void *x, size_t
   const bool r = k == OT_MLP_RELU;
 #pragma omp parallel for schedule(static) if (nn >= 65536)
   for (long i = 0; i < nn; i++) {
-    const float v = ld(dt, x, (size_t)i);
-    st(dt, y, (size_t)i, r ? relu(v) : gelu_erf(v));
+    const float v = ot__ldf(dt, x, (size_t)i);
+    ot__stf(dt, y, (size_t)i, r ? relu(v) : gelu_erf(v));
   }
   return OT_OK;
 }
@@ -120,8 +100,8 @@ ot_status ot__act_bwd(ot_mlp_kind k, ot_dtype dt, void *dx, const void *x, const
   const bool r = k == OT_MLP_RELU;
 #pragma omp parallel for schedule(static) if (nn >= 65536)
   for (long i = 0; i < nn; i++) {
-    const float v = ld(dt, x, (size_t)i), g = ld(dt, dy, (size_t)i);
-    st(dt, dx, (size_t)i, r ? (v > 0.0f ? g : 0.0f) : g * gelu_erf_grad(v));
+    const float v = ot__ldf(dt, x, (size_t)i), g = ot__ldf(dt, dy, (size_t)i);
+    ot__stf(dt, dx, (size_t)i, r ? (v > 0.0f ? g : 0.0f) : g * gelu_erf_grad(v));
   }
   return OT_OK;
 }
@@ -154,8 +134,8 @@ static void s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int
     const size_t row = (size_t)tok[i] * C, o = (size_t)i * C, p = (size_t)(i % T);
     const float *sin_row = m->pos_tab ? m->pos_tab + p * C : NULL;
     for (int c = 0; c < C; c++) {
-      const float pe = sin_row ? sin_row[c] : ld(dt, lp, (p + off) * C + c);
-      st(dt, x, o + c, ld(dt, w, row + c) * sc + pe);
+      const float pe = sin_row ? sin_row[c] : ot__ldf(dt, lp, (p + off) * C + c);
+      ot__stf(dt, x, o + c, ot__ldf(dt, w, row + c) * sc + pe);
     }
   }
 }
@@ -172,7 +152,7 @@ static void s2s_embed_bwd(ot_model *m, const void *dout, const int32_t *tok, int
     float *r = dw + (size_t)tok[i] * C;
     float *q = dp ? dp + (size_t)(i % T + off) * C : NULL;
     for (int c = 0; c < C; c++) {
-      const float g = ld(dt, dout, (size_t)i * C + c);
+      const float g = ot__ldf(dt, dout, (size_t)i * C + c);
       r[c] += sc * g;
       if (q) q[c] += g;
     }

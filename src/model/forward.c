@@ -9,19 +9,6 @@
 #include <omp.h>
 
 // ------------------------------------------------------------- helpers ------
-static inline float bf2f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t f2bf(float f) {  // round to nearest even; NaN stays quiet NaN
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 
 // y = a + b, n elements of dt (element-wise, static partition).
 static void add_rows(ot_dtype dt, void *y, const void *a, const void *b, size_t n) {
@@ -35,7 +22,7 @@ static void add_rows(ot_dtype dt, void *y, const void *a, const void *b, size_t 
     uint16_t *yy = y;
     const uint16_t *aa = a, *bb = b;
 #pragma omp parallel for schedule(static) if (nn >= 65536)
-    for (long i = 0; i < nn; i++) yy[i] = f2bf(bf2f(aa[i]) + bf2f(bb[i]));
+    for (long i = 0; i < nn; i++) yy[i] = ot__f2bf(ot__bf2f(aa[i]) + ot__bf2f(bb[i]));
   }
 }
 

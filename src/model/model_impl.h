@@ -4,6 +4,7 @@
 #define OT_MODEL_IMPL_H
 
 #include "model/graph.h"
+#include <string.h>
 
 // Indices into the parameter table for one block (-1: absent).
 typedef struct {
@@ -206,6 +207,30 @@ static inline float *ot__pg(const ot_model *m, int i) { return i < 0 ? NULL : m-
 static inline const void *ot__pdt(const ot_model *m, int i) {
   if (i < 0) return NULL;
   return m->wb ? (const void *)(m->wb + m->params[i].offset) : (const void *)(m->w + m->params[i].offset);
+}
+
+// bf16 <-> f32 inline (round to nearest even; NaN stays a quiet NaN), and element i of an
+// f32 or bf16 buffer: the element-wise loops of the model layer (forward.c, encdec.c,
+// s2s_graph.c) use these, so they round exactly as ot_f32_to_bf16 does.
+static inline float ot__bf2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t ot__f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static inline float ot__ldf(ot_dtype dt, const void *p, size_t i) {
+  return dt == OT_F32 ? ((const float *)p)[i] : ot__bf2f(((const uint16_t *)p)[i]);
+}
+static inline void ot__stf(ot_dtype dt, void *p, size_t i, float v) {
+  if (dt == OT_F32) ((float *)p)[i] = v;
+  else ((uint16_t *)p)[i] = ot__f2bf(v);
 }
 
 #endif

@@ -7,26 +7,6 @@
 #include "model_impl.h"
 #include <math.h>
 
-static inline float bf2f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t f2bf(float f) {   // round to nearest even; NaN stays quiet NaN
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static inline float ld(ot_dtype dt, const void *p, size_t i) {
-  return dt == OT_F32 ? ((const float *)p)[i] : bf2f(((const uint16_t *)p)[i]);
-}
-static inline void st(ot_dtype dt, void *p, size_t i, float v) {
-  if (dt == OT_F32) ((float *)p)[i] = v;
-  else ((uint16_t *)p)[i] = f2bf(v);
-}
 
 static ot__s2s_emb emb_of(const ot_model *m, int pos, int lw, int lb) {
   ot__s2s_emb e = {m->cfg.embed_scale ? (float)sqrt((double)m->C) : 1.0f, m->pos_tab,
@@ -71,9 +51,9 @@ ot_status ot__s2s_embed_fwd(const ot__graph *g, const ot__s2s_emb *e, void *x, v
     const size_t row = (size_t)tok[i] * C, o = (size_t)i * C, p = (size_t)(pos0 + i % T);
     const float *sin_row = e->sin_tab ? e->sin_tab + p * C : NULL;
     for (int c = 0; c < C; c++) {
-      const float pe = sin_row ? sin_row[c] : ld(dt, e->lpos, (p + e->off) * C + c);
-      const float t = w ? ld(dt, w, row + c) : ((const float *)dst)[o + c];
-      st(dt, dst, o + c, t * sc + pe);
+      const float pe = sin_row ? sin_row[c] : ot__ldf(dt, e->lpos, (p + e->off) * C + c);
+      const float t = w ? ot__ldf(dt, w, row + c) : ((const float *)dst)[o + c];
+      ot__stf(dt, dst, o + c, t * sc + pe);
     }
   }
   if (!e->ln_w) return OT_OK;
