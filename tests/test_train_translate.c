@@ -66,8 +66,8 @@ static void test_bad_config(void) {
   th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--tensor-parallel 2", "translate with tp 2");
   c = tr_config();
   c.data_parallel = 2;
-  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "data-parallel training of encoder-decoder",
-                 "translate with dp 2");
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "= 2 processes, but 1 was started",
+                 "translate with dp 2 in one process");
   c = tr_config();
   snprintf(c.src_data, sizeof c.src_data, "%s/missing.en", g_dir);
   th_check_error(ot_trainer_create(&t, &c), OT_EIO, "missing.en", "missing source file");

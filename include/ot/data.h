@@ -268,6 +268,7 @@ typedef struct {
   int64_t tgt_tokens;        // targets != -1 of this rank's part
   int64_t global_rows, global_tgt_tokens;  // the whole global batch (all ranks)
   uint64_t epoch, index;     // which batch this is
+  int64_t global_src_tokens; // sources + eos of the whole global batch (all ranks)
 } ot_bitext_batch;
 
 typedef struct ot_bitext_batcher ot_bitext_batcher;

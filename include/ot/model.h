@@ -282,7 +282,8 @@ typedef struct {
   // (the part's local rows), the backward overwrites chunk_buf [chunk_rows, C]
   // f32 with this micro-batch's gradient of rows [row0, row0 + rows) of
   // parameter `param` and calls vocab_chunk. The head's chunks come first in the
-  // backward, the embedding's last.
+  // backward, the embedding's last (an encoder-decoder: the decoder's embedding
+  // pass, then the encoder's, each over every chunk).
   void (*vocab_chunk)(void *ctx, int param, int row0, int rows);
   float *chunk_buf;
   int chunk_rows;

@@ -51,6 +51,20 @@ ot_status ot__par_report(ot__par *p, FILE *out);
 // micro-batch losses (last stage only, else 0); *finite: all of them finite.
 ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *x, int32_t *y, float count,
                                 double *loss, bool *finite);
+// ---- a task's own micro-batches (the translate task: one pipeline stage, its
+// forwards and backwards run by the task): before each micro-batch's backward
+// ot__par_before_backward (last: the step's last micro-batch of this rank; with
+// overlap its backward launches the bucket reductions; ZeRO-2: the staging), and
+// after the last backward ot__par_finish_backward (every gradient reduction
+// complete). ZeRO-2 reduces per micro-batch: every data-parallel rank must run
+// the same number of them (ot__par_max_int, padding with empty ones).
+ot_status ot__par_before_backward(ot__par *p, bool last);
+ot_status ot__par_finish_backward(ot__par *p);
+// *v := its maximum over the world (collective).
+ot_status ot__par_max_int(ot__par *p, int *v, const char *what);
+int ot__par_zero(const ot__par *p);                  // ZeRO stage (0 for NULL)
+int ot__par_tp_rank(const ot__par *p);               // 0 for NULL
+
 // World-wide reduction of the loss (last stage, tensor rank 0, summed over dp),
 // the non-finite flag and the squared gradient norm (each element counted once).
 ot_status ot__par_reduce_norm(ot__par *p, double *loss, bool *finite, double *sumsq);

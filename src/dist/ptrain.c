@@ -148,6 +148,8 @@ void ot__par_free(ot__par *p) {
 int ot__par_dp(const ot__par *p) { return p ? p->g.dp : 1; }
 int ot__par_dp_rank(const ot__par *p) { return p ? p->g.dp_rank : 0; }
 int ot__par_rank(const ot__par *p) { return p ? p->g.rank : 0; }
+int ot__par_tp_rank(const ot__par *p) { return p ? p->g.tp_rank : 0; }
+int ot__par_zero(const ot__par *p) { return p ? p->zero : 0; }
 double ot__par_comm_seconds(const ot__par *p) { return p ? p->comm_s : 0.0; }
 
 // Blocks [layer0, layer1) of stage s: L / pp each, the first L % pp stages one more.
@@ -242,6 +244,7 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
     if (!p->gsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   }
   if (p->zero == 2) OT_TRY(ot__z2_setup(p));
+  p->comm0 = ot__comm_seconds();
   if (p->overlap && dp > 1) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
@@ -328,11 +331,10 @@ static ot_status schedule(stepctx *x) {
   return ot__wait(&p->g, &p->breq, "pipeline send of gradients");
 }
 
-ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *xb, int32_t *yb, float count,
-                                double *loss, bool *finite) {
-  p->comm0 = ot__comm_seconds();
-  stepctx x = {p, rows, xb, yb, count, 0.0, true};
-  OT_TRY(schedule(&x));
+// The tail of a step's backwards: every bucket reduced, then a tied embedding's two
+// stages' copies summed.
+ot_status ot__par_finish_backward(ot__par *p) {
+  p->last_mb = false;
   OT_TRY(finish_buckets(p));
   ot_model *m = p->m;
   float *g = ot_model_grads(m);
@@ -344,6 +346,29 @@ ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *xb, in
                              "tied-embedding gradient all-reduce"));
     }
   }
+  return OT_OK;
+}
+
+ot_status ot__par_before_backward(ot__par *p, bool last) {
+  if (p->th_err != OT_OK) return ot_error(p->th_err, "%s", p->th_msg);
+  p->last_mb = last;
+  if (p->zero == 2) OT_TRY(ot__z2_before_backward(p));
+  return OT_OK;
+}
+
+ot_status ot__par_max_int(ot__par *p, int *v, const char *what) {
+  ot__wd_begin(&p->g, what, -1);
+  int rc = MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MAX, p->g.world_comm);
+  ot__wd_end();
+  return rc == MPI_SUCCESS ? OT_OK : ot__mpi_error(rc, what);
+}
+
+ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *xb, int32_t *yb, float count,
+                                double *loss, bool *finite) {
+  p->comm0 = ot__comm_seconds();
+  stepctx x = {p, rows, xb, yb, count, 0.0, true};
+  OT_TRY(schedule(&x));
+  OT_TRY(ot__par_finish_backward(p));
   *loss = x.loss;
   *finite = x.finite;
   return OT_OK;
@@ -395,6 +420,7 @@ void ot__par_zero_grads(ot__par *p) {
   if (p->zero == 2) memset(p->gs, 0, (p->s1 - p->s0) * sizeof(float));
   else ot_model_zero_grad(p->m);
   p->comm_s = ot__comm_seconds() - p->comm0;
+  p->comm0 = ot__comm_seconds();   // the next step's communication counts from here
 }
 
 ot_status ot__par_eval_chunk(ot__par *p, const int32_t *x, const int32_t *y, int b, float n,

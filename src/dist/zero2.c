@@ -4,7 +4,9 @@
 // gradients are bound to staging. The blocks' parameters form units, each a
 // weight matrix with what follows it in the layout up to the next matrix
 // (biases, norms; the model reports each matrix final as the backward passes
-// it); the units take Z2_BUFS staging buffers of the largest unit in turn.
+// it) — post-norm models: each block one unit, as its backward writes the
+// second norm's gradient before the MLP's; the units take Z2_BUFS staging
+// buffers of the largest unit in turn.
 // After each micro-batch's backward of unit k the buffer is all-reduced over
 // the data-parallel group, this rank's shard of it is added to the shard
 // accumulator gs and the buffer is zeroed for unit k - Z2_BUFS; with overlap
@@ -19,6 +21,7 @@
 // one chunk + the small globals).
 #include "dist_impl.h"
 #include <stdlib.h>
+#include <string.h>
 
 static float *zalloc(size_t n) {
   float *x = ot_mem_alloc((n ? n : 1) * sizeof(float), OT_MEM_GRADS);
@@ -32,9 +35,24 @@ static size_t padded(size_t n) { return (n + 15) & ~(size_t)15; }
 static bool chunked(const ot_param *q) {
   return q->layer < 0 && (q->kind == OT_PT_EMBED || q->kind == OT_PT_LM_HEAD);
 }
-// A unit starts at every block weight matrix.
-static bool unit_start(const ot_param *q) {
-  return q->layer >= 0 && (q->kind == OT_PT_MATRIX || q->kind == OT_PT_MATRIX_RES);
+// Length of the name prefix that names q's block ("model.encoder.layers.3." -> up to
+// the layer number), 0 for a global tensor.
+static size_t block_prefix(const ot_param *q) {
+  char num[16];
+  snprintf(num, sizeof num, ".%d.", q->layer);
+  const char *at = q->layer >= 0 ? strstr(q->name, num) : NULL;
+  return at ? (size_t)(at - q->name) + strlen(num) : 0;
+}
+
+// A unit starts at every block weight matrix (pre-norm: a block's backward writes its
+// gradients in reverse layout order, matrix by matrix), or with `whole_blocks` at every
+// block's first tensor (post-norm: the second norm's gradient is written first, before
+// the MLP's, so a block's units would be written out of order).
+static bool unit_start(const ot_param *q, const ot_param *prev, bool whole_blocks) {
+  if (q->layer < 0) return false;
+  if (!whole_blocks) return q->kind == OT_PT_MATRIX || q->kind == OT_PT_MATRIX_RES;
+  const size_t n = block_prefix(q);
+  return !prev || prev->layer != q->layer || block_prefix(prev) != n || strncmp(prev->name, q->name, n);
 }
 
 int ot__z2_chunk_rows(int d_model) {
@@ -53,8 +71,9 @@ ot_status ot__z2_setup(ot__par *p) {
   // units in layout order: [u0[k], u0[k + 1]) (alignment gaps included)
   size_t blk_end = 0;
   p->nu = 0;
+  const bool whole_blocks = p->mc.norm_place == OT_PLACE_POST;
   for (int i = 0; i < np; i++) {
-    const ot_param *q = ot_model_param_at(m, i);
+    const ot_param *q = ot_model_param_at(m, i), *prev = i > 0 ? ot_model_param_at(m, i - 1) : NULL;
     if (q->layer < 0) {
       if (!chunked(q)) {
         p->goff[i] = p->ng;
@@ -62,7 +81,7 @@ ot_status ot__z2_setup(ot__par *p) {
       }
       continue;
     }
-    if (unit_start(q) || p->nu == 0) {
+    if (unit_start(q, prev, whole_blocks) || p->nu == 0) {
       if (p->nu > 0 && q->offset < p->u0[p->nu - 1]) return ot_error(OT_EINTERNAL, "ZeRO-2: units out of order");
       p->u0[p->nu++] = q->offset;
     }

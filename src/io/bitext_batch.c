@@ -166,10 +166,11 @@ ot_status ot_bitext_next(ot_bitext_batcher *b, ot_bitext_batch *out) {
   const int64_t lo = g0 + b->rank * R / b->world, hi = g0 + (b->rank + 1) * R / b->world;
   const int32_t eos = bt->eos;
   int S = 0, T = 0;
-  int64_t gt = 0, nt = 0;
+  int64_t gt = 0, gs = 0, nt = 0;
   for (int64_t r = g0; r < g0 + R; r++) {
     int64_t i = b->ord[r];
     gt += bt->tn[i] + 1;
+    gs += bt->sn[i] + 1;
     if (r < lo || r >= hi) continue;
     if (bt->sn[i] + 1 > S) S = bt->sn[i] + 1;
     if (bt->tn[i] + 1 > T) T = bt->tn[i] + 1;
@@ -194,7 +195,7 @@ ot_status ot_bitext_next(ot_bitext_batcher *b, ot_bitext_batch *out) {
     nt += ntg + 1;
   }
   *out = (ot_bitext_batch){B, S, T, b->src, b->src_len, b->dec_in, b->dec_tgt, b->tgt_len, b->pair, nt, R, gt,
-                           b->epoch, b->index};
+                           b->epoch, b->index, gs};
   if (++b->index == (uint64_t)b->nb) { b->epoch++; b->index = 0; }
   return OT_OK;
 }

@@ -140,22 +140,44 @@ static void s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int
   }
 }
 
-// wte gradient += scale * dout [B*T, C] at the rows of tok, learned positions += dout
-// (serial: rows repeat).
-static void s2s_embed_bwd(ot_model *m, const void *dout, const int32_t *tok, int B, int T,
-                          int pos) {
+// dw [rows, C] += scale * dout [B*T, C] at the tokens of tok in [r0, r0 + rows) (dw may be
+// NULL), learned positions dp += dout (NULL: none); serial: rows repeat.
+static void s2s_embed_rows(const ot_model *m, float *dw, int r0, int rows, float *dp,
+                           const void *dout, const int32_t *tok, int B, int T) {
   const ot_dtype dt = m->run.dt;
   const int C = m->C, off = m->cfg.pos_offset;
   const float sc = embed_scale(m);
-  float *dw = ot__pg(m, m->wte), *dp = ot__pg(m, pos);
   for (int i = 0; i < B * T; i++) {
-    float *r = dw + (size_t)tok[i] * C;
+    const bool in = dw && tok[i] >= r0 && tok[i] < r0 + rows;
+    float *r = in ? dw + (size_t)(tok[i] - r0) * C : NULL;
     float *q = dp ? dp + (size_t)(i % T + off) * C : NULL;
+    if (!r && !q) continue;
     for (int c = 0; c < C; c++) {
       const float g = ot__ldf(dt, dout, (size_t)i * C + c);
-      r[c] += sc * g;
+      if (r) r[c] += sc * g;
       if (q) q[c] += g;
     }
+  }
+}
+
+// The embedding's gradients of one stack from dout [B*T, C]: wte += scale * dout at the
+// rows of tok, learned positions += dout. With vocabulary chunks (ZeRO-2: comm.vocab_chunk)
+// the wte gradient goes chunk by chunk through comm.chunk_buf.
+static void s2s_embed_bwd(ot_model *m, const void *dout, const int32_t *tok, int B, int T,
+                          int pos) {
+  float *dp = ot__pg(m, pos);
+  const ot_model_comm *pc = &m->part.comm;
+  if (!pc->vocab_chunk) {
+    s2s_embed_rows(m, ot__pg(m, m->wte), 0, m->Vl, dp, dout, tok, B, T);
+    return;
+  }
+  if (dp) s2s_embed_rows(m, NULL, 0, 0, dp, dout, tok, B, T);
+  const int R = pc->chunk_rows > 0 && pc->chunk_rows < m->Vl ? pc->chunk_rows : m->Vl;
+  for (int r0 = 0; r0 < m->Vl; r0 += R) {
+    const int rows = r0 + R < m->Vl ? R : m->Vl - r0;
+    memset(pc->chunk_buf, 0, (size_t)rows * m->C * sizeof(float));
+    s2s_embed_rows(m, pc->chunk_buf, r0, rows, NULL, dout, tok, B, T);
+    pc->vocab_chunk(pc->ctx, m->wte, r0, rows);
   }
 }
 

@@ -35,11 +35,10 @@ ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *
   if (p->slots < 1)
     return ot_error(OT_EINVAL, "%s: slots=%d must be >= 1", fn, p->slots);
   if (c->arch == OT_ARCH_ENCDEC &&
-      (p->tp != 1 || p->layer0 != 0 || p->layer1 != c->n_layers || p->vocab_parallel ||
-       p->slots != 1 || p->comm.vocab_chunk))
-    return ot_error(OT_EUNSUPPORTED, "%s: encoder-decoder models run on one process for now "
-                    "(tensor_parallel 1, no pipeline split, no vocab_parallel, one slot, no "
-                    "vocabulary chunks)", fn);
+      (p->tp != 1 || p->layer0 != 0 || p->layer1 != c->n_layers || p->vocab_parallel || p->slots != 1))
+    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder model is split over data-parallel "
+                    "ranks only (tensor_parallel 1, one pipeline stage, no vocab_parallel, one "
+                    "slot)", fn);
   if (p->tp > 1 && !p->comm.allreduce)
     return ot_error(OT_EINVAL, "%s: tensor_parallel=%d needs an all-reduce over the tensor group",
                     fn, p->tp);

@@ -10,6 +10,12 @@
 #include "train/train_impl.h"
 #include <stdlib.h>
 
+// The smallest run of t's model (B = T = 1; an encoder-decoder's source S = 1).
+static ot_run_config tiny_run(const ot_trainer *t) {
+  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1, t->cfg.model.arch == OT_ARCH_ENCDEC ? 1 : 0};
+  return run;
+}
+
 // A one-process trainer over a whole model (B = T = 1: no training
 // buffers to speak of) that shares t's config, counters and data loader.
 static ot_status shell_create(const ot_trainer *t, ot_trainer *sh) {
@@ -17,7 +23,7 @@ static ot_status shell_create(const ot_trainer *t, ot_trainer *sh) {
   sh->par = NULL;
   sh->m = NULL;
   sh->mom[0] = sh->mom[1] = NULL;
-  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1};
+  const ot_run_config run = tiny_run(t);
   OT_TRY(ot_model_create(&sh->m, &t->cfg.model, &run));
   const size_t n = ot_model_n_floats(sh->m);
   for (int k = 0; k < 2; k++) {
@@ -67,7 +73,7 @@ ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir) {
   float *mf[2] = {NULL, NULL}, *buf = NULL;
   ot_status s = OT_OK;
   // every rank builds the whole layout's table (names, sizes) the same way
-  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1};
+  const ot_run_config run = tiny_run(t);
   ot_model *whole = NULL;
   if (root) {
     s = shell_create(t, &sh);

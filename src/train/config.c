@@ -552,7 +552,7 @@ const char *ot_lr_decay_name(ot_lr_decay d) {
 #define BAD(...) return ot_error(OT_EINVAL, __VA_ARGS__)
 
 // The checks of the task: translate needs an encoder-decoder model, its
-// bitext and one process (data parallel is not wired for it yet); lm a decoder.
+// bitext and a data-parallel layout; lm a decoder.
 static ot_status resolve_task(ot_train_config *c) {
   const bool encdec = c->model.arch == OT_ARCH_ENCDEC;
   if (c->task != OT_TASK_TRANSLATE) {
@@ -565,12 +565,9 @@ static ot_status resolve_task(ot_train_config *c) {
     BAD("--task translate needs an encoder-decoder model, but --model %s is decoder-only (use "
         "--model transformer-small, transformer-base, transformer-big or transformer-tiny)", c->model.name);
   if (c->tensor_parallel > 1 || c->pipeline_stages > 1)
-    BAD("--task translate runs data parallel only: --tensor-parallel %d / --pipeline-stages %d are not "
-        "supported for encoder-decoder models (use --tensor-parallel 1 --pipeline-stages 1)",
-        c->tensor_parallel, c->pipeline_stages);
-  if (c->data_parallel > 1)
-    BAD("--task translate with --data-parallel %d: data-parallel training of encoder-decoder models "
-        "is not available yet (run one process; raise --grad-accum for a larger batch)", c->data_parallel);
+    BAD("--task translate runs data parallel only: --tensor-parallel %d / --pipeline-stages %d are "
+        "unsupported for encoder-decoder models (use --tensor-parallel 1 --pipeline-stages 1 and "
+        "--data-parallel N)", c->tensor_parallel, c->pipeline_stages);
   if (!c->src_data[0] || !c->tgt_data[0])
     BAD("--task translate needs --src-data and --tgt-data (the training bitext, one sentence per line)");
   if (!c->valid_src[0] != !c->valid_tgt[0])

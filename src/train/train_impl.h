@@ -57,13 +57,16 @@ struct ot_trainer {
 // Opens the tokenizer (<data>/vocab.json, merges.txt), the bitexts and their
 // batchers, then creates the encoder-decoder model sized for them into t->m
 // (run.S, run.T: the longest source / target + eos; run.B: the most rows of one
-// forward) and sets the label smoothing. t->cfg is resolved; t->cfg.model's
+// forward; a data-parallel layout: this rank's part through the parallel
+// runtime, t->par, each rank batching its rows of every global batch) and sets
+// the label smoothing. t->cfg is resolved; t->cfg.model's
 // vocab and token ids are set from the tokenizer.
 ot_status ot__tr_create(ot_trainer *t);
 void ot__tr_free(struct ot__tr *tr);
-// This rank's micro-batches of the next global batch, forward and backward:
-// *loss (sum of the micro-batch losses, each over the global target count),
-// *finite, *tokens (source + target tokens of the global batch), *tgt_tokens (its targets).
+// This rank's micro-batches of the next global batch, forward and backward
+// (parallel: every gradient reduction complete on return): *loss (sum of this
+// rank's micro-batch losses, each over the global target count), *finite,
+// *tokens (source + target tokens of the global batch), *tgt_tokens (its targets).
 ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
                                int64_t *tgt_tokens);
 // Held-out loss over the first `batches` batches of the held-out bitext.
@@ -72,6 +75,9 @@ bool ot__tr_has_val(const ot_trainer *t);
 // The training data position (loader or batcher); false without training data.
 bool ot__trainer_data_state(const ot_trainer *t, ot_loader_state *st);
 ot_status ot__trainer_set_data_state(ot_trainer *t, const ot_loader_state *st);
+
+// The parallel runtime's view of a resolved config and run (trainer.c).
+ot__par_config ot__train_par_config(const ot_train_config *c, const ot_run_config *run);
 
 // ot_trainer_create over a config already resolved by ot_train_config_resolve.
 ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved);

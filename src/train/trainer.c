@@ -95,8 +95,7 @@ static ot_status open_loaders(ot_trainer *t) {
   return OT_OK;
 }
 
-// The runtime's view of a resolved config.
-static ot__par_config par_config(const ot_train_config *c, const ot_run_config *run) {
+ot__par_config ot__train_par_config(const ot_train_config *c, const ot_run_config *run) {
   ot__par_config pc;
   memset(&pc, 0, sizeof pc);
   pc.model = c->model;
@@ -137,7 +136,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
   if (c->task == OT_TASK_TRANSLATE) {   // the bitexts first: they size the model's buffers
     s = ot__tr_create(t);
   } else if (ot__par_wanted(c->data_parallel, c->tensor_parallel, c->pipeline_stages)) {
-    const ot__par_config pc = par_config(c, &run);
+    const ot__par_config pc = ot__train_par_config(c, &run);
     s = ot__par_create(&pc, &t->m, &t->par);
   } else {
     s = ot_model_create(&t->m, &c->model, &run);
@@ -220,9 +219,10 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   double loss = 0.0, sumsq = 0.0;
   bool finite = true;
   int64_t ntok = (int64_t)dp * A * B * T, ntgt = ntok;
-  if (t->tr) {   // translate: the bitext batcher's global batch (one process)
+  if (t->tr) {   // translate: this rank's part of the bitext batcher's global batch
     OT_TRY(ot__tr_micro_batches(t, &loss, &finite, &ntok, &ntgt));
-    if (finite) sumsq = ot_sumsq(g, n);
+    if (par) OT_TRY(ot__par_reduce_norm(par, &loss, &finite, &sumsq));
+    else if (finite) sumsq = ot_sumsq(g, n);
   } else if (par) {
     OT_TRY(ot__par_micro_batches(par, rows + (size_t)ot__par_dp_rank(par) * A * B * rowlen, t->x, t->y,
                                  lm_count(rows, (size_t)dp * A * B, T), &loss, &finite));

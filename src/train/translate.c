@@ -93,11 +93,17 @@ ot_status ot__tr_create(ot_trainer *t) {
   c->model.attn_dropout = c->attn_dropout;
   c->model.act_dropout = c->act_dropout;
   ot_run_config run = {tr->max_rows, T, c->dtype, c->recompute, -1, S};
-  OT_TRY(ot_model_create(&t->m, &c->model, &run));
+  if (ot__par_wanted(c->data_parallel, c->tensor_parallel, c->pipeline_stages)) {
+    ot__par_config pc = ot__train_par_config(c, &run);
+    pc.micro_batches = 1;   // the token budget makes this rank's micro-batches (below)
+    OT_TRY(ot__par_create(&pc, &t->m, &t->par));
+  } else {
+    OT_TRY(ot_model_create(&t->m, &c->model, &run));
+  }
   OT_TRY(ot_model_set_label_smoothing(t->m, c->label_smoothing));
-  if (tr->train) {
+  if (tr->train) {   // every rank plans the same global batches and takes its rows of each
     ot_bitext_batcher_config bc = {(int64_t)c->tokens_per_batch * c->grad_accum * c->data_parallel, 0,
-                                   c->shuffle, c->seed, 0, 1};
+                                   c->shuffle, c->seed, ot__par_dp_rank(t->par), ot__par_dp(t->par)};
     OT_TRY(ot_bitext_batcher_open(&tr->tb, tr->train, &bc));
   }
   if (tr->valid) {
@@ -123,33 +129,46 @@ static ot_s2s_batch chunk(const ot_bitext_batch *b, int r0, int rows) {
   return s;
 }
 
+// An empty micro-batch's target: one row, none scored (its backward adds zero
+// gradients and runs the reductions of a real one; ZeRO-2 pads with it).
+static const int32_t k_none[1] = {-1};
+
 ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
                                int64_t *tgt_tokens) {
   struct ot__tr *tr = t->tr;
+  ot__par *par = t->par;
   if (!tr->tb) return ot_error(OT_EINVAL, "ot_trainer_step: no training bitext (set --src-data, --tgt-data)");
   ot_bitext_batch b;
   OT_PROF_BEGIN("data", 0.0, 0.0);
   ot_status s = ot_bitext_next(tr->tb, &b);
   OT_PROF_STOP();
   OT_TRY(s);
-  int64_t ntok = 0;
-  for (int i = 0; i < b.B; i++) ntok += b.src_len[i] + b.tgt_len[i];
-  *tokens = ntok;
+  *tokens = b.global_src_tokens + b.global_tgt_tokens;
   *tgt_tokens = b.global_tgt_tokens;
   const float count = b.global_tgt_tokens > 0 ? (float)b.global_tgt_tokens : 1.0f;
   const int rows = chunk_rows(t, b.S, b.T);
+  int mine = (b.B + rows - 1) / rows, all = mine;   // this rank's micro-batches, the most of any rank
+  if (ot__par_zero(par) == 2) OT_TRY(ot__par_max_int(par, &all, "micro-batch count all-reduce"));
+  int32_t eos[1] = {t->cfg.model.eos_id}, one[1] = {1};
+  const ot_s2s_batch empty = {1, 1, 1, eos, one, eos, k_none};
   *loss = 0.0;
   *finite = true;
-  for (int r0 = 0, k = 0; r0 < b.B; r0 += rows, k++) {
-    const ot_s2s_batch sb = chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows);
+  for (int k = 0; k < all; k++) {
+    const int r0 = k * rows;
+    const ot_s2s_batch sb = k < mine ? chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows) : empty;
     // dropout masks: one counter per micro-batch of the run (the model's dropout API)
     ot_model_set_dropout_step(t->m, t->cfg.seed, ((uint64_t)t->step << 20) | (uint64_t)k);
     double l = 0.0;
     OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
     *loss += l;
-    if (!isfinite(l)) { *finite = false; break; }   // the step is lost anyway
+    if (!isfinite(l)) {
+      *finite = false;
+      if (!par) break;   // the step is lost anyway (parallel: the reductions still run)
+    }
+    if (par) OT_TRY(ot__par_before_backward(par, k == (ot__par_zero(par) == 2 ? all : mine) - 1));
     OT_TRY(ot_model_backward(t->m));
   }
+  if (par) OT_TRY(ot__par_finish_backward(par));
   return OT_OK;
 }
 
@@ -161,12 +180,17 @@ ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int
   if (batches <= 0) batches = t->cfg.eval_batches;
   if (batches > avail) batches = (int)avail;
   OT_TRY(ot_bitext_set_state(tr->vb, &tr->v0));
+  // parallel: the chunks dealt round-robin to the data-parallel ranks, the sums
+  // (tensor rank 0's) reduced over the world
+  ot__par *par = t->par;
+  const int dp = ot__par_dp(par), dr = ot__par_dp_rank(par);
   double sl = 0.0, sn = 0.0, total = 0.0;
-  for (int i = 0; i < batches; i++) {
+  for (int i = 0, j = 0; i < batches; i++) {
     ot_bitext_batch b;
     OT_TRY(ot_bitext_next(tr->vb, &b));
     const int rows = chunk_rows(t, b.S, b.T);
-    for (int r0 = 0; r0 < b.B; r0 += rows) {
+    for (int r0 = 0; r0 < b.B; r0 += rows, j++) {
+      if (j % dp != dr) continue;
       const ot_s2s_batch sb = chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows);
       int64_t n = 0;
       for (int j = 0; j < sb.B; j++) n += b.tgt_len[r0 + j];
@@ -177,6 +201,14 @@ ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int
       sn += ot_model_nll(t->m) * (double)n;
       total += (double)n;
     }
+  }
+  if (par) {
+    double red[3] = {sl, sn, total};
+    if (ot__par_tp_rank(par) != 0) red[0] = red[1] = red[2] = 0.0;
+    OT_TRY(ot__par_sum(par, red, 3, "evaluation loss all-reduce"));
+    sl = red[0];
+    sn = red[1];
+    total = red[2];
   }
   *loss = total > 0 ? sl / total : NAN;
   if (nll) *nll = total > 0 ? sn / total : NAN;
