@@ -247,6 +247,9 @@ void ot_trainer_set_hooks(ot_trainer *t, const ot_train_hooks *h);
 // through the translate hook, against their detokenized references
 // (sacreBLEU defaults): *score and the signature (sig, cap bytes; may be NULL).
 // OT_EINVAL without the hook, without a held-out bitext or for an LM trainer.
+// Parallel trainers: call it on every rank; world rank 0 decodes (tensor
+// parallel: with the whole weights gathered to it) and the others return OT_OK
+// with *score zeroed.
 ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig, size_t cap);
 
 ot_model *ot_trainer_model(ot_trainer *t);

@@ -319,8 +319,9 @@ static ot_status attn_bwd(ot_model *m, const ot__stack *st, int l, const ot__lay
 }
 
 // Cross-attention's backward (block l): dout [N, C] (read first: dx may alias it) ->
-// dx [N, C] (gradient of its input x); the gradient of the encoder output through this
-// block's cross K/V is added to st->denc.
+// dx [N, C] (gradient of its input x, summed over the tensor group); the gradient of the
+// encoder output through this block's cross K/V (this tensor rank's heads' part) is
+// added to st->denc.
 static ot_status cross_bwd(ot_model *m, const ot__stack *st, int l, const ot__layer_acts *A,
                            const ot__layer_params *P, const void *x, void *dout, void *dx, int B,
                            int T) {
@@ -346,6 +347,7 @@ static ot_status cross_bwd(ot_model *m, const ot__stack *st, int l, const ot__la
   const char *w = ot__pdt(m, P->cqkv_w);
   ot__transpose_heads(es, m->datty, m->dq, B, T, m->Hq, m->D, false);
   OT_TRY(ot_linear_bwd(dt, dx, dw, db, m->datty, NULL, x, w, N, HD, C, OT_ACT_NONE));
+  OT_TRY(ot__tp_sum(g, dx, (size_t)N * C));   // tensor parallel: every rank's heads' part
   const void *dkv[2] = {m->dk, m->dv};
   for (int j = 0; j < 2; j++) {
     const size_t r0 = (size_t)HD + (size_t)j * KD;

@@ -363,6 +363,8 @@ ot_status ot__s2s_backward(ot_model *m) {
   const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len,
                          &m->ddrop};
   for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &dec, l, B, T));
+  // tensor parallel: each rank's cross K/V heads gave their part of the encoder output's gradient
+  OT_TRY(ot__tp_sum(&m->graph, m->denc, (size_t)NS * C));
   const stack_emb de = dec_emb(m), ee = enc_emb(m);
   OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T, &m->ddrop));
   // encoder

@@ -35,10 +35,10 @@ ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *
   if (p->slots < 1)
     return ot_error(OT_EINVAL, "%s: slots=%d must be >= 1", fn, p->slots);
   if (c->arch == OT_ARCH_ENCDEC &&
-      (p->tp != 1 || p->layer0 != 0 || p->layer1 != c->n_layers || p->vocab_parallel || p->slots != 1))
-    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder model is split over data-parallel "
-                    "ranks only (tensor_parallel 1, one pipeline stage, no vocab_parallel, one "
-                    "slot)", fn);
+      (p->layer0 != 0 || p->layer1 != c->n_layers || p->vocab_parallel || p->slots != 1))
+    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder model is split over data- and "
+                    "tensor-parallel ranks only (one pipeline stage, no vocab_parallel, one slot)",
+                    fn);
   if (p->tp > 1 && !p->comm.allreduce)
     return ot_error(OT_EINVAL, "%s: tensor_parallel=%d needs an all-reduce over the tensor group",
                     fn, p->tp);
@@ -56,10 +56,43 @@ static void set_rows(ot__slice *s, int i, int64_t g0, int64_t l0, int64_t n) {
   s->n[i] = n;
 }
 
+// The tensor-parallel slices of one block (P): the fused q/k/v rows of this rank's
+// heads (self- and cross-attention), the MLP's rows, and the columns of the
+// row-parallel output projections (attention, cross-attention, MLP). Hq, Hkv, Fg:
+// the whole model's head counts and MLP width.
+static void layer_slices(ot_model *m, const ot__layer_params *P, int64_t Hq, int64_t Hkv, int64_t Fg) {
+  const int r = m->part.tp_rank, D = m->D;
+  const int qkv[4] = {P->qkv_w, P->qkv_b, P->cqkv_w, P->cqkv_b};
+  for (int k = 0; k < 4; k++) {
+    if (qkv[k] < 0) continue;
+    ot__slice *s = &m->slices[qkv[k]];
+    s->nseg = 3;
+    set_rows(s, 0, r * m->Hq * D, 0, (int64_t)m->Hq * D);
+    set_rows(s, 1, Hq * D + r * m->Hkv * D, (int64_t)m->Hq * D, (int64_t)m->Hkv * D);
+    set_rows(s, 2, (Hq + Hkv) * D + r * m->Hkv * D, (int64_t)(m->Hq + m->Hkv) * D,
+             (int64_t)m->Hkv * D);
+  }
+  const int fc[2] = {P->fc_w, P->fc_b};
+  for (int k = 0; k < 2; k++) {
+    if (fc[k] < 0) continue;
+    ot__slice *s = &m->slices[fc[k]];
+    s->nseg = m->cfg.mlp == OT_MLP_SWIGLU ? 2 : 1;
+    set_rows(s, 0, (int64_t)r * m->F, 0, m->F);
+    if (s->nseg == 2) set_rows(s, 1, Fg + (int64_t)r * m->F, m->F, m->F);
+  }
+  const int cols[3] = {P->o_w, P->co_w, P->proj_w};
+  for (int k = 0; k < 3; k++) {
+    if (cols[k] < 0) continue;
+    ot__slice *s = &m->slices[cols[k]];
+    s->cols = true;
+    const int64_t n = k < 2 ? (int64_t)m->Hq * D : m->F;
+    set_rows(s, 0, (int64_t)r * n, 0, n);
+  }
+}
+
 // Fills m->slices: for every parameter the whole tensor it belongs to (index
 // in the one-process layout `w`, shape) and the ranges this part holds.
 static ot_status build_slices(ot_model *m, const ot_model *w) {
-  const int r = m->part.tp_rank, D = m->D;
   const int64_t Hq = w->Hq, Hkv = w->Hkv, Fg = w->F;
   for (int i = 0; i < m->n_params; i++) {
     const ot_param *p = &m->params[i];
@@ -76,31 +109,8 @@ static ot_status build_slices(ot_model *m, const ot_model *w) {
     s->nseg = 1;
     set_rows(s, 0, 0, 0, g->shape[0]);
   }
-  for (int l = 0; l < m->L; l++) {
-    const ot__layer_params *P = &m->lp[l];
-    const int qkv[2] = {P->qkv_w, P->qkv_b};
-    for (int k = 0; k < 2; k++) {
-      if (qkv[k] < 0) continue;
-      ot__slice *s = &m->slices[qkv[k]];
-      s->nseg = 3;
-      set_rows(s, 0, r * m->Hq * D, 0, (int64_t)m->Hq * D);
-      set_rows(s, 1, Hq * D + r * m->Hkv * D, (int64_t)m->Hq * D, (int64_t)m->Hkv * D);
-      set_rows(s, 2, (Hq + Hkv) * D + r * m->Hkv * D, (int64_t)(m->Hq + m->Hkv) * D,
-               (int64_t)m->Hkv * D);
-    }
-    const int fc[2] = {P->fc_w, P->fc_b};
-    for (int k = 0; k < 2; k++) {
-      if (fc[k] < 0) continue;
-      ot__slice *s = &m->slices[fc[k]];
-      s->nseg = m->cfg.mlp == OT_MLP_SWIGLU ? 2 : 1;
-      set_rows(s, 0, (int64_t)r * m->F, 0, m->F);
-      if (s->nseg == 2) set_rows(s, 1, Fg + (int64_t)r * m->F, m->F, m->F);
-    }
-    ot__slice *o = &m->slices[P->o_w], *pj = &m->slices[P->proj_w];
-    o->cols = pj->cols = true;
-    set_rows(o, 0, (int64_t)r * m->Hq * D, 0, (int64_t)m->Hq * D);
-    set_rows(pj, 0, (int64_t)r * m->F, 0, m->F);
-  }
+  for (int l = 0; l < m->L; l++) layer_slices(m, &m->lp[l], Hq, Hkv, Fg);
+  for (int l = 0; l < m->Le; l++) layer_slices(m, &m->elp[l], Hq, Hkv, Fg);
   const int voc[2] = {m->wte, m->lm_head};
   for (int k = 0; k < 2; k++) {
     if (voc[k] < 0) continue;

@@ -120,6 +120,37 @@ ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir) {
   return s;
 }
 
+ot_status ot__par_whole_weights(ot_trainer *t, ot_model *whole) {
+  ot__par *P = t->par;
+  const bool root = ot__par_rank(P) == 0;
+  const ot_run_config run = tiny_run(t);
+  ot_model *table = root ? whole : NULL;   // the whole layout's names and sizes, on every rank
+  ot_status s = root ? (whole ? OT_OK : ot_error(OT_EINVAL, "ot__par_whole_weights: no model on rank 0"))
+                     : ot_model_create(&table, &t->cfg.model, &run);
+  float *buf = NULL;
+  size_t big = 0;
+  for (int gi = 0; s == OT_OK && gi < ot_model_param_count(table); gi++)
+    if (ot_model_param_at(table, gi)->numel > big) big = ot_model_param_at(table, gi)->numel;
+  if (s == OT_OK && !(buf = malloc((big ? big : 1) * sizeof(float))))
+    s = ot_error(OT_ENOMEM, "weight gather: out of memory");
+  bool all = ot__par_all_ok(P, s == OT_OK);
+  const int dp_rank = ot__par_dp_rank(P);
+  for (int gi = 0; all && gi < ot_model_param_count(table); gi++) {
+    const ot_param *wp = ot_model_param_at(table, gi);
+    const int i = contributor(t, gi, wp->name);
+    memset(buf, 0, wp->numel * sizeof(float));
+    if (i >= 0 && dp_rank == 0) ot_model_part_get(t->m, i, ot_model_params(t->m), buf);
+    s = ot__par_gather_sum(P, buf, wp->numel);
+    if (s != OT_OK) break;
+    if (root) memcpy(ot_model_params(whole) + wp->offset, buf, wp->numel * sizeof(float));
+  }
+  if (s == OT_OK && !all) s = ot_error(OT_EIO, "weight gather: another rank failed to prepare its part");
+  if (s == OT_OK && root) s = ot_model_sync_bf16(whole);
+  free(buf);
+  if (!root) ot_model_free(table);
+  return s;
+}
+
 ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only) {
   ot_trainer sh;
   memset(&sh, 0, sizeof sh);

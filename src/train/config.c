@@ -564,10 +564,13 @@ static ot_status resolve_task(ot_train_config *c) {
   if (!encdec)
     BAD("--task translate needs an encoder-decoder model, but --model %s is decoder-only (use "
         "--model transformer-small, transformer-base, transformer-big or transformer-tiny)", c->model.name);
-  if (c->tensor_parallel > 1 || c->pipeline_stages > 1)
-    BAD("--task translate runs data parallel only: --tensor-parallel %d / --pipeline-stages %d are "
-        "unsupported for encoder-decoder models (use --tensor-parallel 1 --pipeline-stages 1 and "
-        "--data-parallel N)", c->tensor_parallel, c->pipeline_stages);
+  if (c->pipeline_stages > 1)
+    BAD("--task translate runs data and tensor parallel: --pipeline-stages %d is unsupported for "
+        "encoder-decoder models (use --pipeline-stages 1 with --data-parallel / --tensor-parallel)",
+        c->pipeline_stages);
+  if (c->vocab_parallel && c->tensor_parallel > 1)
+    BAD("--task translate: --vocab-parallel is unsupported for encoder-decoder models (the "
+        "embedding and head stay whole on every tensor rank; drop --vocab-parallel)");
   if (!c->src_data[0] || !c->tgt_data[0])
     BAD("--task translate needs --src-data and --tgt-data (the training bitext, one sentence per line)");
   if (!c->valid_src[0] != !c->valid_tgt[0])

@@ -82,8 +82,8 @@ static ot_status do_eval(ot_trainer *t, run_ctx *r, int64_t step, double *val) {
             ot_now() - t0);
   ot_bleu_score bs;
   bool bleu = false;
-  // parallel: world rank 0 decodes with its whole model (data parallel), the others go on
-  if (tr && t->hooks.translate && r->c->eval_bleu_sentences > 0 && ot__par_rank(t->par) == 0) {
+  // parallel: every rank calls it, world rank 0 decodes (and prints; the others write nowhere)
+  if (tr && t->hooks.translate && r->c->eval_bleu_sentences > 0) {
     char sig[160], line[256];
     double t1 = ot_now();
     OT_TRY(ot_trainer_bleu(t, 0, &bs, sig, sizeof sig));

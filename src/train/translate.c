@@ -236,6 +236,9 @@ void ot_trainer_set_hooks(ot_trainer *t, const ot_train_hooks *h) {
   else memset(&t->hooks, 0, sizeof t->hooks);
 }
 
+static ot_status bleu_of(ot_trainer *t, ot_model *dec, int n, ot_bleu_score *score, char *sig,
+                         size_t cap);
+
 ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig, size_t cap) {
   static const char fn[] = "ot_trainer_bleu";
   OT_CHECK_PTR(t, fn);
@@ -248,6 +251,31 @@ ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig,
   const int64_t np = ot_bitext_pairs(t->tr->valid);
   if (n > np) n = (int)np;
   if (n <= 0) return ot_error(OT_EINVAL, "%s: no sentences to translate", fn);
+  // parallel: world rank 0 decodes with a whole model (its own under data parallelism,
+  // else the tensor ranks' slices gathered into one)
+  memset(score, 0, sizeof *score);
+  ot_model *dec = t->m, *whole = NULL;
+  const bool root = ot__par_rank(t->par) == 0;
+  if (t->par && ot_model_part_of(t->m)->tp > 1) {
+    ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1, 1};
+    ot_status g = root ? ot_model_create(&whole, &t->cfg.model, &run) : OT_OK;
+    if (g == OT_OK || !root) g = ot__par_whole_weights(t, root ? whole : NULL);
+    if (g != OT_OK) {
+      ot_model_free(whole);
+      return g;
+    }
+    dec = whole;
+  }
+  if (!root) return OT_OK;
+  ot_status s = bleu_of(t, dec, n, score, sig, cap);
+  ot_model_free(whole);
+  return s;
+}
+
+// BLEU of the first n held-out pairs decoded by the hook with model `dec`.
+static ot_status bleu_of(ot_trainer *t, ot_model *dec, int n, ot_bleu_score *score, char *sig,
+                         size_t cap) {
+  static const char fn[] = "ot_trainer_bleu";
   char **src = calloc((size_t)n, sizeof *src), **ref = calloc((size_t)n, sizeof *ref),
        **hyp = calloc((size_t)n, sizeof *hyp);
   ot_bleu *bl = NULL;
@@ -260,7 +288,7 @@ ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig,
     if (s == OT_OK) s = detok(t->tr->bpe, ti, nt, &ref[i]);
   }
   OT_PROF_BEGIN("bleu", 0.0, 0.0);
-  if (s == OT_OK) s = t->hooks.translate(t->hooks.ctx, t->m, t->cfg.data, (const char *const *)src, n, hyp);
+  if (s == OT_OK) s = t->hooks.translate(t->hooks.ctx, dec, t->cfg.data, (const char *const *)src, n, hyp);
   OT_PROF_STOP();
   if (s == OT_OK) s = ot_bleu_create(&bl, NULL);
   for (int i = 0; i < n && s == OT_OK; i++) {

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Encoder-decoder rows of the parallel equivalence matrix (CTest mpi_encdec):
+# `tests/mpi/encdec.sh OT_BINARY` (from the repository root).
+# transformer-tiny (post-norm, tied three ways, sinusoidal positions) trained on
+# a slice of the bundled En-Fr bitext for 6 steps under data parallel (buckets
+# with overlap, ZeRO-1, ZeRO-2 with and without overlap, recompute), tensor
+# parallel (heads and MLP of encoder self-, decoder self- and cross-attention;
+# recompute full / selective) and dp2 x tp2 (ZeRO-1 + recompute, ZeRO-2), each
+# on the same global batches as one process: every step's loss equal to 1e-6
+# (relative), and the BLEU line at each evaluation (world rank 0 decodes; under
+# tensor parallel with the gathered whole weights) identical. Then a dp2 x tp2
+# ZeRO-2 checkpoint resumed by one process continues with the one-process losses,
+# and --pipeline-stages 2 is refused with its message. Dropout is 0 (its masks
+# depend on the layout: rows per rank, heads per tensor rank).
+set -u
+OT=$(readlink -f "$1")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_encdec.XXXXXX")
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+passed=0 failed=0
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1)
+
+d=data/translate
+paste -d '\t' $d/train.en $d/train.fr | awk -F'\t' 'split($1, a, " ") <= 3 && split($2, b, " ") <= 3 &&
+  length($1) <= 24 && length($2) <= 24 && $1 != "" && $2 != ""' | head -n 300 > "$tmp/pairs"
+head -n 240 "$tmp/pairs" | cut -f1 > "$tmp/tr.en"; head -n 240 "$tmp/pairs" | cut -f2 > "$tmp/tr.fr"
+tail -n 60 "$tmp/pairs" | cut -f1 > "$tmp/va.en"; tail -n 60 "$tmp/pairs" | cut -f2 > "$tmp/va.fr"
+"$OT" prepare --task translate --src "$tmp/tr.en" --tgt "$tmp/tr.fr" --vocab-size 400 --out "$tmp/tok" \
+  --quiet >/dev/null 2>&1 || { echo "FAIL: ot prepare"; exit 1; }
+common=(--task translate --model transformer-tiny --data "$tmp/tok" --src-data "$tmp/tr.en"
+        --tgt-data "$tmp/tr.fr" --valid-src "$tmp/va.en" --valid-tgt "$tmp/va.fr" --tokens-per-batch 256
+        --threads 1 --lr 3e-3 --warmup 2 --dropout 0 --eval-every 3 --eval-bleu-sentences 30
+        --print-every 1 --steps 6)
+
+losses() { grep -o '"loss": [-0-9.e+na]*' "$1/log.jsonl" | cut -d' ' -f2; }
+bleus() { grep '^bleu' "$1" | sed 's/ | [0-9.]* s$//'; }
+
+# the one-process reference: global batch = 2 x 256 tokens (grad-accum 2)
+"$OT" train "${common[@]}" --grad-accum 2 --out "$tmp/ref" >"$tmp/ref.log" 2>&1 ||
+  { tail -5 "$tmp/ref.log"; echo "FAIL: reference run"; exit 1; }
+[ "$(losses "$tmp/ref" | wc -l)" = 6 ] || { echo "FAIL: the reference logged $(losses "$tmp/ref" | wc -l) losses"; exit 1; }
+grep -q '^bleu  step      6 | 30 sentences | BLEU = ' "$tmp/ref.log" || { echo "FAIL: no BLEU line"; exit 1; }
+
+# row NAME NP ARGS...: the layout's 6 losses equal the reference's, and its BLEU lines
+row() {
+  local name=$1 np=$2
+  shift 2
+  local out="$tmp/$name"
+  if ! "${MPI[@]}" -np "$np" "$OT" train "${common[@]}" "$@" --out "$out" >"$out.log" 2>&1; then
+    tail -5 "$out.log"; fail "$name: the run failed"; return
+  fi
+  local bad
+  bad=$(paste <(losses "$tmp/ref") <(losses "$out") | awk '{ d = $1 - $2; if (d < 0) d = -d;
+        if (NF != 2 || d > 1e-6 * ($1 < 0 ? -$1 : $1)) print NR ": " $1 " vs " $2 }')
+  [ "$(losses "$out" | wc -l)" = 6 ] || bad="$bad (logged $(losses "$out" | wc -l) losses)"
+  if [ -n "$bad" ]; then fail "$name: losses differ from one process at steps $bad"; return; fi
+  if [ "$(bleus "$tmp/ref.log")" != "$(bleus "$out.log")" ]; then
+    diff <(bleus "$tmp/ref.log") <(bleus "$out.log"); fail "$name: BLEU lines differ"; return
+  fi
+  passed=$((passed + 1))
+  echo "ok: $name (largest relative difference $(paste <(losses "$tmp/ref") <(losses "$out") |
+    awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.1e", m }'))"
+}
+
+row dp2 2 --data-parallel 2
+row dp2_zero1 2 --data-parallel 2 --zero 1
+row dp2_zero2 2 --data-parallel 2 --zero 2
+row dp2_zero2_serial 2 --data-parallel 2 --zero 2 --no-overlap
+row dp2_recompute 2 --data-parallel 2 --recompute full
+row tp2 2 --tensor-parallel 2 --grad-accum 2
+row tp2_recompute_full 2 --tensor-parallel 2 --grad-accum 2 --recompute full
+row tp2_recompute_selective 2 --tensor-parallel 2 --grad-accum 2 --recompute selective
+row dp2_tp2_zero1_recompute 4 --data-parallel 2 --tensor-parallel 2 --zero 1 --recompute full
+row dp2_tp2_zero2 4 --data-parallel 2 --tensor-parallel 2 --zero 2 --save-every 3
+
+# the dp2 x tp2 ZeRO-2 checkpoint of step 3, resumed by one process: steps 4-6 as the reference
+if [ -d "$tmp/dp2_tp2_zero2/step_000003" ]; then
+  if "$OT" train "${common[@]}" --grad-accum 2 --resume "$tmp/dp2_tp2_zero2/step_000003" \
+       --out "$tmp/resumed" >"$tmp/resumed.log" 2>&1; then
+    want=$(losses "$tmp/ref" | tail -3 | tr '\n' ' ') got=$(losses "$tmp/resumed" | tail -3 | tr '\n' ' ')
+    if [ "$want" = "$got" ]; then passed=$((passed + 1)); echo "ok: dp2 x tp2 ZeRO-2 checkpoint resumed by one process"
+    else fail "resumed losses $got, want $want"; fi
+  else
+    tail -5 "$tmp/resumed.log"; fail "one-process resume of the dp2 x tp2 checkpoint"
+  fi
+else
+  fail "dp2_tp2_zero2 wrote no step_000003 checkpoint"
+fi
+
+# refusals
+msg=$("$OT" train "${common[@]}" --pipeline-stages 2 --out "$tmp/x" 2>&1 >/dev/null)
+if grep -qF -- "--pipeline-stages 2 is unsupported for encoder-decoder models" <<<"$msg"; then passed=$((passed + 1))
+else fail "--pipeline-stages 2: $msg"; fi
+msg=$("$OT" train "${common[@]}" --tensor-parallel 2 --vocab-parallel --out "$tmp/x" 2>&1 >/dev/null)
+if grep -qF -- "--vocab-parallel is unsupported for encoder-decoder models" <<<"$msg"; then passed=$((passed + 1))
+else fail "--vocab-parallel: $msg"; fi
+
+echo "mpi_encdec: $passed passed, $failed failed"
+[ "$failed" = 0 ]
