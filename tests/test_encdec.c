@@ -491,8 +491,12 @@ static void bad_input(void) {
   r.S = S_;
   ot_model_part p = ot_model_part_whole(&c);
   p.slots = 2;
-  th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "one process",
+  th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "one slot",
                  "slots > 1 refused");
+  p = ot_model_part_whole(&c);
+  p.layer1 = c.n_layers - 1;
+  th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "one pipeline stage",
+                 "a pipeline split refused");
   c.n_enc_layers = 0;
   th_check_error(ot_model_config_validate(&c), OT_EINVAL, "n_enc_layers=0", "no encoder layers");
   c = tiny(true);
