@@ -2,7 +2,9 @@
 // steps several sequences round-robin one token at a time (continuous
 // batching at the request level), and a local HTTP/1.1 server with an
 // OpenAI-compatible POST /v1/completions (plain or Server-Sent Events),
-// GET /v1/models and GET /health on top of it (`ot serve`).
+// GET /v1/models and GET /health on top of it (`ot serve`); over an
+// encoder-decoder model, POST /v1/translations instead of completions, whose
+// concurrent requests the scheduler translates together.
 //
 // Scheduler: requests queue; up to max_batch of them are active, each with
 // its own KV cache (B = 1) and sampler; every round gives each active
@@ -28,12 +30,14 @@ typedef enum {
   OT_SCHED_STOPPED,      // on_token returned false
   OT_SCHED_CANCELLED,    // ot_sched_cancel
   OT_SCHED_SHUTDOWN,     // the scheduler was freed before the request ended
-  OT_SCHED_FAILED        // a forward or sampling error (message in the result)
+  OT_SCHED_FAILED,       // a forward or sampling error (message in the result)
+  OT_SCHED_TRANSLATED    // a translation request: every sentence was passed to on_sentence
 } ot_sched_end;
 
 typedef struct {
   ot_sched_end end;
-  int prompt_tokens, new_tokens;   // new_tokens: how many on_token received
+  int prompt_tokens, new_tokens;   // new_tokens: how many on_token received (translation:
+                                   // source tokens and target tokens of all its sentences)
   char message[256];               // OT_SCHED_FAILED: the error ("" otherwise)
 } ot_sched_result;
 
@@ -67,6 +71,14 @@ typedef struct {
   int group;          // batched int8: columns per scale (32, 64, 128; 0: per row)
   ot_dtype kv_dtype;  // batched: cache storage OT_F32 (default) or OT_BF16
   size_t kv_bytes;    // batched: block pool budget (0: max_batch sequences of max_seq)
+  // Translation (an encoder-decoder model, cfg.arch = OT_ARCH_ENCDEC): one
+  // translator (ot/infer.h) of max_batch sentences, max_seq source and target
+  // tokens, max_beams beams; weights OT_F32 (the model's own), OT_BF16 or OT_I8
+  // (ot_qmodel_from_model, group columns per scale). Each round takes the
+  // oldest queued request and the later ones with the same search settings
+  // (ot_beam_config fields equal), as many as fit in max_batch sentences, and
+  // translates all their sentences in one ot_translate_ids call.
+  int max_beams;      // translation: most beams a request may use (0: 4)
 } ot_sched_config;
 
 typedef struct {
@@ -74,7 +86,28 @@ typedef struct {
   uint64_t cancel_requests;                  // ot_sched_cancel calls that found their request
   uint64_t tokens;                           // tokens passed to on_token by finished requests
   int active, queued;                        // now
+  uint64_t translate_calls, sentences;       // translation: ot_translate_ids calls and their sentences
+  int largest_call;                          // translation: most sentences in one call so far
 } ot_sched_stats;
+
+// A translation request (a scheduler over an encoder-decoder model).
+typedef struct {
+  const int32_t *src;        // the sentences' encoder inputs (eos included) one after
+                             // another: sum of src_len ids in [0, vocab); copied by submit
+  const int32_t *src_len;    // [n] lengths in [1, ot_sched_capacity]
+  int n;                     // sentences, in [1, max_batch]
+  // The search (checked by submit): vocab, eos / pad / start ids as the model's,
+  // num_beams in [1, max_beams], length limits <= ot_sched_capacity. Arrays it
+  // points at (bad_words) must stay valid until on_done.
+  ot_beam_config search;
+  // Called on the scheduler thread once per sentence, in order: its tokens
+  // (after the start token, eos included when it ended with one). May be NULL.
+  void (*on_sentence)(void *ctx, int index, const int32_t *tokens, int n_tokens);
+  // As ot_sched_request.on_done: once, at the end (OT_SCHED_TRANSLATED, or
+  // cancelled / shutdown / failed; then on_sentence may not have run).
+  void (*on_done)(void *ctx, const ot_sched_result *r);
+  void *ctx;
+} ot_sched_translation;
 
 typedef struct ot_sched ot_sched;
 
@@ -89,7 +122,16 @@ int ot_sched_capacity(const ot_sched *s);   // tokens per sequence (max_seq reso
 // Checks the request (OT_EINVAL naming the field) and queues it; *id (may be
 // NULL) identifies it for ot_sched_cancel. A full queue is OT_ENOMEM naming
 // max_queue. on_done may run before submit returns.
+// A scheduler over an encoder-decoder model takes only translations (and
+// refuses ot_sched_submit saying so), the others only ot_sched_submit.
 ot_status ot_sched_submit(ot_sched *s, const ot_sched_request *req, uint64_t *id);
+// Checks a translation (OT_EINVAL naming the field) and queues it, as ot_sched_submit.
+ot_status ot_sched_submit_translation(ot_sched *s, const ot_sched_translation *req, uint64_t *id);
+bool ot_sched_translates(const ot_sched *s);   // true over an encoder-decoder model
+// While paused, no queued request starts (they wait, up to max_queue of them;
+// those running go on): for draining a server, and for tests that need
+// several requests queued at once. Cancel and free work as usual.
+void ot_sched_pause(ot_sched *s, bool paused);
 // Asks the scheduler to end request id (OT_SCHED_CANCELLED before its next
 // step; its KV cache slot is then reused). Returns false when the request has
 // already ended (its on_done ran or is running).
@@ -125,6 +167,16 @@ typedef struct {
   FILE *log;               // one line per request (method, path, status, tokens, time); NULL: none
   int busy_wait_ms;        // a whole request that finds every worker busy waits this long for
                            // one before its 429 (default 500; 0: 429 at once)
+  // Translation (an encoder-decoder model: POST /v1/translations instead of
+  // completions; max_batch: sentences translated in one call; weights f32 /
+  // bf16 / int8 as with batched, max_seq: source and target tokens):
+  int beam;                // beams when a request gives no beam_size (default 4)
+  int max_beam;            // most beams a request may ask (0: beam)
+  // The base search: length_penalty, early_stopping, max_len_a / max_len_b,
+  // min_length and the Hugging Face processors (its arrays must outlive the
+  // server); vocab, the ids, num_beams and max_length are the server's.
+  // NULL: ot_beam_config_default with max_len_a 1.2, max_len_b 10 (as ot translate).
+  const ot_beam_config *search;
 } ot_server_config;
 
 ot_server_config ot_server_config_default(void);
@@ -132,7 +184,8 @@ ot_server_config ot_server_config_default(void);
 typedef struct ot_server ot_server;
 
 // Checks the config (OT_EINVAL naming the field), binds and listens (OT_EIO
-// naming the address and the reason), starts the scheduler. tok (may be NULL:
+// naming the address and the reason), starts the scheduler. An encoder-decoder
+// model is served on POST /v1/translations and needs tok. tok (may be NULL:
 // then prompts must be token arrays, "text" is empty and every choice carries
 // "token_ids", as when a request asks "return_token_ids") must hold at most
 // the model's vocabulary; its <|endoftext|> ends generations. The model and

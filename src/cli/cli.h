@@ -37,6 +37,7 @@ ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model 
 // The tokenizer of --tokenizer DIR (or "gpt2" = data/gpt2), else of the first of
 // dirs[0, n) holding vocab.json + merges.txt, else data/gpt2; *used names it.
 // Prints the error and returns NULL on failure.
+bool cli_file_exists(const char *dir, const char *name);   // dir/name is readable
 ot_bpe *cli_pick_tokenizer(const char *flag, const char *const *dirs, int n, const char **used);
 
 #endif

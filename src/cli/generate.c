@@ -74,7 +74,7 @@ const cli_command cli_generate_command = {
     "continuous batching).\n",
     k_flags, sizeof k_flags / sizeof k_flags[0], NULL, NULL, false};
 
-static bool file_exists(const char *dir, const char *name) {
+bool cli_file_exists(const char *dir, const char *name) {
   char p[OT_PATH_MAX + 64];
   snprintf(p, sizeof p, "%s/%s", dir, name);
   return access(p, R_OK) == 0;
@@ -101,7 +101,9 @@ ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model 
     snprintf(path, sizeof path, "%s/config.json", ckpt);
     s = ot_model_config_from_hf(&tc->model, path);
   }
-  if (s == OT_OK) s = ot_model_create(m, &tc->model, r);
+  ot_run_config run = *r;
+  if (tc && tc->model.arch == OT_ARCH_ENCDEC && run.S == 0) run.S = run.T;   // as ot_model_load_hf
+  if (s == OT_OK) s = ot_model_create(m, &tc->model, &run);
   if (s == OT_OK) {
     ot_st_file *f = NULL;
     s = ot_ckpt_open_weights(ckpt, &f);
@@ -130,7 +132,7 @@ static ot_bpe *load_bpe(const char *dir) {
 ot_bpe *cli_pick_tokenizer(const char *flag, const char *const *dirs, int n, const char **used) {
   const char *dir = flag && !strcmp(flag, "gpt2") ? "data/gpt2" : flag;
   for (int i = 0; !dir && i < n; i++)
-    if (dirs[i] && dirs[i][0] && file_exists(dirs[i], "vocab.json") && file_exists(dirs[i], "merges.txt"))
+    if (dirs[i] && dirs[i][0] && cli_file_exists(dirs[i], "vocab.json") && cli_file_exists(dirs[i], "merges.txt"))
       dir = dirs[i];
   if (!dir) dir = "data/gpt2";
   *used = dir;

@@ -1,6 +1,8 @@
 // `ot serve`: load a model (and its tokenizer) as `ot generate` does and serve
-// an OpenAI-compatible completions API over HTTP until SIGINT / SIGTERM.
-#include "cli.h"
+// an OpenAI-compatible completions API over HTTP until SIGINT / SIGTERM; an
+// encoder-decoder model (as `ot translate` loads it) is served on
+// POST /v1/translations instead.
+#include "translate.h"
 #include "ot/serve.h"
 #include <pthread.h>
 #include <signal.h>
@@ -9,17 +11,20 @@ typedef struct {
   const char *model_dir, *ckpt_dir, *tok_flag, *model_id;
   ot_server_config cfg;
   int threads, max_body, max_header, timeout_s, head_timeout_s, keepalive_s, max_conns, weights, dt;
-  bool quiet, per_request, kv_bf16;
+  bool quiet, per_request, kv_bf16, no_gen_config;
   float kv_mb;
 } serve_opts;
 
 static const cli_flag k_flags[] = {
     CLI_S("--model", serve_opts, model_dir, "DIR",
-          "Hugging Face directory: config.json + model.safetensors (GPT-2, Llama)"),
+          "Hugging Face directory: config.json + model.safetensors (GPT-2, Llama,\n"
+          "MarianMT: served for translation), or without config.json an `ot train`\n"
+          "checkpoint"),
     CLI_S("--checkpoint", serve_opts, ckpt_dir, "DIR", "a checkpoint of `ot train` (step_NNNNNN/), or its run directory"),
     CLI_S("--tokenizer", serve_opts, tok_flag, "DIR",
           "vocab.json + merges.txt, gpt2 (= data/gpt2), or none (prompts must\n"
-          "be token ids). Default: as `ot generate`"),
+          "be token ids). Default: as `ot generate`; a translation model needs\n"
+          "its own (default: the model directory)"),
     CLI_S("--host", serve_opts, cfg.host, "ADDR", "numeric address to listen on (default 127.0.0.1: this machine only)"),
     CLI_I("--port", serve_opts, cfg.port, 0, 65535, "N", "port (default 8080; 0: any free port, printed)"),
     CLI_S("--model-id", serve_opts, model_id, "NAME", "the model's name in responses (default: the directory's name)"),
@@ -29,8 +34,18 @@ static const cli_flag k_flags[] = {
     CLI_I("--max-connections", serve_opts, max_conns, 1, 1 << 20, "N",
           "open connections, idle ones included; beyond them the longest idle\n"
           "kept-alive one is closed, else 429 (default 512, at least max-clients)"),
-    CLI_I("--max-batch", serve_opts, cfg.max_batch, 1, 4096, "N", "sequences generated at once (default 4)"),
-    CLI_WEIGHTS("--weights", serve_opts, weights, 0, "linear weights of the batched decode engine (default f32)"),
+    CLI_I("--max-batch", serve_opts, cfg.max_batch, 1, 4096, "N",
+          "sequences generated at once; translation: sentences translated in\n"
+          "one call, and the most one request may hold (default 4)"),
+    CLI_I("--beam", serve_opts, cfg.beam, 1, 256, "N",
+          "translation: beams when a request gives no beam_size (default 4)"),
+    CLI_I("--max-beam", serve_opts, cfg.max_beam, 1, 256, "N",
+          "translation: the most beams a request may ask for (default: --beam)"),
+    CLI_B("--no-generation-config", serve_opts, no_gen_config,
+          "translation: ignore the model directory's generation settings\n"
+          "(bad_words_ids, forced_eos_token_id, ...)"),
+    CLI_WEIGHTS("--weights", serve_opts, weights, 0,
+                "linear weights of the batched decode engine or the translator\n(default f32)"),
     CLI_I("--group", serve_opts, cfg.group, 0, 4096, "G",
           "int8: input columns per scale, 32/64/128, 0 = per row (default 64)"),
     CLI_B("--kv-bf16", serve_opts, kv_bf16, "KV cache stored in bf16 (default f32)"),
@@ -65,12 +80,16 @@ static const cli_flag k_flags[] = {
 const cli_command cli_serve_command = {
     "serve", "(--model DIR | --checkpoint DIR) [options]",
     "OpenAI-compatible HTTP server: POST /v1/completions (streaming too),\n"
-    "GET /v1/models, GET /health",
+    "GET /v1/models, GET /health; POST /v1/translations for an encoder-decoder",
     "Serves the model over HTTP/1.1 until SIGINT / SIGTERM (in-flight requests are cancelled):\n"
     "  POST /v1/completions   OpenAI completions: {\"prompt\": text or [token ids], \"max_tokens\",\n"
     "                         \"temperature\", \"top_p\", \"top_k\", \"seed\", \"stop\", \"stream\",\n"
     "                         \"stream_options\": {\"include_usage\"}, \"return_token_ids\"}; n = 1;\n"
     "                         max_tokens beyond the context: 400 saying how many fit\n"
+    "  POST /v1/translations  an encoder-decoder model instead: {\"text\": string or [strings],\n"
+    "                         \"beam_size\", \"greedy\", \"length_penalty\", \"max_length_ratio\",\n"
+    "                         \"max_tokens\", \"early_stopping\", \"return_token_ids\"}; concurrent\n"
+    "                         requests are translated together (--max-batch sentences)\n"
     "  GET /v1/models         the model's id and context\n"
     "  GET /health            status and request counts\n"
     "options:\n",
@@ -125,15 +144,50 @@ int ot_cmd_serve(int argc, char **argv) {
   ot_run_config run = {1, 1, dt, OT_RECOMPUTE_NONE, -1};
   ot_model *m = NULL;
   char ckpt[OT_PATH_MAX + 64] = "", data_dir[OT_PATH_MAX] = "", name[128];
-  ot_status st = model_dir ? ot_model_load_hf(&m, model_dir, &run)
-                           : cli_load_checkpoint(ckpt_dir, &run, &m, ckpt, data_dir);
+  char cfg_json[OT_PATH_MAX + 32];
+  snprintf(cfg_json, sizeof cfg_json, "%s/config.json", model_dir ? model_dir : "");
+  FILE *cf = model_dir ? fopen(cfg_json, "r") : NULL;
+  if (cf) fclose(cf);
+  const bool hf = model_dir && cf;   // --model without config.json: a checkpoint, as `ot translate` reads it
+  ot_status st = hf ? ot_model_load_hf(&m, model_dir, &run)
+                    : cli_load_checkpoint(model_dir ? model_dir : ckpt_dir, &run, &m, ckpt, data_dir);
   if (st != OT_OK) { fprintf(stderr, "ot serve: %s\n", ot_last_error()); return 1; }
   const ot_model_config *mc = ot_model_config_of(m);
+  const bool translate = mc->arch == OT_ARCH_ENCDEC;
   ot_bpe *t = NULL;
   const char *tok_dir = "none";
   int rc = 1;
+  static int32_t bad_len[64], bad_ids[1024];   // the generation config's bad_words_ids
+  ot_beam_config search = ot_beam_config_default();
+  if (translate) {
+    search.vocab = mc->vocab;
+    search.max_len_a = 1.2f;   // as ot translate: 1.2 * source + 10
+    search.max_len_b = 10.0f;
+    if (hf && !o.no_gen_config && tr_read_gen_config(model_dir, &search, bad_len, bad_ids, 64) != OT_OK) {
+      fprintf(stderr, "ot serve: %s\n", ot_last_error());
+      goto out;
+    }
+    cfg.search = &search;
+    if (!cfg.max_beam) cfg.max_beam = cfg.beam;
+    if (cfg.max_beam < cfg.beam) {
+      fprintf(stderr, "ot serve: --max-beam %d is below --beam %d\n", cfg.max_beam, cfg.beam);
+      rc = 2;
+      goto out;
+    }
+    const char *d = tok_flag;
+    const char *cand[3] = {hf ? model_dir : ckpt, model_dir ? model_dir : ckpt_dir, data_dir};
+    for (int i = 0; !d && i < 3; i++)
+      if (cand[i][0] && cli_file_exists(cand[i], "vocab.json") && cli_file_exists(cand[i], "merges.txt"))
+        d = cand[i];
+    if (!d || !strcmp(d, "none")) {
+      fprintf(stderr, "ot serve: '%s' is an encoder-decoder (translation) model and needs its tokenizer: "
+              "give --tokenizer DIR (vocab.json + merges.txt)\n", mc->name);
+      goto out;
+    }
+    tok_flag = d;
+  }
   if (!tok_flag || strcmp(tok_flag, "none")) {
-    const char *dirs[3] = {model_dir ? model_dir : ckpt, ckpt_dir, data_dir};
+    const char *dirs[3] = {hf ? model_dir : ckpt, model_dir ? model_dir : ckpt_dir, data_dir};
     if (!(t = cli_pick_tokenizer(tok_flag, dirs, 3, &tok_dir))) goto out;
     if (ot_bpe_vocab_size(t) > mc->vocab) {
       fprintf(stderr, "ot serve: the tokenizer in %s has %d tokens but the model only %d: not its "
@@ -169,7 +223,11 @@ int ot_cmd_serve(int argc, char **argv) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (!quiet) {
     char mode[160];
-    if (cfg.batched)
+    if (translate)
+      snprintf(mode, sizeof mode, "translation of up to %d sentences per call, beam %d (at most %d), %s "
+               "weights", cfg.max_batch, cfg.beam, cfg.max_beam,
+               cfg.weights == OT_I8 ? "int8" : ot_dtype_name(cfg.weights));
+    else if (cfg.batched)
       snprintf(mode, sizeof mode, "batched decode of up to %d sequences, %s weights%s, %s KV cache",
                cfg.max_batch, cfg.weights == OT_I8 ? "int8" : ot_dtype_name(cfg.weights),
                cfg.weights == OT_I8 ? (cfg.group ? " (a scale per group)" : " (a scale per row)") : "",

@@ -5,7 +5,7 @@
 #include "translate.h"
 #include "cli_train_bleu.h"
 #include "ot/infer.h"
-#include "serve/serve_impl.h"   // ot__utf8_take
+#include "serve/serve_impl.h"   // ot__tokens_text
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,9 +43,7 @@ static ot_status translate(void *ctx, ot_model *m, const char *tokenizer_dir,
   int32_t *ids = calloc((size_t)CHUNK * S, sizeof *ids), *toks = calloc((size_t)CHUNK * cap, sizeof *toks);
   int32_t *len = calloc(CHUNK, sizeof *len);
   int *olen = calloc(CHUNK, sizeof *olen);
-  const size_t tcap = (size_t)cap * 256 + 16;   // bytes of a decoded line
-  char *text = malloc(tcap);
-  ot_status st = ids && toks && len && olen && text ? OT_OK : ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  ot_status st = ids && toks && len && olen ? OT_OK : ot_error(OT_ENOMEM, "%s: out of memory", fn);
   for (int i0 = 0; st == OT_OK && i0 < n; i0 += CHUNK) {
     const int k = n - i0 < CHUNK ? n - i0 : CHUNK;
     for (int i = 0; st == OT_OK && i < k; i++) {
@@ -57,22 +55,14 @@ static ot_status translate(void *ctx, ot_model *m, const char *tokenizer_dir,
     }
     if (st == OT_OK) st = ot_translate_ids(t, k, ids, S, len, &bc, toks, cap, olen, NULL, NULL);
     for (int i = 0; st == OT_OK && i < k; i++) {
-      const int32_t *tk = toks + (size_t)i * cap;
-      int nt = olen[i];
-      if (nt > 0 && tk[nt - 1] == mc->eos_id) nt--;
-      size_t got = 0;
-      st = ot_bpe_decode(b->bpe, tk, (size_t)nt, text, tcap, &got);
-      // byte-level tokens may end mid-character: invalid bytes become U+FFFD (as HF's decode)
       ot__sbuf sb = {0};
-      if (st == OT_OK) {
-        ot__utf8_take(text, got, true, &sb);
-        ot__sb_put(&sb, "", 1);
-        if (sb.oom) { ot__sb_free(&sb); st = ot_error(OT_ENOMEM, "%s: out of memory", fn); }
-        else hyp[i0 + i] = sb.p;
-      }
+      ot__tokens_text(b->bpe, toks + (size_t)i * cap, olen[i], mc->eos_id, &sb);
+      ot__sb_put(&sb, "", 1);
+      if (sb.oom) { ot__sb_free(&sb); st = ot_error(OT_ENOMEM, "%s: out of memory", fn); }
+      else hyp[i0 + i] = sb.p;
     }
   }
-  free(ids); free(toks); free(len); free(olen); free(text);
+  free(ids); free(toks); free(len); free(olen);
   ot_translator_free(t);
   return st;
 }

@@ -1,6 +1,6 @@
 // `ot translate` input and output: a line to source ids (token ids or BPE),
 // a result to a line, and the generation settings of a Hugging Face directory.
-#include "serve/serve_impl.h"   // ot__sbuf, ot__utf8_take
+#include "serve/serve_impl.h"   // ot__source_ids, ot__tokens_text
 #include "translate.h"
 #include "io/json.h"
 #include <errno.h>
@@ -102,41 +102,18 @@ ot_status tr_line_ids(const ot_bpe *bpe, bool ids_mode, const char *line, size_t
       return ot_error(OT_EINVAL, "empty line (--ids input needs at least one id, e.g. eos)");
     return OT_OK;
   }
-  if (!ot_json_utf8_valid(line, len))
-    return ot_error(OT_EINVAL, "invalid UTF-8 (convert the input to UTF-8)");
-  int32_t *buf = malloc(sizeof(int32_t) * (len + 1));
-  if (!buf) return ot_error(OT_ENOMEM, "out of memory");
-  size_t k = 0;
-  ot_status s = ot_bpe_encode(bpe, line, len, false, buf, len + 1, &k);
-  if (s == OT_OK) {
-    for (size_t i = 0; i < k; i++) {
-      if (buf[i] >= vocab) {
-        s = ot_error(OT_EINVAL, "token %d is outside the model's vocabulary of %d (is "
-                     "--tokenizer the model's?)", buf[i], vocab);
-        break;
-      }
-      if ((int)i < cap) out[i] = buf[i];
-    }
-    if ((int)k < cap) out[k] = eos;
-    *n = (int)k + 1;
-  }
-  free(buf);
-  return s;
+  return ot__source_ids(bpe, line, len, vocab, eos, out, cap, n);
 }
 
 void tr_write(FILE *f, const ot_bpe *bpe, bool ids_mode, const int32_t *tok, int n, int32_t eos) {
-  if (n > 0 && tok[n - 1] == eos) n--;
-  ot__sbuf raw = {0}, clean = {0};
-  for (int i = 0; i < n; i++) {
-    size_t len = 0;
-    const char *s = ids_mode ? NULL : ot_bpe_token(bpe, tok[i], &len);
-    if (ids_mode) fprintf(f, "%s%d", i ? " " : "", tok[i]);
-    else if (s) ot__sb_put(&raw, s, len);
+  if (ids_mode) {
+    if (n > 0 && tok[n - 1] == eos) n--;
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? " " : "", tok[i]);
+  } else {
+    ot__sbuf text = {0};
+    ot__tokens_text(bpe, tok, n, eos, &text);
+    if (text.len) fwrite(text.p, 1, text.len, f);
+    ot__sb_free(&text);
   }
-  // byte-level tokens may end mid-character: invalid bytes become U+FFFD (as HF's decode)
-  if (raw.len) ot__utf8_take(raw.p, raw.len, true, &clean);
-  if (clean.len) fwrite(clean.p, 1, clean.len, f);
-  ot__sb_free(&raw);
-  ot__sb_free(&clean);
   fputc('\n', f);
 }

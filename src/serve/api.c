@@ -1,5 +1,6 @@
 // The endpoints: POST /v1/completions (OpenAI request and response shapes,
-// plain JSON or Server-Sent Events), GET /v1/models, GET /health.
+// plain JSON or Server-Sent Events), GET /v1/models, GET /health, and the
+// router (POST /v1/translations: translate.c).
 // A completion: the body is parsed with the project's JSON parser and
 // checked field by field (400 naming the field), the prompt encoded, and the
 // request submitted to the scheduler; its callbacks (scheduler thread) append
@@ -121,7 +122,7 @@ typedef struct {
 // 400 naming the field; returns false.
 #define BAD(param, ...) (ot__respond_error(c, 400, param, NULL, __VA_ARGS__), false)
 
-static bool get_num(ot__conn *c, const ot_json *root, const char *key, double lo, double hi, double *v) {
+bool ot__get_num(ot__conn *c, const ot_json *root, const char *key, double lo, double hi, double *v) {
   const ot_json *x = ot_json_get(root, key);
   if (!x || x->type == OT_JNULL) return true;
   if (x->type != OT_JNUM) return BAD(key, "%s must be a number, not %s", key, ot_json_type_name(x->type));
@@ -130,7 +131,7 @@ static bool get_num(ot__conn *c, const ot_json *root, const char *key, double lo
   return true;
 }
 
-static bool get_int(ot__conn *c, const ot_json *root, const char *key, int64_t lo, int64_t hi, int64_t *v) {
+bool ot__get_int(ot__conn *c, const ot_json *root, const char *key, int64_t lo, int64_t hi, int64_t *v) {
   const ot_json *x = ot_json_get(root, key);
   if (!x || x->type == OT_JNULL) return true;
   if (x->type != OT_JNUM || !x->is_int)
@@ -142,7 +143,7 @@ static bool get_int(ot__conn *c, const ot_json *root, const char *key, int64_t l
   return true;
 }
 
-static bool get_bool(ot__conn *c, const ot_json *root, const char *key, bool *v) {
+bool ot__get_bool(ot__conn *c, const ot_json *root, const char *key, bool *v) {
   const ot_json *x = ot_json_get(root, key);
   if (!x || x->type == OT_JNULL) return true;
   if (x->type != OT_JBOOL) return BAD(key, "%s must be true or false, not %s", key, ot_json_type_name(x->type));
@@ -237,12 +238,13 @@ static bool parse_request(ot__conn *c, const ot_json *root, comp_req *q, complet
   int64_t seed = (int64_t)(atomic_fetch_add(&s->counter, 1) * 0x9e3779b97f4a7c15ull >> 1);
   double temperature = 1.0, top_p = 1.0;
   bool echo = false;
-  if (!get_int(c, root, "n", 1, 1 << 20, &n) || !get_int(c, root, "max_tokens", 1, 1 << 30, &max_tokens) ||
-      !get_int(c, root, "top_k", -1, 1 << 30, &top_k) ||
-      !get_int(c, root, "seed", INT64_MIN, INT64_MAX, &seed) ||
-      !get_num(c, root, "temperature", 0.0, 100.0, &temperature) ||
-      !get_num(c, root, "top_p", 0.0, 1.0, &top_p) || !get_bool(c, root, "stream", &q->stream) ||
-      !get_bool(c, root, "echo", &echo) || !get_bool(c, root, "return_token_ids", &q->want_ids))
+  if (!ot__get_int(c, root, "n", 1, 1 << 20, &n) ||
+      !ot__get_int(c, root, "max_tokens", 1, 1 << 30, &max_tokens) ||
+      !ot__get_int(c, root, "top_k", -1, 1 << 30, &top_k) ||
+      !ot__get_int(c, root, "seed", INT64_MIN, INT64_MAX, &seed) ||
+      !ot__get_num(c, root, "temperature", 0.0, 100.0, &temperature) ||
+      !ot__get_num(c, root, "top_p", 0.0, 1.0, &top_p) || !ot__get_bool(c, root, "stream", &q->stream) ||
+      !ot__get_bool(c, root, "echo", &echo) || !ot__get_bool(c, root, "return_token_ids", &q->want_ids))
     return false;
   if (n != 1) return BAD("n", "n=%lld: only n=1 is supported (send several requests)", (long long)n);
   if (echo) return BAD("echo", "echo is not supported");
@@ -252,7 +254,7 @@ static bool parse_request(ot__conn *c, const ot_json *root, comp_req *q, complet
   const ot_json *so = ot_json_get(root, "stream_options");
   if (so && so->type != OT_JNULL) {
     if (so->type != OT_JOBJ) return BAD("stream_options", "stream_options must be an object");
-    if (!get_bool(c, so, "include_usage", &q->include_usage)) return false;
+    if (!ot__get_bool(c, so, "include_usage", &q->include_usage)) return false;
   }
   if (!(top_p > 0)) return BAD("top_p", "top_p must be > 0 (1: off)");
   if (!s->bpe) q->want_ids = true;   // no text without a tokenizer: the ids are the answer
@@ -465,8 +467,9 @@ void ot__api_models(ot__conn *c) {
   ot__sbuf b = {0};
   ot__sb_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
   ot__sb_json_str(&b, s->model_id, strlen(s->model_id));
-  ot__sb_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"ot\",\"max_model_len\":%d}]}\n",
-                (long long)s->started, s->ctx);
+  ot__sb_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"ot\",\"max_model_len\":%d,"
+                "\"task\":\"%s\"}]}\n", (long long)s->started, s->ctx,
+                s->translate ? "translation" : "completion");
   if (!b.oom) ot__respond(c, 200, "application/json", b.p, b.len, NULL);
   ot__sb_free(&b);
 }
@@ -474,10 +477,15 @@ void ot__api_models(ot__conn *c) {
 void ot__api_health(ot__conn *c) {
   ot_sched_stats st;
   ot_sched_stats_get(c->srv->sched, &st);
-  char body[256];
+  char body[384];
   int n = snprintf(body, sizeof body, "{\"status\":\"ok\",\"active\":%d,\"queued\":%d,\"finished\":%llu,"
-                   "\"cancelled\":%llu}\n", st.active, st.queued, (unsigned long long)st.finished,
+                   "\"cancelled\":%llu", st.active, st.queued, (unsigned long long)st.finished,
                    (unsigned long long)st.cancelled);
+  if (c->srv->translate)   // batching: calls of the translator and the sentences they held
+    n += snprintf(body + n, sizeof body - (size_t)n, ",\"translate_calls\":%llu,\"sentences\":%llu,"
+                  "\"largest_call\":%d", (unsigned long long)st.translate_calls,
+                  (unsigned long long)st.sentences, st.largest_call);
+  n += snprintf(body + n, sizeof body - (size_t)n, "}\n");
   ot__respond(c, 200, "application/json", body, (size_t)n, NULL);
 }
 
@@ -488,24 +496,33 @@ void ot__serve_request(ot__conn *c) {
   const ot__head_info *hi = &c->hi;
   if (ot__stopping(s)) { c->dead = true; return; }
   const bool post = !strcmp(r->method, "POST"), get = !strcmp(r->method, "GET");
-  if (!strcmp(r->path, "/v1/completions")) {
+  const bool comp = !strcmp(r->path, "/v1/completions"), trans = !strcmp(r->path, "/v1/translations");
+  if (comp || trans) {
     if (!post) {
-      ot__respond_error_h(c, 405, "Allow: POST\r\n", NULL, NULL, "%s /v1/completions: use POST", r->method);
+      ot__respond_error_h(c, 405, "Allow: POST\r\n", NULL, NULL, "%s %s: use POST", r->method, r->path);
     } else if (!hi->has_len) {
       c->keep = false;   // what follows the head is not a request we could frame
       ot__respond_error_h(c, 411, NULL, NULL, NULL, "a Content-Length header is required");
+    } else if (comp && s->translate) {
+      ot__respond_error(c, 400, NULL, "wrong_endpoint", "this server serves the translation model '%s' "
+                        "(an encoder-decoder): use POST /v1/translations with {\"text\": ...}", s->model_id);
+    } else if (trans && !s->translate) {
+      ot__respond_error(c, 400, NULL, "wrong_endpoint", "this server serves the decoder-only model '%s', "
+                        "which does not translate: use POST /v1/completions", s->model_id);
     } else {
       r->body = c->buf + c->head_len;
       r->body_len = (size_t)hi->len;
-      ot__api_completions(c, r);
+      if (trans) ot__api_translations(c, r);
+      else ot__api_completions(c, r);
     }
   } else if (!strcmp(r->path, "/v1/models") || !strcmp(r->path, "/health")) {
     if (!get) ot__respond_error_h(c, 405, "Allow: GET\r\n", NULL, NULL, "%s %s: use GET", r->method, r->path);
     else if (r->path[1] == 'v') ot__api_models(c);
     else ot__api_health(c);
   } else {
-    ot__respond_error_h(c, 404, NULL, NULL, "not_found", "no endpoint %s %s (try POST /v1/completions, "
-                        "GET /v1/models, GET /health)", r->method, r->path);
+    ot__respond_error_h(c, 404, NULL, NULL, "not_found", "no endpoint %s %s (try POST %s, "
+                        "GET /v1/models, GET /health)", r->method, r->path,
+                        s->translate ? "/v1/translations" : "/v1/completions");
   }
   ot__log_request(c);
 }

@@ -263,6 +263,7 @@ ot_server_config ot_server_config_default(void) {
   c.keepalive_ms = 5000;
   c.default_max_tokens = 16;
   c.busy_wait_ms = 500;
+  c.beam = 4;
   return c;
 }
 
@@ -333,9 +334,19 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
   if (tok && ot_bpe_vocab_size(tok) > mc->vocab)
     return ot_error(OT_EINVAL, "%s: the tokenizer has %d tokens but the model only %d: not its tokenizer",
                     fn, ot_bpe_vocab_size(tok), mc->vocab);
+  const bool translate = mc->arch == OT_ARCH_ENCDEC;
+  const int max_beam = c->max_beam ? c->max_beam : c->beam;
+  if (translate && !tok)
+    return ot_error(OT_EINVAL, "%s: '%s' is an encoder-decoder model: translations need its tokenizer "
+                    "(give one)", fn, mc->name);
+  if (translate && (c->beam < 1 || c->beam > 256 || max_beam < c->beam || max_beam > 256))
+    return ot_error(OT_EINVAL, "%s: beam=%d must be in [1, 256] and max_beam=%d in [beam, 256] (0: beam)",
+                    fn, c->beam, c->max_beam);
   ot_server *s = calloc(1, sizeof *s);
   if (!s) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
   s->cfg = *c;
+  s->cfg.max_beam = max_beam;
+  s->translate = translate;
   s->lfd = s->wake[0] = s->wake[1] = -1;
   s->m = m;
   s->bpe = tok;
@@ -351,10 +362,24 @@ ot_status ot_server_create(ot_server **out, const ot_server_config *cfg, const o
   s->cfg.host = s->host;
   s->cfg.model_id = s->model_id;
   ot_sched_config sc = {c->max_batch, c->max_seq, 0, c->batched, c->weights, c->group, c->kv_dtype,
-                        c->kv_bytes};
+                        c->kv_bytes, translate ? max_beam : 0};
   ot_status st = ot_sched_create(&s->sched, m, &sc);
   if (st == OT_OK) {
     s->ctx = ot_sched_capacity(s->sched);
+    s->cfg.search = NULL;   // copied: the caller's struct may go (its arrays may not)
+    if (c->search) {
+      s->search = *c->search;
+    } else {
+      s->search = ot_beam_config_default();
+      s->search.max_len_a = 1.2f;
+      s->search.max_len_b = 10.0f;
+    }
+    s->search.vocab = mc->vocab;
+    s->search.eos_id = mc->eos_id;
+    s->search.pad_id = mc->pad_id;
+    s->search.decoder_start_id = mc->decoder_start_id;
+    s->search.num_beams = c->beam;
+    s->search.max_length = s->ctx;
     s->conns = calloc((size_t)c->max_connections, sizeof *s->conns);
     s->workers = calloc((size_t)c->max_clients, sizeof *s->workers);
     if (!s->conns || !s->workers) st = ot_error(OT_ENOMEM, "%s: out of memory", fn);

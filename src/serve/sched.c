@@ -2,55 +2,20 @@
 // sequences round-robin (a prefill chunk or one token per sequence per round),
 // each with its own KV cache (B = 1) and sampler; or, batched, admits them into
 // a batched decode engine (ot/serve.h) whose every step decodes one token of
-// each of them at once. Requests wait in a FIFO.
+// each of them at once; or, over an encoder-decoder, translates the queued
+// requests together (sched_translate.c). Requests wait in a FIFO.
 // Locking: `mu` guards the queue, the slot table, the stats and `stop`; the
 // scheduler thread alone writes slot jobs (under mu) and runs the model and
 // the callbacks (outside mu). A job's cancel flag is atomic.
-#include "internal.h"
-#include "ot/serve.h"
-#include <pthread.h>
-#include <stdatomic.h>
+#include "serve/sched_impl.h"
 #include <stdlib.h>
 
-typedef struct job {
-  uint64_t id;
-  ot_sched_request req;      // req.prompt points at `prompt`
-  int32_t *prompt;           // own copy [n_prompt]
-  ot_sampler *smp;
-  atomic_bool cancel;
-  int fed;                   // prompt tokens already in the cache
-  int new_tokens;            // tokens passed on
-  const float *logits;       // [vocab_padded] after the last forward (the slot cache's buffer)
-  struct job *next;          // queue link
-} job;
-
-typedef struct {
-  ot_kvcache *kv;   // per-request mode
-  job *j;
-  bool added;       // batched: admitted into the engine as sequence eid
-  int eid;
-} slot;
-
-struct ot_sched {
-  const ot_model *m;
-  ot_sched_config cfg;
-  int cap, V, chunk;
-  slot *slots;               // [max_batch]
-  ot_engine *eng;            // batched mode
-  pthread_t th;
-  bool started;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  job *qhead, *qtail;
-  bool stop;
-  uint64_t next_id;
-  ot_sched_stats st;
-};
-
-static void job_free(job *j) {
+void ot__job_free(job *j) {
   if (!j) return;
   ot_sampler_free(j->smp);
   free(j->prompt);
+  free(j->src);
+  free(j->src_len);
   free(j);
 }
 
@@ -64,7 +29,7 @@ static void job_end(job *j, ot_sched_end end, const char *msg) {
   r.new_tokens = j->new_tokens;
   if (msg) snprintf(r.message, sizeof r.message, "%s", msg);
   if (j->req.on_done) j->req.on_done(j->req.ctx, &r);
-  job_free(j);
+  ot__job_free(j);
 }
 
 static void count_end(ot_sched *s, const job *j, ot_sched_end end) {
@@ -73,8 +38,7 @@ static void count_end(ot_sched *s, const job *j, ot_sched_end end) {
   if (end == OT_SCHED_CANCELLED) s->st.cancelled++;
 }
 
-// Ends the job of slot i (scheduler thread).
-static void slot_end(ot_sched *s, int i, ot_sched_end end, const char *msg) {
+void ot__slot_end(ot_sched *s, int i, ot_sched_end end, const char *msg) {
   pthread_mutex_lock(&s->mu);
   job *j = s->slots[i].j;
   s->slots[i].j = NULL;
@@ -90,11 +54,11 @@ static void slot_end(ot_sched *s, int i, ot_sched_end end, const char *msg) {
 static void slot_step(ot_sched *s, int i) {
   job *j = s->slots[i].j;
   ot_kvcache *kv = s->slots[i].kv;
-  if (atomic_load(&j->cancel)) { slot_end(s, i, OT_SCHED_CANCELLED, NULL); return; }
+  if (atomic_load(&j->cancel)) { ot__slot_end(s, i, OT_SCHED_CANCELLED, NULL); return; }
   if (j->fed < j->req.n_prompt) {
     const int n = j->req.n_prompt - j->fed < s->chunk ? j->req.n_prompt - j->fed : s->chunk;
     if (ot_kv_forward(kv, j->prompt + j->fed, n, false, &j->logits, NULL) != OT_OK) {
-      slot_end(s, i, OT_SCHED_FAILED, ot_last_error());
+      ot__slot_end(s, i, OT_SCHED_FAILED, ot_last_error());
       return;
     }
     j->fed += n;
@@ -102,25 +66,25 @@ static void slot_step(ot_sched *s, int i) {
   }
   int32_t tok;
   if (ot_sampler_sample(j->smp, j->logits, &tok) != OT_OK) {
-    slot_end(s, i, OT_SCHED_FAILED, ot_last_error());
+    ot__slot_end(s, i, OT_SCHED_FAILED, ot_last_error());
     return;
   }
-  if (tok == j->req.stop_token) { slot_end(s, i, OT_SCHED_STOP_TOKEN, NULL); return; }
+  if (tok == j->req.stop_token) { ot__slot_end(s, i, OT_SCHED_STOP_TOKEN, NULL); return; }
   j->new_tokens++;
   if (j->req.on_token && !j->req.on_token(j->req.ctx, tok)) {
-    slot_end(s, i, OT_SCHED_STOPPED, NULL);
+    ot__slot_end(s, i, OT_SCHED_STOPPED, NULL);
     return;
   }
-  if (j->new_tokens >= j->req.max_tokens) { slot_end(s, i, OT_SCHED_LENGTH, NULL); return; }
+  if (j->new_tokens >= j->req.max_tokens) { ot__slot_end(s, i, OT_SCHED_LENGTH, NULL); return; }
   if (ot_kv_forward(kv, &tok, 1, false, &j->logits, NULL) != OT_OK)
-    slot_end(s, i, OT_SCHED_FAILED, ot_last_error());
+    ot__slot_end(s, i, OT_SCHED_FAILED, ot_last_error());
 }
 
 // ---- batched mode ----------------------------------------------------------
 // Slot i's sequence leaves the engine (unless it already left) and its request ends.
 static void engine_end(ot_sched *s, int i, bool left, ot_sched_end end, const char *msg) {
   if (s->slots[i].added && !left) ot_engine_remove(s->eng, s->slots[i].eid);
-  slot_end(s, i, end, msg);
+  ot__slot_end(s, i, end, msg);
 }
 
 // Hands event ev of slot i's sequence on (its token, or its end).
@@ -150,7 +114,7 @@ static void batched_round(ot_sched *s) {
     ot_engine_event ev;
     const ot_status st = ot_engine_add(s->eng, &r, &sl->eid, &ev);
     if (st == OT_ENOMEM && ot_engine_active(s->eng) > 0) continue;   // retried next round
-    if (st != OT_OK) { slot_end(s, i, OT_SCHED_FAILED, ot_last_error()); continue; }
+    if (st != OT_OK) { ot__slot_end(s, i, OT_SCHED_FAILED, ot_last_error()); continue; }
     sl->added = true;
     deliver(s, i, &ev);
   }
@@ -192,7 +156,8 @@ static void *sched_main(void *arg) {
       }
       s->qtail = NULL;
       for (job *j = s->qhead; j; j = j->next) s->qtail = j;
-      for (int i = 0; i < s->cfg.max_batch && s->qhead; i++) {
+      if (s->tr && !s->paused && s->st.active == 0) ot__tsched_admit(s);
+      for (int i = 0; !s->tr && !s->paused && i < s->cfg.max_batch && s->qhead; i++) {
         if (s->slots[i].j) continue;
         job *j = s->qhead;
         s->qhead = j->next;
@@ -214,6 +179,10 @@ static void *sched_main(void *arg) {
       job_end(j, OT_SCHED_CANCELLED, NULL);
     }
     if (stop) break;
+    if (s->tr) {
+      ot__tsched_round(s);
+      continue;
+    }
     if (s->eng) {
       batched_round(s);
       continue;
@@ -223,7 +192,7 @@ static void *sched_main(void *arg) {
   }
   // shutdown: end the active and the queued requests
   for (int i = 0; i < s->cfg.max_batch; i++)
-    if (s->slots[i].j) slot_end(s, i, OT_SCHED_SHUTDOWN, NULL);
+    if (s->slots[i].j) ot__slot_end(s, i, OT_SCHED_SHUTDOWN, NULL);
   for (;;) {
     pthread_mutex_lock(&s->mu);
     job *j = s->qhead;
@@ -270,17 +239,19 @@ ot_status ot_sched_create(ot_sched **out, const ot_model *m, const ot_sched_conf
   ot_status st = OT_OK;
   s->slots = calloc((size_t)c.max_batch, sizeof *s->slots);
   if (!s->slots) st = ot_error(OT_ENOMEM, "%s: out of memory", fn);
-  if (st == OT_OK && c.batched) {
+  const bool translate = mc->arch == OT_ARCH_ENCDEC;
+  if (st == OT_OK && translate) st = ot__tsched_create(s);
+  if (st == OT_OK && !translate && c.batched) {
     ot_engine_config ec = {c.weights, c.weights == OT_I8 ? c.group : 0, c.kv_dtype, c.kv_bytes, 16,
                            c.max_batch, c.max_seq, c.max_seq};
     st = ot_engine_create(&s->eng, m, &ec);
   }
-  for (int i = 0; st == OT_OK && !c.batched && i < c.max_batch; i++) {
+  for (int i = 0; st == OT_OK && !translate && !c.batched && i < c.max_batch; i++) {
     ot_kv_config kc = {1, c.max_seq, 0, false};
     st = ot_kv_create(&s->slots[i].kv, m, &kc);
   }
   if (st == OT_OK) {
-    s->chunk = c.batched ? 0 : ot_kv_config_of(s->slots[0].kv)->chunk;
+    s->chunk = c.batched || translate ? 0 : ot_kv_config_of(s->slots[0].kv)->chunk;
     if (pthread_create(&s->th, NULL, sched_main, s) != 0)
       st = ot_error(OT_EINTERNAL, "%s: cannot start the scheduler thread", fn);
     else
@@ -303,6 +274,7 @@ void ot_sched_free(ot_sched *s) {
   if (s->slots)
     for (int i = 0; i < s->cfg.max_batch; i++) ot_kv_free(s->slots[i].kv);
   ot_engine_free(s->eng);
+  ot__tsched_free(s);
   free(s->slots);
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
@@ -315,6 +287,9 @@ ot_status ot_sched_submit(ot_sched *s, const ot_sched_request *req, uint64_t *id
   static const char fn[] = "ot_sched_submit";
   OT_CHECK_PTR(s, fn);
   OT_CHECK_PTR(req, fn);
+  if (s->tr)
+    return ot_error(OT_EINVAL, "%s: this scheduler serves an encoder-decoder model: submit "
+                    "translations (ot_sched_submit_translation)", fn);
   if (!req->prompt || req->n_prompt < 1)
     return ot_error(OT_EINVAL, "%s: the prompt needs at least one token (n_prompt=%d)", fn, req->n_prompt);
   if (req->max_tokens < 1)
@@ -329,18 +304,22 @@ ot_status ot_sched_submit(ot_sched *s, const ot_sched_request *req, uint64_t *id
   job *j = calloc(1, sizeof *j);
   if (!j) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
   ot_status st = ot_sampler_create(&j->smp, &req->sampler, s->V);
-  if (st != OT_OK) { job_free(j); return st; }
+  if (st != OT_OK) { ot__job_free(j); return st; }
   j->prompt = malloc(sizeof(int32_t) * (size_t)req->n_prompt);
-  if (!j->prompt) { job_free(j); return ot_error(OT_ENOMEM, "%s: out of memory", fn); }
+  if (!j->prompt) { ot__job_free(j); return ot_error(OT_ENOMEM, "%s: out of memory", fn); }
   memcpy(j->prompt, req->prompt, sizeof(int32_t) * (size_t)req->n_prompt);
   j->req = *req;
   j->req.prompt = j->prompt;
   atomic_init(&j->cancel, false);
+  return ot__sched_enqueue(s, j, id, fn);
+}
+
+ot_status ot__sched_enqueue(ot_sched *s, job *j, uint64_t *id, const char *fn) {
   pthread_mutex_lock(&s->mu);
   if (s->stop || s->st.queued >= s->cfg.max_queue) {
     const bool stopping = s->stop;
     pthread_mutex_unlock(&s->mu);
-    job_free(j);
+    ot__job_free(j);
     return stopping ? ot_error(OT_EINVAL, "%s: the scheduler is shutting down", fn)
                     : ot_error(OT_ENOMEM, "%s: the queue is full (max_queue=%d requests wait "
                                "already); retry later", fn, s->cfg.max_queue);
@@ -371,6 +350,16 @@ bool ot_sched_cancel(ot_sched *s, uint64_t id) {
   }
   pthread_mutex_unlock(&s->mu);
   return found;
+}
+
+bool ot_sched_translates(const ot_sched *s) { return s && s->tr; }
+
+void ot_sched_pause(ot_sched *s, bool paused) {
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  s->paused = paused;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
 }
 
 void ot_sched_stats_get(ot_sched *s, ot_sched_stats *st) {

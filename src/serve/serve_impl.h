@@ -1,10 +1,11 @@
 // Private parts of the HTTP server (conn.c: the accept loop, connections
 // and workers; http.c: request parsing, responses, routing; api.c:
-// the endpoints, JSON bodies, streaming text).
+// the endpoints, JSON bodies, streaming text; translate.c: translations).
 #ifndef OT_SERVE_IMPL_H
 #define OT_SERVE_IMPL_H
 #include "internal.h"
 #include "ot/serve.h"
+#include "io/json.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -23,6 +24,18 @@ void ot__sb_free(ot__sbuf *b);
 // (not consumed) for the next call, so that feeding a byte stream piece by
 // piece gives the same text as feeding it whole.
 size_t ot__utf8_take(const char *s, size_t n, bool final, ot__sbuf *out);
+
+// Translation text, one copy for POST /v1/translations, `ot translate` and the
+// BLEU hook of `ot train`:
+// The text of target tokens tok[0, n) (a final eos dropped) appended to out:
+// the tokens' bytes (ids the tokenizer lacks, e.g. pad, add none), each byte
+// that does not start a well-formed UTF-8 character as U+FFFD.
+void ot__tokens_text(const ot_bpe *bpe, const int32_t *tok, int n, int32_t eos, ot__sbuf *out);
+// A sentence text[0, len) -> encoder input: its BPE ids (special tokens as
+// plain text) + eos, the first cap of them stored in out; *n = all of them
+// (*n > cap: too long). OT_EINVAL for invalid UTF-8 or an id >= vocab.
+ot_status ot__source_ids(const ot_bpe *bpe, const char *text, size_t len, int vocab, int32_t eos,
+                         int32_t *out, int cap, int *n);
 
 // ---- one parsed request
 typedef struct {
@@ -91,6 +104,8 @@ struct ot_server {
   ot_sched *sched;
   int ctx;                     // tokens per sequence
   int32_t eot;                 // stop token (tokenizer's <|endoftext|>), -1 if none
+  bool translate;              // an encoder-decoder: POST /v1/translations
+  ot_beam_config search;       // translation: the base search (num_beams = cfg.beam)
   int lfd, port, wake[2];
   atomic_bool stopping;
   atomic_uint_fast64_t counter; // request ids and default seeds
@@ -136,10 +151,17 @@ void ot__log_request(ot__conn *c);
 // Worker: answers the whole request at c->buf (routing to the endpoints) and logs it.
 void ot__serve_request(ot__conn *c);
 void ot__api_completions(ot__conn *c, const ot__http_req *r);
+// Optional request fields of object root: absent or null leaves *v; a value of
+// the wrong type or outside [lo, hi] is answered 400 naming the key (false).
+bool ot__get_num(ot__conn *c, const ot_json *root, const char *key, double lo, double hi, double *v);
+bool ot__get_int(ot__conn *c, const ot_json *root, const char *key, int64_t lo, int64_t hi, int64_t *v);
+bool ot__get_bool(ot__conn *c, const ot_json *root, const char *key, bool *v);
 // Only parses and checks a completion body as ot__api_completions does (the
 // same code), without generating: true when valid, else the 400 (or 503) is
 // answered on c. For the fuzz target tests/fuzz/fuzz_http.c.
 bool ot__api_check_completion(ot__conn *c, const char *body, size_t len);
+// translate.c: POST /v1/translations (a translation server only)
+void ot__api_translations(ot__conn *c, const ot__http_req *r);
 void ot__api_models(ot__conn *c);
 void ot__api_health(ot__conn *c);
 #endif

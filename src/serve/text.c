@@ -1,6 +1,8 @@
 // Text helpers of the server: a growable byte buffer, JSON string literals,
-// and the UTF-8 cleaner that keeps streamed text equal to the whole text.
+// the UTF-8 cleaner that keeps streamed text equal to the whole text, and a
+// translation's source ids and target text (shared with `ot translate`).
 #include "serve/serve_impl.h"
+#include "io/json.h"
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -113,4 +115,43 @@ size_t ot__utf8_take(const char *s, size_t n, bool final, ot__sbuf *out) {
     }
   }
   return i;
+}
+
+void ot__tokens_text(const ot_bpe *bpe, const int32_t *tok, int n, int32_t eos, ot__sbuf *out) {
+  if (n > 0 && tok[n - 1] == eos) n--;
+  ot__sbuf raw = {0};
+  for (int i = 0; i < n; i++) {
+    size_t len = 0;
+    const char *s = ot_bpe_token(bpe, tok[i], &len);
+    if (s) ot__sb_put(&raw, s, len);
+  }
+  // byte-level tokens may end mid-character: invalid bytes become U+FFFD (as HF's decode)
+  if (raw.len) ot__utf8_take(raw.p, raw.len, true, out);
+  if (raw.oom) out->oom = true;
+  ot__sb_free(&raw);
+}
+
+ot_status ot__source_ids(const ot_bpe *bpe, const char *text, size_t len, int vocab, int32_t eos,
+                         int32_t *out, int cap, int *n) {
+  *n = 0;
+  if (!ot_json_utf8_valid(text, len))
+    return ot_error(OT_EINVAL, "invalid UTF-8 (convert the input to UTF-8)");
+  int32_t *buf = malloc(sizeof(int32_t) * (len + 1));
+  if (!buf) return ot_error(OT_ENOMEM, "out of memory");
+  size_t k = 0;
+  ot_status s = ot_bpe_encode(bpe, text, len, false, buf, len + 1, &k);
+  if (s == OT_OK) {
+    for (size_t i = 0; i < k; i++) {
+      if (buf[i] >= vocab) {
+        s = ot_error(OT_EINVAL, "token %d is outside the model's vocabulary of %d (is "
+                     "the tokenizer the model's?)", buf[i], vocab);
+        break;
+      }
+      if ((int)i < cap) out[i] = buf[i];
+    }
+    if ((int)k < cap) out[k] = eos;
+    *n = (int)k + 1;
+  }
+  free(buf);
+  return s;
 }
