@@ -15,6 +15,7 @@
 //  - want_grad = false gives the no-dropout logits exactly; different counters or
 //    seeds give different masks, the same ones the same;
 //  - bad probabilities refused with messages; presets and the HF config keys.
+#include <math.h>
 #include "harness.h"
 #include "model/model_impl.h"
 #include <omp.h>
@@ -355,7 +356,7 @@ static void test_slots(void) {
 }
 
 // A larger decoder-only model (rows past the kernels' threading thresholds), f32 and
-// bf16: 1 thread == 2 threads and recompute full == none, bitwise, with dropout on.
+// bf16: 1 thread = 2 threads (to rounding) and recompute full == none (bitwise), with dropout on.
 static void test_threads_large(ot_dtype dt, float p) {
   ot_model_config c = gpt2_cfg(p, p, p);
   c.d_model = 128;
@@ -388,11 +389,12 @@ static void test_threads_large(ot_dtype dt, float p) {
     ot_model_free(m);
   }
   if (g[2]) {
-    // the forward (where every mask acts) is bitwise thread-independent; the backward's
-    // reductions already differ by thread count without dropout (within rounding)
-    th_check(same_bits(&l[0], &l[1], sizeof l[0]),
-             "%s B %d T %d C 128, dropout %g: loss with 1 thread == %d threads (bitwise)",
-             ot_dtype_name(dt), LB, LT, p, nt);
+    // the masks are thread-independent (a different mask moves the loss by ~1e-2); the
+    // GEMMs' blocking may depend on the thread count (oneDNN's AVX2 f32 kernels do), so the
+    // loss agrees to rounding, and the backward's reductions differ within rounding too
+    th_check(fabs(l[0] - l[1]) <= 1e-6 * fabs(l[0]),
+             "%s B %d T %d C 128, dropout %g: loss with 1 thread (%.9g) = %d threads (%.9g) to 1e-6",
+             ot_dtype_name(dt), LB, LT, p, l[1], nt, l[0]);
     th_check_nerr(g[1], g[0], n, dt == OT_F32 ? 1e-5 : 1e-2,
                   "%s B %d T %d C 128, dropout %g: gradients with 1 thread ~ %d threads",
                   ot_dtype_name(dt), LB, LT, p, nt);
