@@ -229,7 +229,7 @@ int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi) 
     return 400;
   }
   if (hi->has_te) {
-    snprintf(hi->err, sizeof hi->err, "Transfer-Encoding is not implemented (chunked bodies neither): "
+    snprintf(hi->err, sizeof hi->err, "Transfer-Encoding is unsupported by this server (chunked bodies too): "
              "send the body with a Content-Length header");
     return 501;
   }
