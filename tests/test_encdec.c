@@ -12,7 +12,7 @@
 //    every decoder block's cross K/V and cross-attention vs plain loops + ot_ref_attn_fwd
 //  - save_hf -> load_hf round trip bit-exact (weights and logits)
 //  - bad input: src_len 0 or > S, token ids out of range, mismatched config.json,
-//    missing tensor, refused partitions / quantization / decoder-only entry points
+//    missing tensor, refused quantization / decoder-only entry points
 //  - memory plan: ot_model_plan equals the model's, what the arenas hold, the
 //    encoder categories filled, recompute modes ordered
 // Run from the repository root (CTest does).
@@ -489,14 +489,7 @@ static void bad_input(void) {
   ot_run_config r = {B_, T_, OT_F32, OT_RECOMPUTE_NONE, -100, 0};
   th_check_error(ot_model_create(&m, &c, &r), OT_EINVAL, "S=0", "S missing");
   r.S = S_;
-  ot_model_part p = ot_model_part_whole(&c);
-  p.slots = 2;
-  th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "one slot",
-                 "slots > 1 refused");
-  p = ot_model_part_whole(&c);
-  p.layer1 = c.n_layers - 1;
-  th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "one pipeline stage",
-                 "a pipeline split refused");
+  // (partitions into pipeline stages: test_encdec_stages)
   c.n_enc_layers = 0;
   th_check_error(ot_model_config_validate(&c), OT_EINVAL, "n_enc_layers=0", "no encoder layers");
   c = tiny(true);

@@ -291,7 +291,9 @@ typedef struct {
 
 typedef struct {
   int tp, tp_rank;          // tensor group size and rank (1, 0: no tensor parallelism)
-  int layer0, layer1;       // this stage's blocks (global indices), layer0 < layer1
+  int layer0, layer1;       // this stage's blocks (global indices), layer0 < layer1; an
+                            // encoder-decoder's blocks are numbered encoder first, then
+                            // decoder: [0, n_enc_layers + n_layers) (ot_model_n_blocks)
   bool vocab_parallel;      // embedding / head rows split over the tensor group
   int slots;                // micro-batches whose activations are held at once (>= 1)
   bool external_grads;      // no gradient buffer: the caller binds every parameter's
@@ -301,6 +303,8 @@ typedef struct {
 
 // The whole model on one process: tp 1, every layer, one slot.
 ot_model_part ot_model_part_whole(const ot_model_config *c);
+// Blocks a pipeline splits: n_layers, plus n_enc_layers for an encoder-decoder.
+int ot_model_n_blocks(const ot_model_config *c);
 // Checks a partition against a config: OT_EINVAL naming the numbers and the fix
 // (heads / kv-heads / d_ff divisible by tp, layer range inside [0, n_layers)).
 ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *p);
@@ -395,6 +399,26 @@ ot_status ot_model_set_label_smoothing(ot_model *m, float eps);
 double ot_model_nll(const ot_model *m);
 // The encoder output of the last ot_model_forward_s2s: [B*S, *ld] (dt of the run), or NULL.
 const void *ot_model_encoder_out(const ot_model *m, int *ld);
+// Pipeline stages of an encoder-decoder (a part of blocks [layer0, layer1) of the
+// combined stack, encoder first): the buffers the caller moves between stages, all
+// in the run dtype, for the batch's B, S, T. ot_model_forward_s2s on a stage reads its
+// inputs there instead of embedding (ENC_IN: the encoder stage input [B*S, C], when
+// the part holds encoder blocks but not the first; DEC_IN: the decoder stage input
+// [B*T, C], when it holds decoder blocks but not block 0; ENC_OUT [B*S, C]: the
+// encoder output, which a part holding decoder blocks but not the last encoder block
+// reads) and leaves its outputs (ENC_OUT: the encoder output on the part of the last
+// encoder block, the encoder stage output on an earlier one; DEC_OUT [B*T, C]: the
+// decoder stage output of a part that is not last); a stage that is not last
+// computes no loss (*loss = 0). ot_model_backward of a stage that is not last starts
+// from GRAD ([B*T, C]: the gradient of DEC_OUT, or [B*S, C]: of an encoder stage's
+// ENC_OUT) and, when it holds decoder blocks, from ENC_GRAD [B*S, C] (the later
+// stages' partial sum of the encoder output's gradient; the part of the last encoder
+// block receives the complete sum); it leaves the gradient of its stage input in GRAD
+// (ENC_IN's or DEC_IN's) and its partial sum in ENC_GRAD. NULL where not applicable.
+typedef enum {
+  OT_S2S_ENC_IN, OT_S2S_DEC_IN, OT_S2S_ENC_OUT, OT_S2S_DEC_OUT, OT_S2S_GRAD, OT_S2S_ENC_GRAD
+} ot_s2s_stage_buf;
+void *ot_model_s2s_stage_buf(ot_model *m, ot_s2s_stage_buf which);
 // Writes <dir>/config.json and <dir>/model.safetensors (F32) that
 // MarianMTModel.from_pretrained loads (dir must exist; whole models only).
 // Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other

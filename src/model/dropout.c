@@ -60,7 +60,7 @@ ot_status ot__drop_bwd(const ot__dropout *d, float p, ot_dtype dt, void *dx, con
 
 ot_status ot__dropout_begin(ot_model *m, bool want_grad, int B, int T, int S, const char *fn) {
   const ot_model_config *c = &m->cfg;
-  ot__dropout d = {0.0f, 0.0f, 0.0f, 0, 0, m->part.layer0, m->part.tp_rank};
+  ot__dropout d = {0.0f, 0.0f, 0.0f, 0, 0, m->d0, m->part.tp_rank};
   if (want_grad) {
     d.resid = c->dropout;
     d.attn = c->attn_dropout;
@@ -69,7 +69,7 @@ ot_status ot__dropout_begin(ot_model *m, bool want_grad, int B, int T, int S, co
   }
   m->ddrop = d;
   d.stack = 1;
-  d.layer0 = 0;
+  d.layer0 = m->e0;
   m->edrop = d;
   if (!(d.resid > 0.0f || d.attn > 0.0f || d.act > 0.0f)) return OT_OK;
   // the largest call of any site must fit its 2^38 counters

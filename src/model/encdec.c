@@ -270,12 +270,16 @@ static ot_status s2s_check(const ot_model *m, const ot_s2s_batch *b, float count
   return OT_OK;
 }
 
-// The encoder over m->src into m->enc_out.
+// This stage's encoder blocks over m->src (the first stage embeds; a later one finds
+// its input in ela[0].res). The stage of the last encoder block writes the encoder
+// output to m->enc_out; an earlier stage writes its output there for the next stage.
 static ot_status encode(ot_model *m, int B, int S) {
   const ot__graph *g = &m->egraph;
   const bool post = g->a.post;
-  const stack_emb e = enc_emb(m);
-  OT_TRY(stack_embed_fwd(m, g, &e, m->ela[0].res, m->src, B, S, &m->edrop));
+  if (m->first) {
+    const stack_emb e = enc_emb(m);
+    OT_TRY(stack_embed_fwd(m, g, &e, m->ela[0].res, m->src, B, S, &m->edrop));
+  }
   ot__kv_self self = ot__kv_self_make(m->src_len);
   self.drop = &m->edrop;
   ot__block_io io = {B, S, m->ela[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
@@ -288,28 +292,41 @@ static ot_status encode(ot_model *m, int B, int S) {
     io.r = post ? NULL : m->abuf;
   }
   if (post) return OT_OK;
+  if (!m->enc_last) {   // pre-norm stage output (res2 + abuf), materialized for the next stage
+    ot__add_pair(m->run.dt, m->enc_out, io.x, io.r, (size_t)B * S * m->C);
+    return OT_OK;
+  }
   return ot__norm_fwd(g, m->enc_out, m->emean, m->erstd, m->enc_res, io.x, io.r, g->lnf_w,
                       g->lnf_b, B * S);
 }
 
-// The decoder over m->tgt (cross-attending m->enc_out) into m->yf.
+// This stage's decoder blocks over m->tgt (cross-attending m->enc_out): the stage of
+// block 0 embeds, a later one finds its input in la[0].res. The last stage writes
+// the head's input m->yf, an earlier one its output m->resf for the next stage.
 static ot_status decode(ot_model *m, int B, int S, int T) {
   const ot__graph *g = &m->graph;
   const bool post = g->a.post;
-  const stack_emb e = dec_emb(m);
-  OT_TRY(stack_embed_fwd(m, g, &e, m->la[0].res, m->tgt, B, T, &m->ddrop));
+  if (m->dec_first) {
+    const stack_emb e = dec_emb(m);
+    OT_TRY(stack_embed_fwd(m, g, &e, m->la[0].res, m->tgt, B, T, &m->ddrop));
+  }
   ot__kv_s2s src = ot__kv_s2s_make(m->enc_out, S, m->src_len, m->la, m->ctok);
   src.self.drop = &m->ddrop;
+  void *out = m->last ? m->yf : m->resf;
   ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL,
                      &src.self.base, NULL, &m->ddrop};
   for (int l = 0; l < m->L; l++) {
     io.A = &m->la[l];
-    io.out = l + 1 < m->L ? m->la[l + 1].res : m->yf;
+    io.out = l + 1 < m->L ? m->la[l + 1].res : out;
     OT_TRY(ot__block_fwd(g, l, &io, true));
     io.x = post ? io.out : m->la[l].res2;
     io.r = post ? NULL : m->abuf;
   }
   if (post) return OT_OK;
+  if (!m->last) {
+    ot__add_pair(m->run.dt, m->resf, io.x, io.r, (size_t)B * T * m->C);
+    return OT_OK;
+  }
   return ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, m->resf, io.x, io.r, g->lnf_w, g->lnf_b,
                       B * T);
 }
@@ -332,11 +349,28 @@ ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, 
   memcpy(m->tgt, b->tgt_in, (size_t)B * T * sizeof(int32_t));
   OT_TRY(ot__dropout_begin(m, want_grad, B, T, S, fn));
   OT_PROF_BEGIN("model_forward_s2s", 0.0, 0.0);
-  ot_status s = encode(m, B, S);
-  if (s == OT_OK) s = decode(m, B, S, T);
-  if (s == OT_OK) s = ot__head_fwd(m, b->targets, B * T, count, want_grad, loss);
+  ot_status s = m->Le > 0 ? encode(m, B, S) : OT_OK;
+  if (s == OT_OK && m->L > 0) s = decode(m, B, S, T);
+  if (s == OT_OK && m->last) s = ot__head_fwd(m, b->targets, B * T, count, want_grad, loss);
+  else if (s == OT_OK) {   // an earlier pipeline stage: its output waits for the next stage
+    if (loss) *loss = 0.0;
+    m->have_grad_state = want_grad;
+  }
   OT_PROF_STOP();
   return s;
+}
+
+void *ot_model_s2s_stage_buf(ot_model *m, ot_s2s_stage_buf which) {
+  if (!m || m->cfg.arch != OT_ARCH_ENCDEC) return NULL;
+  switch (which) {
+    case OT_S2S_ENC_IN: return m->Le > 0 && !m->first ? m->ela[0].res : NULL;
+    case OT_S2S_DEC_IN: return m->L > 0 && !m->dec_first ? m->la[0].res : NULL;
+    case OT_S2S_ENC_OUT: return m->enc_out;
+    case OT_S2S_DEC_OUT: return m->L > 0 && !m->last ? m->resf : NULL;
+    case OT_S2S_GRAD: return m->dres;
+    case OT_S2S_ENC_GRAD: return m->denc;
+  }
+  return NULL;
 }
 
 const void *ot_model_encoder_out(const ot_model *m, int *ldo) {
@@ -346,37 +380,57 @@ const void *ot_model_encoder_out(const ot_model *m, int *ldo) {
 }
 
 // ----------------------------------------------------------- backward -----
+// The backward of this stage's blocks (a pipeline stage: see ot_model_s2s_stage_buf).
+// Decoder: from the head (last stage) or the gradient of the stage output in m->dres;
+// every decoder block's cross K/V add their part of the encoder output's gradient into
+// m->denc (zeroed on the last stage, else the later stages' partial sum), continuing
+// the one-process order block by block. The stage of the last encoder block sums the
+// tensor group's parts and runs the encoder from it; an earlier encoder stage starts
+// from the gradient of its output in m->dres. m->dres ends as the gradient of the
+// stage's input (the decoder's, or the encoder's when the stage holds encoder blocks).
 ot_status ot__s2s_backward(ot_model *m) {
   const int B = m->B, T = m->T, S = m->S, N = B * T, NS = B * S;
   const size_t es = ot_dtype_size(m->run.dt), C = (size_t)m->C;
   const bool post = m->cfg.norm_place == OT_PLACE_POST;
-  // head (post-norm: the last decoder block's output feeds it directly)
-  if (post) {
-    OT_TRY(ot__head_bwd(m, N, m->dres));
-  } else {
-    OT_TRY(ot__head_bwd(m, N, m->dy));
-    OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf,
-                        N));
+  if (m->L > 0) {
+    // head (post-norm: the last decoder block's output feeds it directly)
+    if (m->last) {
+      memset(m->denc, 0, (size_t)NS * C * es);
+      if (post) {
+        OT_TRY(ot__head_bwd(m, N, m->dres));
+      } else {
+        OT_TRY(ot__head_bwd(m, N, m->dy));
+        OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf,
+                            m->rstdf, N));
+      }
+    }
+    const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len,
+                           &m->ddrop};
+    for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &dec, l, B, T));
+    if (m->dec_first) {
+      const stack_emb de = dec_emb(m);
+      OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T, &m->ddrop));
+    }
   }
-  // decoder; every block's cross K/V add their part of the encoder output's gradient
-  memset(m->denc, 0, (size_t)NS * C * es);
-  const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len,
-                         &m->ddrop};
-  for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &dec, l, B, T));
-  // tensor parallel: each rank's cross K/V heads gave their part of the encoder output's gradient
-  OT_TRY(ot__tp_sum(&m->graph, m->denc, (size_t)NS * C));
-  const stack_emb de = dec_emb(m), ee = enc_emb(m);
-  OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T, &m->ddrop));
-  // encoder
-  if (post)
-    memcpy(m->dres, m->denc, (size_t)NS * C * es);
-  else
-    OT_TRY(ot__norm_bwd(m, m->dres, m->elnf_w, m->elnf_b, m->denc, NULL, m->enc_res, m->emean,
-                        m->erstd, NS));
-  const ot__stack enc = {&m->egraph, m->ela, m->elp, m->src_len, NULL, NULL, 0, NULL,
-                         &m->edrop};
-  for (int l = m->Le - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &enc, l, B, S));
-  OT_TRY(stack_embed_bwd(m, &ee, m->src, B, S, &m->edrop));
+  if (m->Le > 0) {
+    if (m->enc_last) {
+      // tensor parallel: each rank's cross K/V heads gave their part of the encoder
+      // output's gradient
+      OT_TRY(ot__tp_sum(&m->graph, m->denc, (size_t)NS * C));
+      if (post)
+        memcpy(m->dres, m->denc, (size_t)NS * C * es);
+      else
+        OT_TRY(ot__norm_bwd(m, m->dres, m->elnf_w, m->elnf_b, m->denc, NULL, m->enc_res,
+                            m->emean, m->erstd, NS));
+    }
+    const ot__stack enc = {&m->egraph, m->ela, m->elp, m->src_len, NULL, NULL, 0, NULL,
+                           &m->edrop};
+    for (int l = m->Le - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &enc, l, B, S));
+    if (m->first) {
+      const stack_emb ee = enc_emb(m);
+      OT_TRY(stack_embed_bwd(m, &ee, m->src, B, S, &m->edrop));
+    }
+  }
   ot__grads_ready(m, 0);
   return OT_OK;
 }

@@ -10,8 +10,7 @@
 
 // ------------------------------------------------------------- helpers ------
 
-// y = a + b, n elements of dt (element-wise, static partition).
-static void add_rows(ot_dtype dt, void *y, const void *a, const void *b, size_t n) {
+void ot__add_pair(ot_dtype dt, void *y, const void *a, const void *b, size_t n) {
   const long nn = (long)n;
   if (dt == OT_F32) {
     float *yy = y;
@@ -55,7 +54,7 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
     io.r = m->abuf;
   }
   if (!m->last) {   // the stage output, materialized for the next stage
-    add_rows(dt, m->resf, io.x, io.r, (size_t)N * m->C);
+    ot__add_pair(dt, m->resf, io.x, io.r, (size_t)N * m->C);
     m->have_grad_state = want_grad;
     return OT_OK;
   }

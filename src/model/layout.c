@@ -16,8 +16,9 @@ void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
   m->part = *p;
   const int tp = p->tp;
   m->first = p->layer0 == 0;
-  m->last = p->layer1 == c->n_layers;
+  m->last = p->layer1 == ot_model_n_blocks(c);
   m->C = c->d_model; m->L = p->layer1 - p->layer0;
+  m->d0 = p->layer0;
   m->Hq = c->n_heads / tp; m->Hkv = c->n_kv_heads / tp;
   m->D = ot_model_head_dim(c); m->F = c->d_ff / tp;
   m->Fa = c->mlp == OT_MLP_SWIGLU ? 2 * m->F : m->F;
@@ -25,7 +26,17 @@ void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
   m->Vl = p->vocab_parallel ? (m->Vp + tp - 1) / tp : m->Vp;
   m->v0 = p->vocab_parallel ? p->tp_rank * m->Vl : 0;
   m->QKV = (m->Hq + 2 * m->Hkv) * m->D;
-  m->Le = c->arch == OT_ARCH_ENCDEC ? c->n_enc_layers : 0;
+  m->Le = 0;
+  m->e0 = 0;
+  if (c->arch == OT_ARCH_ENCDEC) {   // [layer0, layer1) over encoder blocks, then decoder blocks
+    const int E = c->n_enc_layers, k0 = p->layer0, k1 = p->layer1;
+    m->e0 = k0 < E ? k0 : E;
+    m->Le = (k1 < E ? k1 : E) - m->e0;
+    m->d0 = (k0 > E ? k0 : E) - E;
+    m->L = (k1 > E ? k1 : E) - E - m->d0;
+    m->enc_last = m->Le > 0 && m->e0 + m->Le == E;
+    m->dec_first = m->L > 0 && m->d0 == 0;
+  }
 }
 
 // ------------------------------------------------------------ table build ---
@@ -284,16 +295,23 @@ static ot_status build_marian(builder *b) {
   ot_model *m = b->m;
   const ot_model_config *c = &m->cfg;
   const bool nb = c->norm == OT_NORM_LAYERNORM && c->bias;
-  m->wte = add_param(b, OT_PT_EMBED, -1, m->Vl, m->C, "model.shared.weight");
-  add_hf(b, m->wte, 0, m->V, false, "model.shared.weight");
-  stack_embed(b, "model.encoder", &m->epos, &m->elne_w, &m->elne_b);
-  for (int l = 0; l < m->Le; l++) marian_block(b, &m->elp[l], l, "model.encoder.layers", false);
-  if (c->norm_place == OT_PLACE_PRE) {
+  // a pipeline stage holds the shared embedding where it embeds (the encoder's first
+  // stage, the stage of decoder block 0) or projects (a tied head on the last stage)
+  if (m->first || m->dec_first || (c->tied && m->last)) {
+    m->wte = add_param(b, OT_PT_EMBED, -1, m->Vl, m->C, "model.shared.weight");
+    add_hf(b, m->wte, 0, m->V, false, "model.shared.weight");
+  }
+  if (m->first) stack_embed(b, "model.encoder", &m->epos, &m->elne_w, &m->elne_b);
+  for (int l = 0; l < m->Le; l++)
+    marian_block(b, &m->elp[l], m->e0 + l, "model.encoder.layers", false);
+  if (c->norm_place == OT_PLACE_PRE && m->enc_last) {
     m->elnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.encoder.layer_norm.weight");
     if (nb) m->elnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "model.encoder.layer_norm.bias");
   }
-  stack_embed(b, "model.decoder", &m->dpos, &m->dlne_w, &m->dlne_b);
-  for (int l = 0; l < m->L; l++) marian_block(b, &m->lp[l], l, "model.decoder.layers", true);
+  if (m->dec_first) stack_embed(b, "model.decoder", &m->dpos, &m->dlne_w, &m->dlne_b);
+  for (int l = 0; l < m->L; l++)
+    marian_block(b, &m->lp[l], m->d0 + l, "model.decoder.layers", true);
+  if (!m->last) return OT_OK;
   if (c->norm_place == OT_PLACE_PRE) {
     m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "model.decoder.layer_norm.weight");
     if (nb) m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "model.decoder.layer_norm.bias");
@@ -316,7 +334,7 @@ static ot_status build_marian(builder *b) {
 
 ot_status ot__layout_build(ot_model *m) {
   builder b = {m, 0, 0, 0};
-  m->lp = calloc((size_t)m->L, sizeof *m->lp);
+  m->lp = calloc((size_t)m->L + 1, sizeof *m->lp);
   m->elp = calloc((size_t)m->Le + 1, sizeof *m->elp);
   if (!m->lp || !m->elp) return ot_error(OT_ENOMEM, "model layout: out of memory");
   for (int l = 0; l < m->L; l++) memset(&m->lp[l], 0xff, sizeof m->lp[l]);  // all -1
@@ -334,13 +352,16 @@ ot_status ot__layout_build(ot_model *m) {
     if (m->elp[l].qkv_w < 0 || m->elp[l].o_w < 0 || m->elp[l].fc_w < 0 || m->elp[l].proj_w < 0 ||
         m->elp[l].ln1_w < 0 || m->elp[l].ln2_w < 0)
       return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
-  if (m->Le > 0)
+  if (m->cfg.arch == OT_ARCH_ENCDEC) {
+    const bool lp = m->cfg.pos == OT_POS_LEARNED, en = m->cfg.embed_norm;
     for (int l = 0; l < m->L; l++)
-      if (m->lp[l].cqkv_w < 0 || m->lp[l].co_w < 0 || m->lp[l].lnc_w < 0 ||
-          (m->cfg.logits_bias && m->lbias < 0) || (!post && m->elnf_w < 0) ||
-          (m->cfg.pos == OT_POS_LEARNED && (m->epos < 0 || m->dpos < 0)) ||
-          (m->cfg.embed_norm && (m->elne_w < 0 || m->dlne_w < 0)))
+      if (m->lp[l].cqkv_w < 0 || m->lp[l].co_w < 0 || m->lp[l].lnc_w < 0)
         return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+    if ((m->last && m->cfg.logits_bias && m->lbias < 0) || (m->enc_last && !post && m->elnf_w < 0) ||
+        (m->first && ((lp && m->epos < 0) || (en && m->elne_w < 0))) ||
+        (m->dec_first && ((lp && m->dpos < 0) || (en && m->dlne_w < 0) || m->wte < 0)))
+      return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  }
   if ((m->first && m->wte < 0) || (m->last && !post && m->lnf_w < 0) ||
       (m->last && !m->cfg.tied && m->lm_head < 0) || (m->last && m->cfg.tied && m->wte < 0) ||
       (m->first && m->cfg.pos == OT_POS_LEARNED && m->Le == 0 && m->wpe < 0))

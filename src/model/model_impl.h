@@ -95,8 +95,13 @@ struct ot_model {
   // the graph the forward runs on (weights.c): dense views of the buffers above
   ot__graph graph;
   ot__block_w *blkw;          // [L]
-  // encoder-decoder (cfg.arch = encdec; whole model, one slot)
-  int Le;                     // encoder blocks
+  // encoder-decoder (cfg.arch = encdec; one slot). A pipeline stage holds blocks
+  // [layer0, layer1) of the combined stack: encoder blocks [0, n_enc_layers), then the
+  // decoder's; e0 / d0 are the global indices of its first encoder / decoder block.
+  int Le;                     // encoder blocks held
+  int e0, d0;
+  bool enc_last;              // holds the last encoder block (computes the encoder output)
+  bool dec_first;             // holds decoder block 0 (the decoder's embedding)
   ot__layer_params *elp;      // [Le]
   ot__layer_acts *ela;        // [Le] saved encoder activations (non-saved fields: m->shared)
   ot__graph egraph;           // the encoder (bidirectional, no cross-attention)
@@ -162,6 +167,8 @@ void ot_ref_relu_fwd(float *y, const float *x, size_t n);
 void ot_ref_gelu_erf_fwd(float *y, const float *x, size_t n);
 // y += x, n elements of dt.
 void ot__add_into(ot_dtype dt, void *y, const void *x, size_t n);
+// y = a + b, n elements of dt (element-wise, static partition; forward.c).
+void ot__add_pair(ot_dtype dt, void *y, const void *a, const void *b, size_t n);
 const char *ot__mlp_name(ot_mlp_kind k);
 // Encoder-decoder config checks (encdec.c); n: the model's name for messages.
 ot_status ot__encdec_validate(const ot_model_config *c, const char *n);

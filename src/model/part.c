@@ -5,11 +5,16 @@
 #include "model_impl.h"
 #include <stdlib.h>
 
+int ot_model_n_blocks(const ot_model_config *c) {
+  if (!c) return 0;
+  return c->n_layers + (c->arch == OT_ARCH_ENCDEC ? c->n_enc_layers : 0);
+}
+
 ot_model_part ot_model_part_whole(const ot_model_config *c) {
   ot_model_part p;
   memset(&p, 0, sizeof p);
   p.tp = 1;
-  p.layer1 = c ? c->n_layers : 1;
+  p.layer1 = c ? ot_model_n_blocks(c) : 1;
   p.slots = 1;
   return p;
 }
@@ -29,16 +34,16 @@ ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *
   if (c->d_ff % p->tp)
     return ot_error(OT_EINVAL, "%s: d_ff=%d is not divisible by tensor_parallel=%d (choose a "
                     "tensor_parallel that divides it)", fn, c->d_ff, p->tp);
-  if (p->layer0 < 0 || p->layer1 <= p->layer0 || p->layer1 > c->n_layers)
-    return ot_error(OT_EINVAL, "%s: blocks [%d, %d) are not a non-empty range of the %d layers", fn,
-                    p->layer0, p->layer1, c->n_layers);
+  const int nb = ot_model_n_blocks(c);
+  if (p->layer0 < 0 || p->layer1 <= p->layer0 || p->layer1 > nb)
+    return ot_error(OT_EINVAL, "%s: blocks [%d, %d) are not a non-empty range of the %d %s", fn,
+                    p->layer0, p->layer1, nb,
+                    c->arch == OT_ARCH_ENCDEC ? "blocks (encoder, then decoder)" : "layers");
   if (p->slots < 1)
     return ot_error(OT_EINVAL, "%s: slots=%d must be >= 1", fn, p->slots);
-  if (c->arch == OT_ARCH_ENCDEC &&
-      (p->layer0 != 0 || p->layer1 != c->n_layers || p->vocab_parallel || p->slots != 1))
-    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder model is split over data- and "
-                    "tensor-parallel ranks only (one pipeline stage, no vocab_parallel, one slot)",
-                    fn);
+  if (c->arch == OT_ARCH_ENCDEC && (p->vocab_parallel || p->slots != 1))
+    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder part holds one micro-batch (slots=%d "
+                    "must be 1) and the whole vocabulary (no vocab_parallel)", fn, p->slots);
   if (p->tp > 1 && !p->comm.allreduce)
     return ot_error(OT_EINVAL, "%s: tensor_parallel=%d needs an all-reduce over the tensor group",
                     fn, p->tp);

@@ -89,21 +89,24 @@ static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p) {
   m->src = take(w, true, NS * sizeof(int32_t));
   m->src_len = take(w, true, (size_t)m->run.B * sizeof(int32_t));
   m->tgt = take(w, true, (size_t)m->run.B * m->run.T * sizeof(int32_t));
-  const bool pre = m->cfg.norm_place == OT_PLACE_PRE;
+  // (pipeline stages: the final encoder norm on the stage of the last encoder block, the
+  // embedding norms where the stacks embed; enc_out everywhere: the encoder output, or
+  // an encoder-only stage's output before the last encoder block's stage)
+  const bool pre = m->cfg.norm_place == OT_PLACE_PRE && m->enc_last;
   m->enc_res = pre ? take(w, true, NS * C * es) : NULL;
   m->emean = pre && ln ? take(w, true, NS * 4) : NULL;
   m->erstd = pre ? take(w, true, NS * 4) : NULL;
   m->enc_out = take(w, true, NS * C * es);
-  const bool en = m->cfg.embed_norm;
+  const bool en = m->cfg.embed_norm && m->first, dn = m->cfg.embed_norm && m->dec_first;
   m->eemb = en ? take(w, true, NS * C * es) : NULL;
   m->eemean = en && ln ? take(w, true, NS * 4) : NULL;
   m->eerstd = en ? take(w, true, NS * 4) : NULL;
   p->act_enc = w->act_bytes - before;
   // the decoder's embedding norm input (counted with the model-level activations)
   const size_t N = (size_t)m->run.B * m->run.T;
-  m->demb = en ? take(w, true, N * C * es) : NULL;
-  m->demean = en && ln ? take(w, true, N * 4) : NULL;
-  m->derstd = en ? take(w, true, N * 4) : NULL;
+  m->demb = dn ? take(w, true, N * C * es) : NULL;
+  m->demean = dn && ln ? take(w, true, N * 4) : NULL;
+  m->derstd = dn ? take(w, true, N * 4) : NULL;
 }
 
 // Lists every activation and workspace buffer of m's run (pointers set when
@@ -133,8 +136,8 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
       p->act_saved_layer = w->act_bytes - before;
     }
     // saved: model level
-    if (m->first) S->tokens = take(w, true, N * sizeof(int32_t));
-    S->resf = take(w, true, N * C * es);
+    if (m->first && !encdec) S->tokens = take(w, true, N * sizeof(int32_t));
+    if (!encdec || m->L > 0) S->resf = take(w, true, N * C * es);
     if (m->last) {
       S->meanf = ln ? take(w, true, N * 4) : NULL;
       S->rstdf = take(w, true, N * 4);
@@ -359,7 +362,7 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   ot_status s = ot__layout_build(m);
   if (s == OT_OK) s = ot__slices_build(m);
   if (s == OT_OK) {
-    m->la_all = calloc((size_t)m->L * part->slots, sizeof *m->la_all);
+    m->la_all = calloc((size_t)m->L * part->slots + 1, sizeof *m->la_all);
     m->slots = calloc((size_t)part->slots, sizeof *m->slots);
     m->gp = calloc((size_t)m->n_params + 1, sizeof *m->gp);
     m->ela = calloc((size_t)m->Le + 1, sizeof *m->ela);

@@ -52,7 +52,7 @@ ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind ki
   OT_CHECK_PTR(m, fn);
   const ot_model_config *c = ot_model_config_of(m);
   const ot_model_part *part = ot_model_part_of(m);
-  if (part->tp != 1 || part->layer0 != 0 || part->layer1 != c->n_layers)
+  if (part->tp != 1 || part->layer0 != 0 || part->layer1 != ot_model_n_blocks(c))
     return ot_error(OT_EINVAL, "%s: the model is one part of a partitioned model (quantize the whole model)", fn);
   if (kind != OT_QW_INT8 && group != 0)
     return ot_error(OT_EINVAL, "%s: group=%d is only meaningful for int8 (use 0 for %s)", fn, group,
