@@ -72,7 +72,8 @@ ot_status ot__mpi_error(int rc, const char *what) {
 }
 
 // ------------------------------------------------------------------ grid ----
-ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, bool tied_pp, double timeout) {
+ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, const bool *embed_stage,
+                          double timeout) {
   memset(g, 0, sizeof *g);
   g->tp_comm = g->dp_comm = g->pp_comm = g->embed_comm = MPI_COMM_NULL;
   g->world = ot_dist_world_size();
@@ -102,7 +103,9 @@ ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, bool tied_pp, dou
   if (rc == MPI_SUCCESS)
     rc = MPI_Comm_split(MPI_COMM_WORLD, g->dp_rank * tp + g->tp_rank, g->pp_rank, &g->pp_comm);
   if (rc == MPI_SUCCESS) {
-    bool member = tied_pp && pp > 1 && (g->pp_rank == 0 || g->pp_rank == pp - 1);
+    int holders = 0;   // stages with a copy of the embedding: a group when two or more
+    for (int st = 0; embed_stage && st < pp; st++) holders += embed_stage[st];
+    const bool member = holders > 1 && embed_stage[g->pp_rank];
     rc = MPI_Comm_split(MPI_COMM_WORLD, member ? g->dp_rank * tp + g->tp_rank : MPI_UNDEFINED,
                         g->pp_rank, &g->embed_comm);
   }

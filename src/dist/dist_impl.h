@@ -11,8 +11,10 @@
 // The rank grid: tp fastest, then dp, then pp:
 //   world rank = tp_rank + tp * (dp_rank + dp * pp_rank).
 // One communicator per group: tp (same dp, pp), dp (same tp, pp), pp (same
-// tp, dp), embed (first and last stage of the same tp, dp; tied models with
-// pp > 1 only, else MPI_COMM_NULL).
+// tp, dp), embed (the stages of the same tp, dp that hold a copy of the token
+// embedding, when two or more do: a tied model's first and last stage; an
+// encoder-decoder's first stage, the stage of decoder block 0 and a tied head's
+// last stage; else MPI_COMM_NULL).
 typedef struct {
   int world, rank;
   int dp, tp, pp;
@@ -21,9 +23,11 @@ typedef struct {
   double timeout;       // seconds a blocking operation may wait before the job is ended
 } ot__grid;
 
-// Builds the grid for dp x tp x pp over the world (collective). OT_EINVAL when
-// the world size is not dp * tp * pp, naming both and the fix.
-ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, bool tied_pp, double timeout);
+// Builds the grid for dp x tp x pp over the world (collective); embed_stage [pp]:
+// the stages holding a copy of the embedding (NULL: none). OT_EINVAL when the
+// world size is not dp * tp * pp, naming both and the fix.
+ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, const bool *embed_stage,
+                          double timeout);
 void ot__grid_free(ot__grid *g);
 
 // Watchdog (watchdog.c): blocking operations run between wd_begin and wd_end;
@@ -97,6 +101,12 @@ struct ot__par {
   void *gsend;               // gradient send buffer [B*T*C] of the run dtype
   size_t act_bytes;
   MPI_Request *freq, breq;   // [slots] forward sends, the backward send
+  // encoder-decoder stages (pipe_s2s.c): this stage's blocks [k0, k1) of nblk, the
+  // first nenc of them the encoder's; `seam` the stage of the last encoder block
+  int k0, k1, nblk, nenc, seam;
+  MPI_Request *ereq;         // [pp] the seam stage's sends of the encoder output
+  MPI_Request dreq;          // the send of the encoder output's partial gradient
+  void *dsend;               // [B*S*C] its buffer (stages after the seam)
   double comm_s;             // communication seconds of the last step (blocked main thread)
   double comm0;              // ot__comm_seconds() when the running step began
   // ZeRO-2 (zero == 2, zero2.c): the model's gradients live in staging buffers

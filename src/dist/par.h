@@ -51,8 +51,8 @@ ot_status ot__par_report(ot__par *p, FILE *out);
 // micro-batch losses (last stage only, else 0); *finite: all of them finite.
 ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *x, int32_t *y, float count,
                                 double *loss, bool *finite);
-// ---- a task's own micro-batches (the translate task: one pipeline stage, its
-// forwards and backwards run by the task): before each micro-batch's backward
+// ---- a task's own micro-batches (the translate task, its forwards and backwards
+// run by the task): before each micro-batch's backward
 // ot__par_before_backward (last: the step's last micro-batch of this rank; with
 // overlap its backward launches the bucket reductions; ZeRO-2: the staging), and
 // after the last backward ot__par_finish_backward (every gradient reduction
@@ -62,6 +62,17 @@ ot_status ot__par_before_backward(ot__par *p, bool last);
 ot_status ot__par_finish_backward(ot__par *p);
 // *v := its maximum over the world (collective).
 ot_status ot__par_max_int(ot__par *p, int *v, const char *what);
+// An encoder-decoder's micro-batch over the pipeline stages (pipe_s2s.c; one stage:
+// the model's calls): the forward receives this stage's inputs (the previous stage's
+// output, the encoder output from the stage of the last encoder block), runs
+// ot_model_forward_s2s (*loss: the last stage's, else 0) and sends its outputs on;
+// the backward (ot__par_before_backward included, `last` as there) receives the
+// gradients of those outputs, runs ot_model_backward and sends its input's gradient
+// and the encoder output's partial gradient back. flush: every send complete.
+ot_status ot__par_s2s_forward(ot__par *p, const ot_s2s_batch *b, float count, bool want_grad,
+                              double *loss);
+ot_status ot__par_s2s_backward(ot__par *p, const ot_s2s_batch *b, bool last);
+ot_status ot__par_s2s_flush(ot__par *p);
 int ot__par_zero(const ot__par *p);                  // ZeRO stage (0 for NULL)
 int ot__par_tp_rank(const ot__par *p);               // 0 for NULL
 

@@ -141,7 +141,9 @@ void ot__par_free(ot__par *p) {
   free(p->launched);
   free(p->queue);
   free(p->freq);
+  free(p->ereq);
   ot_mem_free(p->gsend);
+  ot_mem_free(p->dsend);
   free(p);
 }
 
@@ -173,13 +175,35 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   p->gpipe = c->gpipe;
   p->overlap = c->overlap;
   p->zero = c->zero;
-  OT_TRY(ot__grid_create(&p->g, c->dp, c->tp, c->pp, c->model.tied, c->comm_timeout));
+  // the blocks of every stage (an encoder-decoder's: encoder, then decoder) and the stages
+  // holding a copy of the token embedding
+  const bool encdec = c->model.arch == OT_ARCH_ENCDEC;
+  p->nblk = ot_model_n_blocks(&c->model);
+  p->nenc = encdec ? c->model.n_enc_layers : 0;
+  if (c->pp < 1 || c->pp > p->nblk)
+    return ot_error(OT_EINVAL, "parallel layout: %d pipeline stages for %d blocks (at most one "
+                    "stage per block)", c->pp, p->nblk);
+  bool *embed = calloc((size_t)c->pp, sizeof(bool));
+  if (!embed) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  for (int s = 0; s < c->pp; s++) {
+    int k0, k1;
+    stage_layers(p->nblk, c->pp, s, &k0, &k1);
+    if (encdec && k0 < p->nenc && k1 >= p->nenc) p->seam = s;
+    embed[s] = k0 == 0 || (c->model.tied && k1 == p->nblk) ||
+               (encdec && k0 <= p->nenc && p->nenc < k1);   // decoder block 0
+  }
+  ot_status gs = ot__grid_create(&p->g, c->dp, c->tp, c->pp, embed, c->comm_timeout);
+  free(embed);
+  OT_TRY(gs);
   const int pp = p->g.pp, st = p->g.pp_rank;
-  p->slots = p->gpipe ? p->M : (pp - st < p->M ? pp - st : p->M);
+  // an encoder-decoder's stages hold one micro-batch at a time
+  p->slots = encdec ? 1 : p->gpipe ? p->M : (pp - st < p->M ? pp - st : p->M);
   ot_model_part part = ot_model_part_whole(&c->model);
   part.tp = p->g.tp;
   part.tp_rank = p->g.tp_rank;
-  stage_layers(c->model.n_layers, pp, st, &part.layer0, &part.layer1);
+  stage_layers(p->nblk, pp, st, &part.layer0, &part.layer1);
+  p->k0 = part.layer0;
+  p->k1 = part.layer1;
   part.vocab_parallel = c->vocab_parallel && p->g.tp > 1;
   part.slots = p->slots;
   part.comm.ctx = p;
@@ -221,7 +245,7 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   // last stage not at all (the first stage's counts)
   for (int i = 0; i < np; i++) {
     const ot_param *q = ot_model_param_at(m, i);
-    bool tied_copy = c->model.tied && pp > 1 && !ot_model_is_first(m) && q->kind == OT_PT_EMBED;
+    bool tied_copy = pp > 1 && !ot_model_is_first(m) && q->kind == OT_PT_EMBED;
     p->own[i] = (ot_model_param_is_split(m, i) || p->g.tp_rank == 0) && !tied_copy;
   }
   // buckets: equal contiguous ranges, 16-float aligned
@@ -238,10 +262,21 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   p->bstart[p->nb] = p->n;
   for (int k = 0; k < p->slots; k++) p->freq[k] = MPI_REQUEST_NULL;
   p->breq = MPI_REQUEST_NULL;
-  p->act_bytes = (size_t)run->B * run->T * c->model.d_model * ot_dtype_size(run->dt);
+  // (an encoder-decoder's stage input: the encoder's [B*S, C] or the decoder's [B*T, C])
+  const size_t rows = (size_t)run->B * (encdec && run->S > run->T ? run->S : run->T);
+  p->act_bytes = rows * c->model.d_model * ot_dtype_size(run->dt);
   if (pp > 1 && !ot_model_is_first(m)) {
     p->gsend = ot_mem_alloc(p->act_bytes, OT_MEM_WORKSPACE);
     if (!p->gsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  }
+  p->dreq = MPI_REQUEST_NULL;
+  p->ereq = calloc((size_t)pp, sizeof(MPI_Request));
+  if (!p->ereq) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  for (int k = 0; k < pp; k++) p->ereq[k] = MPI_REQUEST_NULL;
+  if (encdec && pp > 1 && st > p->seam) {
+    p->dsend = ot_mem_alloc((size_t)run->B * run->S * c->model.d_model * ot_dtype_size(run->dt),
+                            OT_MEM_WORKSPACE);
+    if (!p->dsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   }
   if (p->zero == 2) OT_TRY(ot__z2_setup(p));
   p->comm0 = ot__comm_seconds();
@@ -335,6 +370,7 @@ static ot_status schedule(stepctx *x) {
 // stages' copies summed.
 ot_status ot__par_finish_backward(ot__par *p) {
   p->last_mb = false;
+  if (p->nenc) OT_TRY(ot__par_s2s_flush(p));
   OT_TRY(finish_buckets(p));
   ot_model *m = p->m;
   float *g = ot_model_grads(m);
@@ -495,7 +531,11 @@ ot_status ot__par_report(ot__par *p, FILE *out) {
   if (g->rank == 0) {
     fprintf(out, "parallel: data %d x tensor %d x pipeline %d = %d processes; %s schedule, %d "
             "micro-batches, ZeRO-%d, %d gradient buckets%s, vocab-parallel %s, comm-timeout %g s\n",
-            g->dp, g->tp, g->pp, g->world, p->gpipe ? "GPipe" : "1F1B", p->M, p->zero, p->nb,
+            g->dp, g->tp, g->pp, g->world,
+            p->nenc ? (g->pp > 1 ? "encoder-decoder stages (one micro-batch in flight)"
+                                 : "encoder-decoder")
+                    : p->gpipe ? "GPipe" : "1F1B",
+            p->M, p->zero, p->nb,
             p->overlap ? " (overlapped)" : "", part->vocab_parallel ? "on" : "off",
             (double)p->comm_timeout);
     const int V = p->mc.vocab, Vp = ot_model_vocab_padded(&p->mc);

@@ -47,7 +47,7 @@ static int contributor(const ot_trainer *t, int gi, const char *name) {
   (void)gi;
   if (i < 0) return -1;
   const ot_param *q = ot_model_param_at(m, i);
-  if (t->cfg.model.tied && !ot_model_is_first(m) && q->kind == OT_PT_EMBED) return -1;  // tied copy
+  if (!ot_model_is_first(m) && q->kind == OT_PT_EMBED) return -1;  // a later stage's copy
   if (!ot_model_param_is_split(m, i) && ot_model_part_of(m)->tp_rank != 0) return -1;
   return i;
 }

@@ -38,7 +38,9 @@ static const key_def k_keys[] = {
    "pad embedding/logit rows to a multiple of this"},
   {"d-model", K_INT, O(model.d_model), 1, 1 << 20, F_MODEL, "hidden_size n_embd dim", "model width"},
   {"layers", K_INT, O(model.n_layers), 1, 4096, F_MODEL, "num_layers n_layer n_layers num_hidden_layers",
-   "Transformer blocks"},
+   "Transformer blocks (an encoder-decoder's: the decoder's)"},
+  {"enc-layers", K_INT, O(model.n_enc_layers), 1, 4096, F_MODEL, "encoder_layers num_encoder_layers",
+   "encoder blocks of an encoder-decoder model"},
   {"heads", K_INT, O(model.n_heads), 1, 4096, F_MODEL, "num_attention_heads n_head n_heads", "attention heads"},
   {"kv-heads", K_INT, O(model.n_kv_heads), 1, 4096, F_MODEL,
    "num_query_groups num_key_value_heads n_kv_heads n_kv_head", "key/value heads (GQA; = heads for MHA)"},
@@ -564,10 +566,6 @@ static ot_status resolve_task(ot_train_config *c) {
   if (!encdec)
     BAD("--task translate needs an encoder-decoder model, but --model %s is decoder-only (use "
         "--model transformer-small, transformer-base, transformer-big or transformer-tiny)", c->model.name);
-  if (c->pipeline_stages > 1)
-    BAD("--task translate runs data and tensor parallel: --pipeline-stages %d is unsupported for "
-        "encoder-decoder models (use --pipeline-stages 1 with --data-parallel / --tensor-parallel)",
-        c->pipeline_stages);
   if (c->vocab_parallel && c->tensor_parallel > 1)
     BAD("--task translate: --vocab-parallel is unsupported for encoder-decoder models (the "
         "embedding and head stay whole on every tensor rank; drop --vocab-parallel)");
@@ -612,13 +610,14 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
           ga, c->grad_accum);
     c->grad_accum = ga;
   }
-  if (c->grad_accum < c->pipeline_stages)
+  if (c->grad_accum < c->pipeline_stages && c->task != OT_TASK_TRANSLATE)
     BAD("--grad-accum (micro-batches) %d is below --pipeline-stages %d: the pipeline needs at least "
         "one micro-batch per stage (raise --grad-accum or --global-batch)", c->grad_accum,
         c->pipeline_stages);
-  if (c->model.n_layers < c->pipeline_stages)
-    BAD("--layers %d is below --pipeline-stages %d: every stage needs a block (lower "
-        "--pipeline-stages)", c->model.n_layers, c->pipeline_stages);
+  if (ot_model_n_blocks(&c->model) < c->pipeline_stages)
+    BAD("%s %d is below --pipeline-stages %d: every stage needs a block (lower "
+        "--pipeline-stages)", c->model.arch == OT_ARCH_ENCDEC ? "the encoder + decoder blocks"
+        : "--layers", ot_model_n_blocks(&c->model), c->pipeline_stages);
   if (c->optimizer_shard < 0 || c->optimizer_shard > 2)
     BAD("--optimizer-shard %d: ZeRO stages 0, 1 and 2 are available", c->optimizer_shard);
   if (c->grad_buckets < 1) BAD("--grad-buckets %d must be >= 1", c->grad_buckets);

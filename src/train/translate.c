@@ -159,14 +159,15 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
     // dropout masks: one counter per micro-batch of the run (the model's dropout API)
     ot_model_set_dropout_step(t->m, t->cfg.seed, ((uint64_t)t->step << 20) | (uint64_t)k);
     double l = 0.0;
-    OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
+    if (par) OT_TRY(ot__par_s2s_forward(par, &sb, count, true, &l));
+    else OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
     *loss += l;
     if (!isfinite(l)) {
       *finite = false;
       if (!par) break;   // the step is lost anyway (parallel: the reductions still run)
     }
-    if (par) OT_TRY(ot__par_before_backward(par, k == (ot__par_zero(par) == 2 ? all : mine) - 1));
-    OT_TRY(ot_model_backward(t->m));
+    if (par) OT_TRY(ot__par_s2s_backward(par, &sb, k == (ot__par_zero(par) == 2 ? all : mine) - 1));
+    else OT_TRY(ot_model_backward(t->m));
   }
   if (par) OT_TRY(ot__par_finish_backward(par));
   return OT_OK;
@@ -196,15 +197,17 @@ ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int
       for (int j = 0; j < sb.B; j++) n += b.tgt_len[r0 + j];
       if (n == 0) continue;
       double l = 0.0;
-      OT_TRY(ot_model_forward_s2s(t->m, &sb, (float)n, false, &l));
+      if (par) OT_TRY(ot__par_s2s_forward(par, &sb, (float)n, false, &l));
+      else OT_TRY(ot_model_forward_s2s(t->m, &sb, (float)n, false, &l));
       sl += l * (double)n;
       sn += ot_model_nll(t->m) * (double)n;
       total += (double)n;
     }
   }
   if (par) {
-    double red[3] = {sl, sn, total};
-    if (ot__par_tp_rank(par) != 0) red[0] = red[1] = red[2] = 0.0;
+    OT_TRY(ot__par_s2s_flush(par));
+    double red[3] = {sl, sn, total};   // the last stage's, tensor rank 0's
+    if (ot__par_tp_rank(par) != 0 || !ot_model_is_last(t->m)) red[0] = red[1] = red[2] = 0.0;
     OT_TRY(ot__par_sum(par, red, 3, "evaluation loss all-reduce"));
     sl = red[0];
     sn = red[1];
@@ -252,11 +255,12 @@ ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig,
   if (n > np) n = (int)np;
   if (n <= 0) return ot_error(OT_EINVAL, "%s: no sentences to translate", fn);
   // parallel: world rank 0 decodes with a whole model (its own under data parallelism,
-  // else the tensor ranks' slices gathered into one)
+  // else the tensor ranks' slices and pipeline stages' blocks gathered into one)
   memset(score, 0, sizeof *score);
   ot_model *dec = t->m, *whole = NULL;
   const bool root = ot__par_rank(t->par) == 0;
-  if (t->par && ot_model_part_of(t->m)->tp > 1) {
+  if (t->par && (ot_model_part_of(t->m)->tp > 1 || !ot_model_is_first(t->m) ||
+                 !ot_model_is_last(t->m))) {
     ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1, 1};
     ot_status g = root ? ot_model_create(&whole, &t->cfg.model, &run) : OT_OK;
     if (g == OT_OK || !root) g = ot__par_whole_weights(t, root ? whole : NULL);

@@ -5,13 +5,17 @@
 # a slice of the bundled En-Fr bitext for 6 steps under data parallel (buckets
 # with overlap, ZeRO-1, ZeRO-2 with and without overlap, recompute), tensor
 # parallel (heads and MLP of encoder self-, decoder self- and cross-attention;
-# recompute full / selective) and dp2 x tp2 (ZeRO-1 + recompute, ZeRO-2), each
-# on the same global batches as one process: every step's loss equal to 1e-6
-# (relative), and the BLEU line at each evaluation (world rank 0 decodes; under
-# tensor parallel with the gathered whole weights) identical. Then a dp2 x tp2
-# ZeRO-2 checkpoint resumed by one process continues with the one-process losses,
-# and --pipeline-stages 2 is refused with its message. Dropout is 0 (its masks
-# depend on the layout: rows per rank, heads per tensor rank).
+# recompute full / selective), pipeline parallel (stages cut at the encoder /
+# decoder seam, inside the decoder, inside the encoder, and a stage holding both
+# stacks with --enc-layers 1 --layers 3; with ZeRO-1 / ZeRO-2 / recompute / tp),
+# dp2 x tp2 (ZeRO-1 + recompute, ZeRO-2) and dp2 x tp2 x pp2, each on the same global
+# batches as one process: every step's loss equal to 1e-6 (relative), and the BLEU
+# line at each evaluation (world rank 0 decodes; under tensor or pipeline parallel
+# with the gathered whole weights) identical. Then a dp2 x tp2 ZeRO-2 and a dp2 x tp2
+# x pp2 checkpoint resumed by one process continue with the one-process losses, and
+# the refusals. Dropout is 0 (its masks depend on the data and tensor layout: rows
+# per rank, heads per tensor rank), except for a pipeline-only row (stages keep the
+# one-process masks) against a dropout reference.
 set -u
 OT=$(readlink -f "$1")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_encdec.XXXXXX")
@@ -41,25 +45,43 @@ bleus() { grep '^bleu' "$1" | sed 's/ | [0-9.]* s$//'; }
 [ "$(losses "$tmp/ref" | wc -l)" = 6 ] || { echo "FAIL: the reference logged $(losses "$tmp/ref" | wc -l) losses"; exit 1; }
 grep -q '^bleu  step      6 | 30 sentences | BLEU = ' "$tmp/ref.log" || { echo "FAIL: no BLEU line"; exit 1; }
 
-# row NAME NP ARGS...: the layout's 6 losses equal the reference's, and its BLEU lines
+# row NAME NP ARGS...: the layout's 6 losses equal the reference's ($ref: its run
+# directory under $tmp), and its BLEU lines
+ref=ref
 row() {
   local name=$1 np=$2
   shift 2
-  local out="$tmp/$name"
+  local out="$tmp/$name" want="$tmp/$ref"
   if ! "${MPI[@]}" -np "$np" "$OT" train "${common[@]}" "$@" --out "$out" >"$out.log" 2>&1; then
     tail -5 "$out.log"; fail "$name: the run failed"; return
   fi
   local bad
-  bad=$(paste <(losses "$tmp/ref") <(losses "$out") | awk '{ d = $1 - $2; if (d < 0) d = -d;
+  bad=$(paste <(losses "$want") <(losses "$out") | awk '{ d = $1 - $2; if (d < 0) d = -d;
         if (NF != 2 || d > 1e-6 * ($1 < 0 ? -$1 : $1)) print NR ": " $1 " vs " $2 }')
   [ "$(losses "$out" | wc -l)" = 6 ] || bad="$bad (logged $(losses "$out" | wc -l) losses)"
   if [ -n "$bad" ]; then fail "$name: losses differ from one process at steps $bad"; return; fi
-  if [ "$(bleus "$tmp/ref.log")" != "$(bleus "$out.log")" ]; then
-    diff <(bleus "$tmp/ref.log") <(bleus "$out.log"); fail "$name: BLEU lines differ"; return
+  if [ "$(bleus "$want.log")" != "$(bleus "$out.log")" ]; then
+    diff <(bleus "$want.log") <(bleus "$out.log"); fail "$name: BLEU lines differ"; return
   fi
   passed=$((passed + 1))
-  echo "ok: $name (largest relative difference $(paste <(losses "$tmp/ref") <(losses "$out") |
+  echo "ok: $name (largest relative difference $(paste <(losses "$want") <(losses "$out") |
     awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.1e", m }'))"
+}
+
+# resumed NAME STEP_DIR: one process resumes a parallel checkpoint of step 3 and logs
+# the reference's steps 4-6
+resumed() {
+  local name=$1 dir=$2
+  if [ ! -d "$dir" ]; then fail "$name: no checkpoint $dir"; return; fi
+  if "$OT" train "${common[@]}" --grad-accum 2 --resume "$dir" --out "$tmp/resumed_$name" \
+       >"$tmp/resumed_$name.log" 2>&1; then
+    local want got
+    want=$(losses "$tmp/ref" | tail -3 | tr '\n' ' ') got=$(losses "$tmp/resumed_$name" | tail -3 | tr '\n' ' ')
+    if [ "$want" = "$got" ]; then passed=$((passed + 1)); echo "ok: $name checkpoint resumed by one process"
+    else fail "$name: resumed losses $got, want $want"; fi
+  else
+    tail -5 "$tmp/resumed_$name.log"; fail "$name: one-process resume"
+  fi
 }
 
 row dp2 2 --data-parallel 2
@@ -73,24 +95,34 @@ row tp2_recompute_selective 2 --tensor-parallel 2 --grad-accum 2 --recompute sel
 row dp2_tp2_zero1_recompute 4 --data-parallel 2 --tensor-parallel 2 --zero 1 --recompute full
 row dp2_tp2_zero2 4 --data-parallel 2 --tensor-parallel 2 --zero 2 --save-every 3
 
-# the dp2 x tp2 ZeRO-2 checkpoint of step 3, resumed by one process: steps 4-6 as the reference
-if [ -d "$tmp/dp2_tp2_zero2/step_000003" ]; then
-  if "$OT" train "${common[@]}" --grad-accum 2 --resume "$tmp/dp2_tp2_zero2/step_000003" \
-       --out "$tmp/resumed" >"$tmp/resumed.log" 2>&1; then
-    want=$(losses "$tmp/ref" | tail -3 | tr '\n' ' ') got=$(losses "$tmp/resumed" | tail -3 | tr '\n' ' ')
-    if [ "$want" = "$got" ]; then passed=$((passed + 1)); echo "ok: dp2 x tp2 ZeRO-2 checkpoint resumed by one process"
-    else fail "resumed losses $got, want $want"; fi
-  else
-    tail -5 "$tmp/resumed.log"; fail "one-process resume of the dp2 x tp2 checkpoint"
-  fi
-else
-  fail "dp2_tp2_zero2 wrote no step_000003 checkpoint"
-fi
+row pp2 2 --pipeline-stages 2 --grad-accum 2
+row pp3 3 --pipeline-stages 3 --grad-accum 2
+row pp4 4 --pipeline-stages 4 --grad-accum 2
+row dp2_pp2_zero1 4 --data-parallel 2 --pipeline-stages 2 --zero 1
+row dp2_pp2_zero2 4 --data-parallel 2 --pipeline-stages 2 --zero 2
+row tp2_pp2_recompute_selective 4 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2 \
+  --recompute selective
+row dp2_tp2_pp2_zero1_recompute 8 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2 \
+  --zero 1 --recompute full --save-every 3
+
+# the dp2 x tp2 ZeRO-2 and dp2 x tp2 x pp2 checkpoints of step 3, resumed by one process
+resumed dp2_tp2_zero2 "$tmp/dp2_tp2_zero2/step_000003"
+resumed dp2_tp2_pp2 "$tmp/dp2_tp2_pp2_zero1_recompute/step_000003"
+
+# a stage holding the last encoder block and decoder blocks (1 encoder + 3 decoder blocks:
+# stages [0, 2) and [2, 4)), against its own reference
+"$OT" train "${common[@]}" --grad-accum 2 --enc-layers 1 --layers 3 --out "$tmp/ref13" \
+  >"$tmp/ref13.log" 2>&1 || { tail -5 "$tmp/ref13.log"; fail "reference run (1 + 3 blocks)"; }
+ref=ref13 row pp2_seam_stage 2 --pipeline-stages 2 --grad-accum 2 --enc-layers 1 --layers 3
+# dropout: pipeline stages keep the one-process masks
+"$OT" train "${common[@]}" --grad-accum 2 --dropout 0.1 --out "$tmp/refd" >"$tmp/refd.log" 2>&1 ||
+  { tail -5 "$tmp/refd.log"; fail "reference run (dropout)"; }
+ref=refd row pp2_dropout 2 --pipeline-stages 2 --grad-accum 2 --dropout 0.1
 
 # refusals
-msg=$("$OT" train "${common[@]}" --pipeline-stages 2 --out "$tmp/x" 2>&1 >/dev/null)
-if grep -qF -- "--pipeline-stages 2 is unsupported for encoder-decoder models" <<<"$msg"; then passed=$((passed + 1))
-else fail "--pipeline-stages 2: $msg"; fi
+msg=$("$OT" train "${common[@]}" --pipeline-stages 5 --out "$tmp/x" 2>&1 >/dev/null)
+if grep -qF -- "the encoder + decoder blocks 4 is below --pipeline-stages 5" <<<"$msg"; then passed=$((passed + 1))
+else fail "--pipeline-stages 5: $msg"; fi
 msg=$("$OT" train "${common[@]}" --tensor-parallel 2 --vocab-parallel --out "$tmp/x" 2>&1 >/dev/null)
 if grep -qF -- "--vocab-parallel is unsupported for encoder-decoder models" <<<"$msg"; then passed=$((passed + 1))
 else fail "--vocab-parallel: $msg"; fi

@@ -28,7 +28,7 @@ static ot_status world_allreduce(const ot__grid *g, const char *what) {
 static int scenario(const char *name, int rank) {
   ot__grid g;
   const bool stop = !strcmp(name, "stop"), slow = !strcmp(name, "slow");
-  if (ot__grid_create(&g, 2, 2, 1, false, stop ? 2.0 : 1.0) != OT_OK) {
+  if (ot__grid_create(&g, 2, 2, 1, NULL, stop ? 2.0 : 1.0) != OT_OK) {
     printf("rank %d: %s\n", rank, ot_last_error());
     return 1;
   }
@@ -60,7 +60,7 @@ static int layout(int world) {
   char want[64];
   snprintf(want, sizeof want, "%d processes, but %d %s started", world + 1, world,
            world == 1 ? "was" : "were");
-  th_check_error(ot__grid_create(&g, world + 1, 1, 1, false, 1.0), OT_EINVAL, want,
+  th_check_error(ot__grid_create(&g, world + 1, 1, 1, NULL, 1.0), OT_EINVAL, want,
                  "a layout for one rank more than the world");
   return th_finish();
 }
