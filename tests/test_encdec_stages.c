@@ -11,7 +11,8 @@
 // the loss and every parameter's gradient equal the whole model's (the shared
 // embedding's copies on up to three stages summed), within 1e-6 (measured: bit for bit
 // where the head is untied; 1e-7 with the tied head: its copy is summed in another order).
-// Then the refusals: a range outside the blocks, slots > 1, vocab_parallel.
+// Two micro-batches of different shapes in two slots of every stage: both forwards, then
+// both backwards. Then the refusals: a range outside the blocks, vocab_parallel.
 // Run from the repository root (CTest does).
 #include "harness.h"
 #include "ot/model.h"
@@ -39,24 +40,30 @@ static ot_model_config config(bool post, float dropout) {
   return c;
 }
 
-// Copies n floats of stage buffer `which` of model a into b's `into` (both must exist).
+// A second micro-batch of another shape (B 1, S 3, T 2).
+static const int32_t k_src2[3] = {5, 9, 1}, k_len2[1] = {3}, k_tgt2[2] = {49, 21},
+                     k_out2[2] = {21, 6};
+
+// Copies n floats of stage buffer `which` of slot k of model a into b's `into` (both must exist).
 static bool move(ot_model *from, ot_s2s_stage_buf which, ot_model *to, ot_s2s_stage_buf into,
-                 size_t n, const char *what) {
-  const void *src = ot_model_s2s_stage_buf(from, which);
-  void *dst = ot_model_s2s_stage_buf(to, into);
+                 size_t n, int k, const char *what) {
+  const void *src = ot_model_s2s_stage_buf(from, k, which);
+  void *dst = ot_model_s2s_stage_buf(to, k, into);
   if (!th_check(src && dst, "%s: both buffers exist", what)) return false;
   memcpy(dst, src, n * sizeof(float));
   return true;
 }
 
-// One split: stage s holds blocks [cut[s], cut[s + 1]).
-static void split(bool post, ot_recompute rc, float dropout, const int *cut, int P) {
+// One split: stage s holds blocks [cut[s], cut[s + 1]). Micro-batches `mb` (1 or 2, the
+// second of another shape): the stages hold them in as many slots, both forwards run
+// before the backwards (as a pipeline's warm-up does); the whole model runs them one
+// after the other, its gradients accumulating.
+static void split(bool post, ot_recompute rc, float dropout, const int *cut, int P, int mb) {
   const ot_model_config c = config(post, dropout);
   const int E = c.n_enc_layers, C = c.d_model;
-  const size_t NS = (size_t)B_ * S_ * C, NT = (size_t)B_ * T_ * C;
   char name[96];
-  int n = snprintf(name, sizeof name, "%s %s%s cuts", post ? "post" : "pre",
-                   ot_recompute_name(rc), dropout > 0 ? " dropout" : "");
+  int n = snprintf(name, sizeof name, "%s %s%s%s cuts", post ? "post" : "pre",
+                   ot_recompute_name(rc), dropout > 0 ? " dropout" : "", mb > 1 ? " 2 slots" : "");
   for (int s = 1; s < P; s++) n += snprintf(name + n, sizeof name - (size_t)n, " %d", cut[s]);
   ot_run_config r = {B_, T_, OT_F32, rc, -100, S_};
   ot_model *w = NULL, *st[MAXP] = {NULL};
@@ -67,15 +74,20 @@ static void split(bool post, ot_recompute rc, float dropout, const int *cut, int
   float *ww = ot_model_params(w);
   for (size_t i = 0; i < ot_model_n_floats(w); i++) ww[i] += 0.05f * th_normal(&rng);
   ot_model_sync_bf16(w);
-  const ot_s2s_batch b = {B_, S_, T_, k_src, k_len, k_tgt, k_out};
-  double lw = 0.0, ls = 0.0;
-  ot_model_set_dropout_step(w, 5, 9);
-  bool ok = ot_model_forward_s2s(w, &b, 0.0f, true, &lw) == OT_OK && ot_model_backward(w) == OT_OK;
+  const ot_s2s_batch bs[2] = {{B_, S_, T_, k_src, k_len, k_tgt, k_out},
+                              {1, 3, 2, k_src2, k_len2, k_tgt2, k_out2}};
+  double lw[2] = {0, 0}, ls[2] = {-1, -1};
+  bool ok = true;
+  for (int k = 0; k < mb && ok; k++) {
+    ot_model_set_dropout_step(w, 5, 9 + (uint64_t)k);
+    ok = ot_model_forward_s2s(w, &bs[k], 0.0f, true, &lw[k]) == OT_OK && ot_model_backward(w) == OT_OK;
+  }
   int seam = -1;   // the stage of the last encoder block
   for (int s = 0; s < P && ok; s++) {
     ot_model_part p = ot_model_part_whole(&c);
     p.layer0 = cut[s];
     p.layer1 = cut[s + 1];
+    p.slots = mb;
     if (cut[s] < E && cut[s + 1] >= E) seam = s;
     ok = ot_model_create_part(&st[s], &c, &r, &p) == OT_OK;
     for (int i = 0; ok && i < ot_model_param_count(st[s]); i++) {   // the whole model's weights
@@ -85,34 +97,40 @@ static void split(bool post, ot_recompute rc, float dropout, const int *cut, int
                                         ww + ot_model_param_at(w, gi)->offset) == OT_OK;
     }
     if (ok) ok = ot_model_sync_bf16(st[s]) == OT_OK;
-    ot_model_set_dropout_step(st[s], 5, 9);
   }
   if (!th_check(ok, "%s: create: %s", name, ot_last_error())) goto done;
-  // forward, stage by stage
-  for (int s = 0; s < P && ok; s++) {
-    const bool enc_in = cut[s] > 0 && cut[s] < E, dec_in = cut[s] > E,
-               enc_out_in = s > seam;   // holds decoder blocks only, after the seam stage
-    if (enc_in) ok = move(st[s - 1], OT_S2S_ENC_OUT, st[s], OT_S2S_ENC_IN, NS, "encoder stage input");
-    if (ok && dec_in) ok = move(st[s - 1], OT_S2S_DEC_OUT, st[s], OT_S2S_DEC_IN, NT, "decoder stage input");
-    if (ok && enc_out_in) ok = move(st[seam], OT_S2S_ENC_OUT, st[s], OT_S2S_ENC_OUT, NS, "encoder output");
-    double l = -1.0;
-    ok = ok && ot_model_forward_s2s(st[s], &b, 0.0f, true, &l) == OT_OK;
-    if (s == P - 1) ls = l;
-    else th_check(l == 0.0, "%s: stage %d (not last) reports loss 0, got %g", name, s, l);
-    th_check(ok, "%s: forward of stage %d: %s", name, s, ot_last_error());
-  }
-  th_check(ok && lw == ls, "%s: loss %.9g == whole %.9g", name, ls, lw);
-  // backward, from the last stage
-  for (int s = P - 1; s >= 0 && ok; s--) {
-    if (s + 1 < P) {
-      const int nx = cut[s + 1];   // the next stage's first block
-      if (nx < E) ok = move(st[s + 1], OT_S2S_GRAD, st[s], OT_S2S_GRAD, NS, "encoder gradient");
-      else if (nx > E) ok = move(st[s + 1], OT_S2S_GRAD, st[s], OT_S2S_GRAD, NT, "decoder gradient");
-      if (ok && nx >= E)   // the next stage holds decoder blocks only: its partial sum
-        ok = move(st[s + 1], OT_S2S_ENC_GRAD, st[s], OT_S2S_ENC_GRAD, NS, "encoder output gradient");
+  // forwards, stage by stage, each micro-batch into its slot
+  for (int k = 0; k < mb && ok; k++) {
+    const size_t NS = (size_t)bs[k].B * bs[k].S * C, NT = (size_t)bs[k].B * bs[k].T * C;
+    for (int s = 0; s < P && ok; s++) {
+      const bool enc_in = cut[s] > 0 && cut[s] < E, dec_in = cut[s] > E,
+                 enc_out_in = s > seam;   // holds decoder blocks only, after the seam stage
+      if (enc_in) ok = move(st[s - 1], OT_S2S_ENC_OUT, st[s], OT_S2S_ENC_IN, NS, k, "encoder stage input");
+      if (ok && dec_in) ok = move(st[s - 1], OT_S2S_DEC_OUT, st[s], OT_S2S_DEC_IN, NT, k, "decoder stage input");
+      if (ok && enc_out_in) ok = move(st[seam], OT_S2S_ENC_OUT, st[s], OT_S2S_ENC_OUT, NS, k, "encoder output");
+      double l = -1.0;
+      ot_model_set_dropout_step(st[s], 5, 9 + (uint64_t)k);
+      ok = ok && ot_model_forward_s2s_slot(st[s], k, &bs[k], 0.0f, true, &l) == OT_OK;
+      if (s == P - 1) ls[k] = l;
+      else th_check(l == 0.0, "%s: stage %d (not last) reports loss 0, got %g", name, s, l);
+      th_check(ok, "%s: forward of stage %d: %s", name, s, ot_last_error());
     }
-    ok = ok && ot_model_backward(st[s]) == OT_OK;
-    th_check(ok, "%s: backward of stage %d: %s", name, s, ot_last_error());
+    th_check(ok && lw[k] == ls[k], "%s: micro-batch %d: loss %.9g == whole %.9g", name, k, ls[k], lw[k]);
+  }
+  // backwards, from the last stage (GRAD and ENC_GRAD are a stage's, shared by its slots)
+  for (int k = 0; k < mb && ok; k++) {
+    const size_t NS = (size_t)bs[k].B * bs[k].S * C, NT = (size_t)bs[k].B * bs[k].T * C;
+    for (int s = P - 1; s >= 0 && ok; s--) {
+      if (s + 1 < P) {
+        const int nx = cut[s + 1];   // the next stage's first block
+        if (nx < E) ok = move(st[s + 1], OT_S2S_GRAD, st[s], OT_S2S_GRAD, NS, k, "encoder gradient");
+        else if (nx > E) ok = move(st[s + 1], OT_S2S_GRAD, st[s], OT_S2S_GRAD, NT, k, "decoder gradient");
+        if (ok && nx >= E)   // the next stage holds decoder blocks only: its partial sum
+          ok = move(st[s + 1], OT_S2S_ENC_GRAD, st[s], OT_S2S_ENC_GRAD, NS, k, "encoder output gradient");
+      }
+      ok = ok && ot_model_backward_slot(st[s], k) == OT_OK;
+      th_check(ok, "%s: backward of stage %d: %s", name, s, ot_last_error());
+    }
   }
   // every gradient: a parameter's stages (the shared embedding's copies: last stage first,
   // then the decoder's embedding, then the encoder's, the whole model's order) summed
@@ -147,8 +165,8 @@ done:
   ot_model_free(w);
 }
 
-// Every split of the 4 blocks (2 encoder + 2 decoder) into P stages.
-static void every_split(bool post, ot_recompute rc, float dropout) {
+// Every split of the 4 blocks (2 encoder + 2 decoder) into P stages, mb micro-batches.
+static void every_split(bool post, ot_recompute rc, float dropout, int mb) {
   int cut[MAXP + 1] = {0};
   for (int P = 2; P <= 4; P++)
     for (int mask = 0; mask < 8; mask++) {   // cuts among blocks 1, 2, 3
@@ -157,7 +175,7 @@ static void every_split(bool post, ot_recompute rc, float dropout) {
       for (int b = 1; b <= 3; b++)
         if (mask & (1 << (b - 1))) cut[k++] = b;
       cut[P] = 4;
-      split(post, rc, dropout, cut, P);
+      split(post, rc, dropout, cut, P, mb);
     }
 }
 
@@ -172,10 +190,6 @@ static void refusals(void) {
   th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EINVAL, "blocks (encoder, then decoder)",
                  "a range past the blocks refused");
   p = ot_model_part_whole(&c);
-  p.slots = 2;
-  th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "one micro-batch",
-                 "slots > 1 refused");
-  p = ot_model_part_whole(&c);
   p.vocab_parallel = true;
   th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "no vocab_parallel",
                  "vocab_parallel refused");
@@ -183,8 +197,8 @@ static void refusals(void) {
   p = ot_model_part_whole(&c);
   p.layer1 = 1;
   if (th_check(ot_model_create_part(&m, &c, &r, &p) == OT_OK, "stage [0, 1): %s", ot_last_error())) {
-    th_check(!ot_model_s2s_stage_buf(m, OT_S2S_ENC_IN) && !ot_model_s2s_stage_buf(m, OT_S2S_DEC_IN) &&
-                 !ot_model_s2s_stage_buf(m, OT_S2S_DEC_OUT) && ot_model_s2s_stage_buf(m, OT_S2S_ENC_OUT),
+    th_check(!ot_model_s2s_stage_buf(m, 0, OT_S2S_ENC_IN) && !ot_model_s2s_stage_buf(m, 0, OT_S2S_DEC_IN) &&
+                 !ot_model_s2s_stage_buf(m, 0, OT_S2S_DEC_OUT) && ot_model_s2s_stage_buf(m, 0, OT_S2S_ENC_OUT),
              "stage [0, 1): only an encoder output");
     th_check(!ot_model_is_last(m) && ot_model_is_first(m), "stage [0, 1) is first, not last");
     ot_model_free(m);
@@ -192,10 +206,11 @@ static void refusals(void) {
 }
 
 int main(void) {
-  every_split(true, OT_RECOMPUTE_NONE, 0.0f);
-  every_split(false, OT_RECOMPUTE_NONE, 0.0f);
-  every_split(true, OT_RECOMPUTE_FULL, 0.1f);
-  every_split(false, OT_RECOMPUTE_SELECTIVE, 0.1f);
+  every_split(true, OT_RECOMPUTE_NONE, 0.0f, 1);
+  every_split(false, OT_RECOMPUTE_NONE, 0.0f, 1);
+  every_split(true, OT_RECOMPUTE_FULL, 0.1f, 2);
+  every_split(false, OT_RECOMPUTE_SELECTIVE, 0.1f, 2);
+  every_split(false, OT_RECOMPUTE_NONE, 0.0f, 2);
   refusals();
   return th_finish();
 }

@@ -388,6 +388,10 @@ typedef struct {
 // the gradients of every parameter (encoder through the cross-attention).
 ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, bool want_grad,
                                double *loss);
+// The same into micro-batch slot `slot` of a part with several (pipeline stages); its
+// backward is ot_model_backward_slot(m, slot).
+ot_status ot_model_forward_s2s_slot(ot_model *m, int slot, const ot_s2s_batch *b, float count,
+                                    bool want_grad, double *loss);
 // Label smoothing of the loss from now on: eps in [0, 1) (0, the default: the
 // plain cross-entropy, ot_xent_fused; else ot_xent_ls_fused, the loss and its
 // gradient label-smoothed). OT_EINVAL outside [0, 1); a vocabulary-parallel
@@ -401,7 +405,8 @@ double ot_model_nll(const ot_model *m);
 const void *ot_model_encoder_out(const ot_model *m, int *ld);
 // Pipeline stages of an encoder-decoder (a part of blocks [layer0, layer1) of the
 // combined stack, encoder first): the buffers the caller moves between stages, all
-// in the run dtype, for the batch's B, S, T. ot_model_forward_s2s on a stage reads its
+// in the run dtype, for the batch's B, S, T; those of inputs and outputs belong to
+// micro-batch slot `slot`, GRAD and ENC_GRAD are shared by the slots. ot_model_forward_s2s on a stage reads its
 // inputs there instead of embedding (ENC_IN: the encoder stage input [B*S, C], when
 // the part holds encoder blocks but not the first; DEC_IN: the decoder stage input
 // [B*T, C], when it holds decoder blocks but not block 0; ENC_OUT [B*S, C]: the
@@ -418,7 +423,7 @@ const void *ot_model_encoder_out(const ot_model *m, int *ld);
 typedef enum {
   OT_S2S_ENC_IN, OT_S2S_DEC_IN, OT_S2S_ENC_OUT, OT_S2S_DEC_OUT, OT_S2S_GRAD, OT_S2S_ENC_GRAD
 } ot_s2s_stage_buf;
-void *ot_model_s2s_stage_buf(ot_model *m, ot_s2s_stage_buf which);
+void *ot_model_s2s_stage_buf(ot_model *m, int slot, ot_s2s_stage_buf which);
 // Writes <dir>/config.json and <dir>/model.safetensors (F32) that
 // MarianMTModel.from_pretrained loads (dir must exist; whole models only).
 // Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other

@@ -104,7 +104,7 @@ struct ot__par {
   // encoder-decoder stages (pipe_s2s.c): this stage's blocks [k0, k1) of nblk, the
   // first nenc of them the encoder's; `seam` the stage of the last encoder block
   int k0, k1, nblk, nenc, seam;
-  MPI_Request *ereq;         // [pp] the seam stage's sends of the encoder output
+  MPI_Request *ereq;         // [slots * pp] the seam stage's sends of the encoder output
   MPI_Request dreq;          // the send of the encoder output's partial gradient
   void *dsend;               // [B*S*C] its buffer (stages after the seam)
   double comm_s;             // communication seconds of the last step (blocked main thread)

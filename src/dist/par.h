@@ -62,16 +62,20 @@ ot_status ot__par_before_backward(ot__par *p, bool last);
 ot_status ot__par_finish_backward(ot__par *p);
 // *v := its maximum over the world (collective).
 ot_status ot__par_max_int(ot__par *p, int *v, const char *what);
-// An encoder-decoder's micro-batch over the pipeline stages (pipe_s2s.c; one stage:
-// the model's calls): the forward receives this stage's inputs (the previous stage's
-// output, the encoder output from the stage of the last encoder block), runs
-// ot_model_forward_s2s (*loss: the last stage's, else 0) and sends its outputs on;
-// the backward (ot__par_before_backward included, `last` as there) receives the
-// gradients of those outputs, runs ot_model_backward and sends its input's gradient
-// and the encoder output's partial gradient back. flush: every send complete.
+// An encoder-decoder's micro-batches over the pipeline stages (pipe_s2s.c; one stage:
+// the model's calls). step: the M micro-batches mb [M] of this data-parallel rank
+// (every stage of it gets the same) 1F1B, each forward receiving this stage's inputs
+// (the previous stage's output, the encoder output from the stage of the last encoder
+// block) and sending its outputs on, each backward (ot__par_before_backward included,
+// the last micro-batch's launching the overlapped reductions) receiving their
+// gradients and sending its input's gradient and the encoder output's partial
+// gradient back; micro-batch k's dropout stream is (seed, counter0 | k); *loss: the
+// last stage's summed losses (else 0). forward: one forward without a backward
+// (evaluation). flush: every send complete.
+ot_status ot__par_s2s_step(ot__par *p, const ot_s2s_batch *mb, int M, float count,
+                           uint64_t seed, uint64_t counter0, double *loss, bool *finite);
 ot_status ot__par_s2s_forward(ot__par *p, const ot_s2s_batch *b, float count, bool want_grad,
                               double *loss);
-ot_status ot__par_s2s_backward(ot__par *p, const ot_s2s_batch *b, bool last);
 ot_status ot__par_s2s_flush(ot__par *p);
 int ot__par_zero(const ot__par *p);                  // ZeRO stage (0 for NULL)
 int ot__par_tp_rank(const ot__par *p);               // 0 for NULL

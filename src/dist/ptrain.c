@@ -196,8 +196,9 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   free(embed);
   OT_TRY(gs);
   const int pp = p->g.pp, st = p->g.pp_rank;
-  // an encoder-decoder's stages hold one micro-batch at a time
-  p->slots = encdec ? 1 : p->gpipe ? p->M : (pp - st < p->M ? pp - st : p->M);
+  // 1F1B: stage st holds at most pp - st micro-batches (an encoder-decoder's step has as
+  // many as its token budget makes: slots for the most 1F1B keeps)
+  p->slots = encdec ? pp - st : p->gpipe ? p->M : (pp - st < p->M ? pp - st : p->M);
   ot_model_part part = ot_model_part_whole(&c->model);
   part.tp = p->g.tp;
   part.tp_rank = p->g.tp_rank;
@@ -270,9 +271,9 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
     if (!p->gsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   }
   p->dreq = MPI_REQUEST_NULL;
-  p->ereq = calloc((size_t)pp, sizeof(MPI_Request));
+  p->ereq = calloc((size_t)pp * p->slots, sizeof(MPI_Request));
   if (!p->ereq) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
-  for (int k = 0; k < pp; k++) p->ereq[k] = MPI_REQUEST_NULL;
+  for (int k = 0; k < pp * p->slots; k++) p->ereq[k] = MPI_REQUEST_NULL;
   if (encdec && pp > 1 && st > p->seam) {
     p->dsend = ot_mem_alloc((size_t)run->B * run->S * c->model.d_model * ot_dtype_size(run->dt),
                             OT_MEM_WORKSPACE);
@@ -532,8 +533,7 @@ ot_status ot__par_report(ot__par *p, FILE *out) {
     fprintf(out, "parallel: data %d x tensor %d x pipeline %d = %d processes; %s schedule, %d "
             "micro-batches, ZeRO-%d, %d gradient buckets%s, vocab-parallel %s, comm-timeout %g s\n",
             g->dp, g->tp, g->pp, g->world,
-            p->nenc ? (g->pp > 1 ? "encoder-decoder stages (one micro-batch in flight)"
-                                 : "encoder-decoder")
+            p->nenc ? (g->pp > 1 ? "encoder-decoder 1F1B" : "encoder-decoder")
                     : p->gpipe ? "GPipe" : "1F1B",
             p->M, p->zero, p->nb,
             p->overlap ? " (overlapped)" : "", part->vocab_parallel ? "on" : "off",

@@ -333,8 +333,17 @@ static ot_status decode(ot_model *m, int B, int S, int T) {
 
 ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, bool want_grad,
                                double *loss) {
+  return ot_model_forward_s2s_slot(m, 0, b, count, want_grad, loss);
+}
+
+ot_status ot_model_forward_s2s_slot(ot_model *m, int slot, const ot_s2s_batch *b, float count,
+                                    bool want_grad, double *loss) {
   static const char fn[] = "ot_model_forward_s2s";
   OT_TRY(s2s_check(m, b, count, want_grad, fn));
+  if (slot < 0 || slot >= m->part.slots)
+    return ot_error(OT_EINVAL, "%s: slot %d outside [0, %d) (create the model with more slots)", fn,
+                    slot, m->part.slots);
+  ot__select_slot(m, slot);
   const int B = b->B, S = b->S, T = b->T;
   m->have_grad_state = false;
   m->B = B;
@@ -360,13 +369,14 @@ ot_status ot_model_forward_s2s(ot_model *m, const ot_s2s_batch *b, float count, 
   return s;
 }
 
-void *ot_model_s2s_stage_buf(ot_model *m, ot_s2s_stage_buf which) {
-  if (!m || m->cfg.arch != OT_ARCH_ENCDEC) return NULL;
+void *ot_model_s2s_stage_buf(ot_model *m, int slot, ot_s2s_stage_buf which) {
+  if (!m || m->cfg.arch != OT_ARCH_ENCDEC || slot < 0 || slot >= m->part.slots) return NULL;
+  const ot__slot *S = &m->slots[slot];
   switch (which) {
-    case OT_S2S_ENC_IN: return m->Le > 0 && !m->first ? m->ela[0].res : NULL;
-    case OT_S2S_DEC_IN: return m->L > 0 && !m->dec_first ? m->la[0].res : NULL;
-    case OT_S2S_ENC_OUT: return m->enc_out;
-    case OT_S2S_DEC_OUT: return m->L > 0 && !m->last ? m->resf : NULL;
+    case OT_S2S_ENC_IN: return m->Le > 0 && !m->first ? S->ela[0].res : NULL;
+    case OT_S2S_DEC_IN: return m->L > 0 && !m->dec_first ? S->la[0].res : NULL;
+    case OT_S2S_ENC_OUT: return S->enc_out;
+    case OT_S2S_DEC_OUT: return m->L > 0 && !m->last ? S->resf : NULL;
     case OT_S2S_GRAD: return m->dres;
     case OT_S2S_ENC_GRAD: return m->denc;
   }

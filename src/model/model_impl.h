@@ -49,6 +49,13 @@ typedef struct {
   int B, T;
   bool have_grad_state;
   ot__dropout drop;          // the dropout of this slot's last forward
+  // encoder-decoder: the encoder's saved buffers and the batch copies (see ot_model)
+  ot__layer_acts *ela;
+  int32_t *src, *src_len, *tgt;
+  void *enc_res, *enc_out, *eemb, *demb;
+  float *emean, *erstd, *eemean, *eerstd, *demean, *derstd;
+  int S;
+  ot__dropout edrop;
 } ot__slot;
 
 struct ot_model {
@@ -63,6 +70,7 @@ struct ot_model {
   ot__slice *slices;         // [n_params]
   ot__slot *slots;           // [part.slots]
   ot__layer_acts *la_all;    // [slots * L]
+  ot__layer_acts *ela_all;   // [slots * Le]
   // parameter layout
   ot_param *params;
   int n_params;
@@ -104,6 +112,7 @@ struct ot_model {
   bool dec_first;             // holds decoder block 0 (the decoder's embedding)
   ot__layer_params *elp;      // [Le]
   ot__layer_acts *ela;        // [Le] saved encoder activations (non-saved fields: m->shared)
+                              // of the current slot (this and the buffers below to S)
   ot__graph egraph;           // the encoder (bidirectional, no cross-attention)
   ot__block_w *eblkw;         // [Le]
   int elnf_w, elnf_b, lbias;  // final encoder norm (pre-norm), logits bias; -1 if absent

@@ -41,9 +41,9 @@ ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *
                     c->arch == OT_ARCH_ENCDEC ? "blocks (encoder, then decoder)" : "layers");
   if (p->slots < 1)
     return ot_error(OT_EINVAL, "%s: slots=%d must be >= 1", fn, p->slots);
-  if (c->arch == OT_ARCH_ENCDEC && (p->vocab_parallel || p->slots != 1))
-    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder part holds one micro-batch (slots=%d "
-                    "must be 1) and the whole vocabulary (no vocab_parallel)", fn, p->slots);
+  if (c->arch == OT_ARCH_ENCDEC && p->vocab_parallel)
+    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder part holds the whole vocabulary (no "
+                    "vocab_parallel)", fn);
   if (p->tp > 1 && !p->comm.allreduce)
     return ot_error(OT_EINVAL, "%s: tensor_parallel=%d needs an all-reduce over the tensor group",
                     fn, p->tp);

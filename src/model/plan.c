@@ -71,42 +71,42 @@ static void take_block(walker *w, const ot_model *m, ot__layer_acts *A, bool sav
   }
 }
 
-// Encoder-decoder: the encoder's saved buffers (per layer, then the source copies,
-// the final norm's and the encoder output) into m (pointers when alloc).
-static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p) {
+// Encoder-decoder: the encoder's saved buffers of slot S (per layer, then the source
+// copies, the final norm's and the encoder output; pointers when alloc).
+static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p, ot__slot *sl) {
   const size_t NS = (size_t)m->run.B * m->run.S, es = ot_dtype_size(m->run.dt), C = (size_t)m->C;
   const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
   ot__layer_acts tmp;
   const size_t before = w->act_bytes;
   for (int l = 0; l < m->Le; l++) {
-    ot__layer_acts *A = w->alloc ? &m->ela[l] : &tmp;
+    ot__layer_acts *A = w->alloc ? &sl->ela[l] : &tmp;
     memset(A, 0, sizeof *A);
     size_t b0 = w->act_bytes;
     A->res = take(w, true, NS * C * es);
     take_block(w, m, A, true, NS, false, 0);
     p->act_saved_enc_layer = w->act_bytes - b0;
   }
-  m->src = take(w, true, NS * sizeof(int32_t));
-  m->src_len = take(w, true, (size_t)m->run.B * sizeof(int32_t));
-  m->tgt = take(w, true, (size_t)m->run.B * m->run.T * sizeof(int32_t));
+  sl->src = take(w, true, NS * sizeof(int32_t));
+  sl->src_len = take(w, true, (size_t)m->run.B * sizeof(int32_t));
+  sl->tgt = take(w, true, (size_t)m->run.B * m->run.T * sizeof(int32_t));
   // (pipeline stages: the final encoder norm on the stage of the last encoder block, the
   // embedding norms where the stacks embed; enc_out everywhere: the encoder output, or
   // an encoder-only stage's output before the last encoder block's stage)
   const bool pre = m->cfg.norm_place == OT_PLACE_PRE && m->enc_last;
-  m->enc_res = pre ? take(w, true, NS * C * es) : NULL;
-  m->emean = pre && ln ? take(w, true, NS * 4) : NULL;
-  m->erstd = pre ? take(w, true, NS * 4) : NULL;
-  m->enc_out = take(w, true, NS * C * es);
+  sl->enc_res = pre ? take(w, true, NS * C * es) : NULL;
+  sl->emean = pre && ln ? take(w, true, NS * 4) : NULL;
+  sl->erstd = pre ? take(w, true, NS * 4) : NULL;
+  sl->enc_out = take(w, true, NS * C * es);
   const bool en = m->cfg.embed_norm && m->first, dn = m->cfg.embed_norm && m->dec_first;
-  m->eemb = en ? take(w, true, NS * C * es) : NULL;
-  m->eemean = en && ln ? take(w, true, NS * 4) : NULL;
-  m->eerstd = en ? take(w, true, NS * 4) : NULL;
+  sl->eemb = en ? take(w, true, NS * C * es) : NULL;
+  sl->eemean = en && ln ? take(w, true, NS * 4) : NULL;
+  sl->eerstd = en ? take(w, true, NS * 4) : NULL;
   p->act_enc = w->act_bytes - before;
   // the decoder's embedding norm input (counted with the model-level activations)
   const size_t N = (size_t)m->run.B * m->run.T;
-  m->demb = dn ? take(w, true, N * C * es) : NULL;
-  m->demean = dn && ln ? take(w, true, N * 4) : NULL;
-  m->derstd = dn ? take(w, true, N * 4) : NULL;
+  sl->demb = dn ? take(w, true, N * C * es) : NULL;
+  sl->demean = dn && ln ? take(w, true, N * 4) : NULL;
+  sl->derstd = dn ? take(w, true, N * 4) : NULL;
 }
 
 // Lists every activation and workspace buffer of m's run (pointers set when
@@ -126,6 +126,7 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
     ot__slot *S = w->alloc ? &m->slots[sl] : &tslot;
     memset(S, 0, sizeof *S);
     S->la = w->alloc ? &m->la_all[(size_t)sl * m->L] : NULL;
+    S->ela = w->alloc ? &m->ela_all[(size_t)sl * m->Le] : NULL;
     // saved: per layer
     for (int l = 0; l < m->L; l++) {
       ot__layer_acts *A = w->alloc ? &S->la[l] : &tmp;
@@ -147,8 +148,8 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
       p->act_logits += w->act_bytes - before;
       S->row_loss = take(w, true, N * 4);
     }
+    if (encdec) walk_encoder(w, m, p, S);
   }
-  if (encdec) walk_encoder(w, m, p);
   p->act_saved = w->act_bytes;
   // workspace: one block's non-saved buffers, shared by every layer (of both stacks:
   // NX rows, the longer of target and source)
@@ -179,9 +180,9 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
   p->workspace = w->ws_bytes;
   // the non-saved block fields of every layer point at the shared set
   if (w->alloc)
-    for (size_t l = 0; l < (size_t)m->L * m->part.slots + (size_t)m->Le; l++) {
+    for (size_t l = 0; l < (size_t)(m->L + m->Le) * m->part.slots; l++) {
       const size_t nd = (size_t)m->L * m->part.slots;
-      ot__layer_acts *A = l < nd ? &m->la_all[l] : &m->ela[l - nd], *S = &m->shared;
+      ot__layer_acts *A = l < nd ? &m->la_all[l] : &m->ela_all[l - nd], *S = &m->shared;
 #define SH(f) if (!A->f) A->f = S->f
       SH(mean1); SH(rstd1); SH(y1); SH(q); SH(k); SH(v); SH(atty); SH(lse);
       SH(res2); SH(mean2); SH(rstd2); SH(y2); SH(pre); SH(h);
@@ -198,6 +199,8 @@ void ot__select_slot(ot_model *m, int s) {
   o->T = m->T;
   o->have_grad_state = m->have_grad_state;
   o->drop = m->ddrop;
+  o->S = m->S;
+  o->edrop = m->edrop;
   ot__slot *S = &m->slots[s];
   m->cur = s;
   m->la = S->la;
@@ -212,6 +215,22 @@ void ot__select_slot(ot_model *m, int s) {
   m->T = S->T;
   m->have_grad_state = S->have_grad_state;
   m->ddrop = S->drop;
+  m->ela = S->ela;
+  m->src = S->src;
+  m->src_len = S->src_len;
+  m->tgt = S->tgt;
+  m->enc_res = S->enc_res;
+  m->emean = S->emean;
+  m->erstd = S->erstd;
+  m->enc_out = S->enc_out;
+  m->eemb = S->eemb;
+  m->eemean = S->eemean;
+  m->eerstd = S->eerstd;
+  m->demb = S->demb;
+  m->demean = S->demean;
+  m->derstd = S->derstd;
+  m->S = S->S;
+  m->edrop = S->edrop;
 }
 
 // ------------------------------------------------------------ validation ----
@@ -336,7 +355,7 @@ void ot_model_free(ot_model *m) {
   free(m->slices);
   free(m->gp);
   free(m->blkw);
-  free(m->ela);
+  free(m->ela_all);
   free(m->eblkw);
   free(m);
 }
@@ -365,8 +384,8 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
     m->la_all = calloc((size_t)m->L * part->slots + 1, sizeof *m->la_all);
     m->slots = calloc((size_t)part->slots, sizeof *m->slots);
     m->gp = calloc((size_t)m->n_params + 1, sizeof *m->gp);
-    m->ela = calloc((size_t)m->Le + 1, sizeof *m->ela);
-    if (!m->la_all || !m->slots || !m->gp || !m->ela)
+    m->ela_all = calloc((size_t)m->Le * part->slots + 1, sizeof *m->ela_all);
+    if (!m->la_all || !m->slots || !m->gp || !m->ela_all)
       s = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   }
   ot_mem_plan *p = &m->plan;

@@ -15,6 +15,8 @@ struct ot__tr {
   ot_bitext_batcher *tb, *vb;
   ot_loader_state v0;        // the held-out batcher's first batch (evaluation restarts there)
   int max_rows;              // rows of one forward (= run.B)
+  ot_s2s_batch *mb;          // [mb_cap] a parallel step's micro-batches (grown as needed)
+  int mb_cap;
 };
 
 void ot__tr_free(struct ot__tr *tr) {
@@ -24,6 +26,7 @@ void ot__tr_free(struct ot__tr *tr) {
   ot_bitext_close(tr->train);
   ot_bitext_close(tr->valid);
   ot_bpe_free(tr->bpe);
+  free(tr->mb);
   free(tr);
 }
 
@@ -151,25 +154,37 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
   if (ot__par_zero(par) == 2) OT_TRY(ot__par_max_int(par, &all, "micro-batch count all-reduce"));
   int32_t eos[1] = {t->cfg.model.eos_id}, one[1] = {1};
   const ot_s2s_batch empty = {1, 1, 1, eos, one, eos, k_none};
+  // dropout masks: one counter per micro-batch of the run (the model's dropout API)
+  const uint64_t counter0 = (uint64_t)t->step << 20;
   *loss = 0.0;
   *finite = true;
-  for (int k = 0; k < all; k++) {
+  if (par) {   // the runtime schedules this rank's micro-batches over the pipeline stages
+    if (all > tr->mb_cap) {
+      ot_s2s_batch *nb = realloc(tr->mb, (size_t)all * sizeof *nb);
+      if (!nb) return ot_error(OT_ENOMEM, "trainer: out of memory for %d micro-batches", all);
+      tr->mb = nb;
+      tr->mb_cap = all;
+    }
+    for (int k = 0; k < all; k++) {
+      const int r0 = k * rows;
+      tr->mb[k] = k < mine ? chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows) : empty;
+    }
+    OT_TRY(ot__par_s2s_step(par, tr->mb, all, count, t->cfg.seed, counter0, loss, finite));
+    return ot__par_finish_backward(par);
+  }
+  for (int k = 0; k < mine; k++) {
     const int r0 = k * rows;
-    const ot_s2s_batch sb = k < mine ? chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows) : empty;
-    // dropout masks: one counter per micro-batch of the run (the model's dropout API)
-    ot_model_set_dropout_step(t->m, t->cfg.seed, ((uint64_t)t->step << 20) | (uint64_t)k);
+    const ot_s2s_batch sb = chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows);
+    ot_model_set_dropout_step(t->m, t->cfg.seed, counter0 | (uint64_t)k);
     double l = 0.0;
-    if (par) OT_TRY(ot__par_s2s_forward(par, &sb, count, true, &l));
-    else OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
+    OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
     *loss += l;
     if (!isfinite(l)) {
       *finite = false;
-      if (!par) break;   // the step is lost anyway (parallel: the reductions still run)
+      break;   // the step is lost anyway
     }
-    if (par) OT_TRY(ot__par_s2s_backward(par, &sb, k == (ot__par_zero(par) == 2 ? all : mine) - 1));
-    else OT_TRY(ot_model_backward(t->m));
+    OT_TRY(ot_model_backward(t->m));
   }
-  if (par) OT_TRY(ot__par_finish_backward(par));
   return OT_OK;
 }
 
