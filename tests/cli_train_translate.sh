@@ -3,7 +3,7 @@
 # (transformer-tiny, short pairs): progress and evaluation lines (label-smoothed
 # loss, NLL, perplexity), the checkpoint (settings, the joint tokenizer), `ot eval`
 # of it, a resume, --help listing the translate keys, and the refusals: a decoder-only
-# model, --pipeline-stages 2, --data-parallel 2 without mpirun, a missing file, unequal line
+# model, --pipeline-stages 5 (more stages than blocks), --data-parallel 2 without mpirun, a missing file, unequal line
 # counts, no tokenizer.
 # Usage: tests/cli_train_translate.sh PATH/TO/ot   (run from the repository root)
 set -u
@@ -59,7 +59,7 @@ done
 check "--help shows translate defaults" grep -q "\[translate: inverse_sqrt\]" <<<"$help"
 
 fails 2 "needs an encoder-decoder model" train "${common[@]}" --model small --steps 1 --out "$tmp/x"
-fails 2 "--pipeline-stages 2 is unsupported" train "${common[@]}" --pipeline-stages 2 --steps 1 --out "$tmp/x"
+fails 2 "the encoder + decoder blocks 4 is below --pipeline-stages 5" train "${common[@]}" --pipeline-stages 5 --steps 1 --out "$tmp/x"
 fails 1 "= 2 processes, but 1 was started (run \`mpirun -np 2" train "${common[@]}" \
   --data-parallel 2 --steps 1 --out "$tmp/x"
 fails 1 "$tmp/missing.en" train "${common[@]}" --src-data "$tmp/missing.en" --steps 1 --out "$tmp/x"

@@ -62,9 +62,9 @@ static void test_bad_config(void) {
   th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "needs an encoder-decoder model",
                  "translate with a decoder-only model");
   c = tr_config();
-  c.pipeline_stages = 2;
-  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--pipeline-stages 2 is unsupported for encoder-decoder",
-                 "translate with pp 2");
+  c.pipeline_stages = ot_model_n_blocks(&c.model) + 1;   // more stages than blocks
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "the encoder + decoder blocks",
+                 "translate with more pipeline stages than blocks");
   c = tr_config();
   c.data_parallel = 2;
   th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "= 2 processes, but 1 was started",

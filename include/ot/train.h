@@ -94,6 +94,9 @@ typedef struct {
   int optimizer_shard;         // ZeRO stage 0 | 1 (optimizer state split over data-parallel ranks)
                                // | 2 (also the reduced gradients; per-micro-batch reduction)
   int grad_buckets;            // data-parallel gradient all-reduces per step
+  int comm_fusion_layers;      // > 0: each all-reduce fuses the gradients of that many
+                               // consecutive blocks (MindSpore set_comm_fusion), else
+                               // grad_buckets equal ranges
   bool overlap;                // launch each bucket's all-reduce as soon as its gradients are final
   bool gpipe;                  // pipeline schedule GPipe (all forwards, then all backwards) vs 1F1B
   float comm_timeout;          // seconds a blocking communication may wait before the job ends

@@ -87,6 +87,8 @@ struct ot__par {
   // gradient buckets
   int nb;
   size_t *bstart;            // [nb + 1] boundaries (floats)
+  int fusion;                // > 0: buckets of that many consecutive blocks
+  int nblocks;               // blocks of this stage (both stacks)
   bool *launched;            // [nb]
   bool last_mb;              // the running backward is the step's last micro-batch
   // reduction thread
@@ -125,6 +127,9 @@ struct ot__par {
   bool *unit_done;           // [nu] reduced in the running micro-batch
 };
 
+// Length of the name prefix that names q's block ("model.encoder.layers.3." -> up to
+// the layer number), 0 for a global tensor (zero2.c).
+size_t ot__block_prefix(const ot_param *q);
 // ZeRO-2 (zero2.c). setup: staging + shard buffers, gradients bound to the model.
 ot_status ot__z2_setup(ot__par *p);
 void ot__z2_free(ot__par *p);

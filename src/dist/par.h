@@ -23,6 +23,7 @@ typedef struct {
   bool gpipe, overlap, vocab_parallel;
   int zero;                   // ZeRO stage 0 | 1 | 2
   int grad_buckets;
+  int fusion_layers;          // > 0: buckets of that many consecutive blocks (else grad_buckets)
   float comm_timeout;         // seconds (0: never)
 } ot__par_config;
 

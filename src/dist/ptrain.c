@@ -161,6 +161,41 @@ static void stage_layers(int L, int pp, int s, int *l0, int *l1) {
   *l1 = *l0 + base + (s < extra);
 }
 
+// The gradient buckets [bstart[k], bstart[k + 1]) of the stage's buffer: with
+// fusion > 0 the fusion groups, each the parameters of `fusion` consecutive blocks
+// (the tensors before the first block join the first group, those after the last
+// block the last: MindSpore's set_comm_fusion(layer // fusion)); else `buckets` equal
+// contiguous ranges, 16-float aligned.
+static ot_status make_buckets(ot__par *p, int buckets, int fusion) {
+  const ot_model *m = p->m;
+  const int np = ot_model_param_count(m);
+  p->bstart = calloc((size_t)np + (size_t)buckets + 2, sizeof(size_t));
+  if (!p->bstart) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  p->fusion = fusion;
+  p->nblocks = 0;
+  p->nb = 0;
+  for (int i = 0; i < np; i++) {   // block starts, in layout order
+    const ot_param *q = ot_model_param_at(m, i), *pr = i ? ot_model_param_at(m, i - 1) : NULL;
+    if (q->layer < 0) continue;
+    const size_t n = ot__block_prefix(q);
+    if (pr && pr->layer == q->layer && ot__block_prefix(pr) == n && !strncmp(pr->name, q->name, n))
+      continue;
+    if (fusion > 0 && p->nblocks % fusion == 0 && p->nblocks > 0) p->bstart[++p->nb] = q->offset;
+    p->nblocks++;
+  }
+  if (fusion > 0) {
+    p->bstart[0] = 0;
+    p->bstart[++p->nb] = p->n;
+    return OT_OK;
+  }
+  p->nb = buckets;
+  if ((size_t)p->nb > p->n / 16) p->nb = (int)(p->n / 16) > 0 ? (int)(p->n / 16) : 1;
+  size_t bsz = ((p->n + (size_t)p->nb - 1) / (size_t)p->nb + 15) & ~(size_t)15;
+  for (int k = 0; k <= p->nb; k++) p->bstart[k] = (size_t)k * bsz < p->n ? (size_t)k * bsz : p->n;
+  p->bstart[p->nb] = p->n;
+  return OT_OK;
+}
+
 ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out) {
   const ot_run_config *run = &c->run;
   ot__par *p = calloc(1, sizeof *p);
@@ -249,18 +284,12 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
     bool tied_copy = pp > 1 && !ot_model_is_first(m) && q->kind == OT_PT_EMBED;
     p->own[i] = (ot_model_param_is_split(m, i) || p->g.tp_rank == 0) && !tied_copy;
   }
-  // buckets: equal contiguous ranges, 16-float aligned
-  p->nb = c->grad_buckets;
-  if ((size_t)p->nb > p->n / 16) p->nb = (int)(p->n / 16) > 0 ? (int)(p->n / 16) : 1;
-  p->bstart = calloc((size_t)p->nb + 1, sizeof(size_t));
+  OT_TRY(make_buckets(p, c->grad_buckets, c->fusion_layers));
   p->launched = calloc((size_t)p->nb, sizeof(bool));
   p->queue = calloc((size_t)queue_cap(p), sizeof(int));
   p->freq = calloc((size_t)p->slots, sizeof(MPI_Request));
-  if (!p->bstart || !p->launched || !p->queue || !p->freq)
+  if (!p->launched || !p->queue || !p->freq)
     return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
-  size_t bsz = ((p->n + (size_t)p->nb - 1) / (size_t)p->nb + 15) & ~(size_t)15;
-  for (int k = 0; k <= p->nb; k++) p->bstart[k] = (size_t)k * bsz < p->n ? (size_t)k * bsz : p->n;
-  p->bstart[p->nb] = p->n;
   for (int k = 0; k < p->slots; k++) p->freq[k] = MPI_REQUEST_NULL;
   p->breq = MPI_REQUEST_NULL;
   // (an encoder-decoder's stage input: the encoder's [B*S, C] or the decoder's [B*T, C])
@@ -538,6 +567,24 @@ ot_status ot__par_report(ot__par *p, FILE *out) {
             p->M, p->zero, p->nb,
             p->overlap ? " (overlapped)" : "", part->vocab_parallel ? "on" : "off",
             (double)p->comm_timeout);
+    if (g->dp > 1) {   // the collectives of a step (this rank's stage)
+      fprintf(out, "  data-parallel gradient reduction per step (stage %d): ", g->pp_rank);
+      if (p->zero == 2) {
+        fprintf(out, "ZeRO-2, one all-reduce per unit of %d (a block matrix and what follows "
+                "it) per micro-batch\n", p->nu);
+      } else {
+        double tot = 0.0;
+        for (int k = 0; k < p->nb; k++) tot += (double)(p->bstart[k + 1] - p->bstart[k]) * 4;
+        if (p->fusion > 0)
+          fprintf(out, "%d fused all-reduces (fusion groups of %d of the %d blocks), %.3f MiB:",
+                  p->nb, p->fusion, p->nblocks, tot / 1048576);
+        else
+          fprintf(out, "%d all-reduces (equal ranges), %.3f MiB:", p->nb, tot / 1048576);
+        for (int k = 0; k < p->nb && k < 16; k++)
+          fprintf(out, " %.3f", (double)(p->bstart[k + 1] - p->bstart[k]) * 4 / 1048576);
+        fprintf(out, "%s MiB%s\n", p->nb > 16 ? " ..." : "", p->overlap ? ", overlapped with the backward" : "");
+      }
+    }
     const int V = p->mc.vocab, Vp = ot_model_vocab_padded(&p->mc);
     if (part->vocab_parallel)
       fprintf(out, "  vocabulary %d, padded to %d rows; %d rows per tensor rank (%d padding rows in "

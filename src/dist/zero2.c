@@ -35,9 +35,7 @@ static size_t padded(size_t n) { return (n + 15) & ~(size_t)15; }
 static bool chunked(const ot_param *q) {
   return q->layer < 0 && (q->kind == OT_PT_EMBED || q->kind == OT_PT_LM_HEAD);
 }
-// Length of the name prefix that names q's block ("model.encoder.layers.3." -> up to
-// the layer number), 0 for a global tensor.
-static size_t block_prefix(const ot_param *q) {
+size_t ot__block_prefix(const ot_param *q) {
   char num[16];
   snprintf(num, sizeof num, ".%d.", q->layer);
   const char *at = q->layer >= 0 ? strstr(q->name, num) : NULL;
@@ -51,8 +49,8 @@ static size_t block_prefix(const ot_param *q) {
 static bool unit_start(const ot_param *q, const ot_param *prev, bool whole_blocks) {
   if (q->layer < 0) return false;
   if (!whole_blocks) return q->kind == OT_PT_MATRIX || q->kind == OT_PT_MATRIX_RES;
-  const size_t n = block_prefix(q);
-  return !prev || prev->layer != q->layer || block_prefix(prev) != n || strncmp(prev->name, q->name, n);
+  const size_t n = ot__block_prefix(q);
+  return !prev || prev->layer != q->layer || ot__block_prefix(prev) != n || strncmp(prev->name, q->name, n);
 }
 
 int ot__z2_chunk_rows(int d_model) {

@@ -39,7 +39,7 @@ static const key_def k_keys[] = {
   {"d-model", K_INT, O(model.d_model), 1, 1 << 20, F_MODEL, "hidden_size n_embd dim", "model width"},
   {"layers", K_INT, O(model.n_layers), 1, 4096, F_MODEL, "num_layers n_layer n_layers num_hidden_layers",
    "Transformer blocks (an encoder-decoder's: the decoder's)"},
-  {"enc-layers", K_INT, O(model.n_enc_layers), 1, 4096, F_MODEL, "encoder_layers num_encoder_layers",
+  {"enc-layers", K_INT, O(model.n_enc_layers), 0, 4096, F_MODEL, "encoder_layers num_encoder_layers",
    "encoder blocks of an encoder-decoder model"},
   {"heads", K_INT, O(model.n_heads), 1, 4096, F_MODEL, "num_attention_heads n_head n_heads", "attention heads"},
   {"kv-heads", K_INT, O(model.n_kv_heads), 1, 4096, F_MODEL,
@@ -131,6 +131,10 @@ static const key_def k_keys[] = {
   {"optimizer-shard", K_INT, O(optimizer_shard), 0, 2, F_NOSAVE, "zero_stage zero",
    "ZeRO stage: 0 | 1 (AdamW state split over the data-parallel ranks) | 2 (and the reduced "
    "gradients)"},
+  {"comm-fusion-layers", K_INT, O(comm_fusion_layers), 0, 1 << 16, F_NOSAVE, "comm_fusion",
+   "> 0: each data-parallel all-reduce fuses the gradients of that many consecutive blocks "
+   "(MindSpore set_comm_fusion; the first and last group also take the embedding, final norm "
+   "and head); 0: --grad-buckets equal ranges"},
   {"grad-buckets", K_INT, O(grad_buckets), 1, 1 << 16, F_NOSAVE, "num_buckets",
    "data-parallel gradient all-reduces per step"},
   {"overlap", K_BOOL, O(overlap), 0, 0, F_NOSAVE, "overlap_grad_reduce",

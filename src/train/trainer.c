@@ -109,6 +109,7 @@ ot__par_config ot__train_par_config(const ot_train_config *c, const ot_run_confi
   pc.vocab_parallel = c->vocab_parallel;
   pc.zero = c->optimizer_shard;
   pc.grad_buckets = c->grad_buckets;
+  pc.fusion_layers = c->comm_fusion_layers;
   pc.comm_timeout = c->comm_timeout;
   return pc;
 }

@@ -8,6 +8,7 @@
 # recompute full / selective), pipeline parallel (stages cut at the encoder /
 # decoder seam, inside the decoder, inside the encoder, and a stage holding both
 # stacks with --enc-layers 1 --layers 3; with ZeRO-1 / ZeRO-2 / recompute / tp),
+# gradient all-reduces fused by groups of blocks (--comm-fusion-layers 1, 3),
 # dp2 x tp2 (ZeRO-1 + recompute, ZeRO-2) and dp2 x tp2 x pp2, each on the same global
 # batches as one process: every step's loss equal to 1e-6 (relative), and the BLEU
 # line at each evaluation (world rank 0 decodes; under tensor or pipeline parallel
@@ -102,6 +103,13 @@ row dp2_pp2_zero1 4 --data-parallel 2 --pipeline-stages 2 --zero 1
 row dp2_pp2_zero2 4 --data-parallel 2 --pipeline-stages 2 --zero 2
 row tp2_pp2_recompute_selective 4 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2 \
   --recompute selective
+row dp2_fusion1 2 --data-parallel 2 --comm-fusion-layers 1
+row dp2_pp2_fusion3 4 --data-parallel 2 --pipeline-stages 2 --comm-fusion-layers 3 --no-overlap
+# the fusion groups in the layout report: 4 blocks in groups of 1, stage 0's 2 blocks in one
+grep -q "4 fused all-reduces (fusion groups of 1 of the 4 blocks)" "$tmp/dp2_fusion1.log" &&
+  grep -q "1 fused all-reduces (fusion groups of 3 of the 2 blocks)" "$tmp/dp2_pp2_fusion3.log" &&
+  passed=$((passed + 1)) ||
+  fail "fusion groups report: $(grep -h 'gradient reduction per step' "$tmp"/dp2_*fusion*.log)"
 row dp2_tp2_pp2_zero1_recompute 8 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2 \
   --zero 1 --recompute full --save-every 3
 
