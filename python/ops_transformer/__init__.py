@@ -1,0 +1,14 @@
+"""ops_transformer: PyTorch custom ops over libot (the ops-transformer C library).
+
+    import ops_transformer
+    ops_transformer.patch()   # torch.nn.functional.scaled_dot_product_attention -> libot flash attention
+
+CPU tensors, float32 and bfloat16; other cases fall back to torch with one warning.
+"""
+import torch  # noqa: F401  (first: libot then binds to torch's OpenMP runtime)
+
+from ._lib import LIBRARY_PATH, OtError
+from .attention import custom_op, patch, scaled_dot_product_attention, unpatch
+
+__all__ = ["LIBRARY_PATH", "OtError", "custom_op", "patch", "scaled_dot_product_attention", "unpatch"]
+__version__ = "0.1.0"
