@@ -150,6 +150,29 @@ def _torch_ref(q, k, v, mask, is_causal, scale):
                       enable_gqa=q.shape[1] != k.shape[1])
 
 
+def _math_bwd(dout, q, k, v, mask, is_causal, scale):
+    """Backward of torch's math attention (f32, materialized scores), for the forwards torch
+    computed: autograd is not recorded inside a custom op, so it is written out."""
+    B, Hq, Tq, D = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    G = Hq // Hkv
+    qf, do = q.float(), dout.float()
+    kf, vf = k.float().repeat_interleave(G, 1), v.float().repeat_interleave(G, 1)
+    S = (qf @ kf.transpose(-1, -2)) * scale
+    if is_causal:
+        S = S.masked_fill(~torch.ones(Tq, Tk, dtype=torch.bool).tril(), float("-inf"))
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else S + mask.float()
+    P = torch.softmax(S, -1).nan_to_num(0.0)          # a fully masked row: 0, as torch
+    O = P @ vf
+    dv = P.transpose(-1, -2) @ do
+    dS = P * ((do @ vf.transpose(-1, -2)) - (do * O).sum(-1, keepdim=True))
+    dq = (dS @ kf) * scale
+    dk = (dS.transpose(-1, -2) @ qf) * scale
+    dk, dv = (t.view(B, Hkv, G, Tk, D).sum(2) for t in (dk, dv))
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
 # ----------------------------------------------------------------- the ops ----
 @torch.library.custom_op("ops_transformer::sdpa_fwd", mutates_args=())
 def sdpa_fwd(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], is_causal: bool,
@@ -182,11 +205,8 @@ def _(q, k, v, mask, is_causal, scale):
 def sdpa_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, plan: Tensor,
              mask: Optional[Tensor], is_causal: bool, scale: float) -> Tuple[Tensor, Tensor, Tensor]:
     """Gradients (dq, dk, dv) of sdpa_fwd; plan from the forward."""
-    if int(plan[0]) == 1:      # torch computed the forward: recompute it with autograd
-        with torch.enable_grad():
-            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
-            out = _torch_ref(qq, kk, vv, mask, is_causal, scale)
-            return tuple(g.contiguous() for g in torch.autograd.grad(out, (qq, kk, vv), dout))
+    if int(plan[0]) == 1:      # torch computed the forward: the math backward
+        return _math_bwd(dout, q, k, v, mask, is_causal, scale)
     Tk = k.shape[2]
     kv_len = plan[2:].contiguous()
     if bool((kv_len == Tk).all()):
@@ -250,14 +270,14 @@ def _static_reason(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     if attn_mask is not None:
         if attn_mask.dtype != torch.bool and attn_mask.dtype != q.dtype:
             return "torch"
+        if attn_mask.dim() < 2:
+            return "torch"
         if attn_mask.requires_grad:
             return "attn_mask requires grad (the kernels give no mask gradient)"
         try:
             torch.broadcast_shapes(attn_mask.shape, q.shape[:-1] + (k.shape[-2],))
         except RuntimeError:
             return "torch"
-        if attn_mask.dim() > 4:
-            return "attn_mask with more than 4 dimensions"
     return None
 
 
