@@ -11,10 +11,11 @@ from ._lib import LIBRARY_PATH, OtError
 from .attention import custom_op, patch, scaled_dot_product_attention, unpatch
 from .fused import (FusedAddLayerNorm, FusedAddRMSNorm, apply_rope, fused_add_layer_norm,
                     fused_add_rms_norm, linear_cross_entropy)
+from .memory import MemoryTracker
 from .optim import AdamW
 from .sparse import BlockSparseAttention
 
 __all__ = ["LIBRARY_PATH", "OtError", "custom_op", "patch", "scaled_dot_product_attention", "unpatch",
            "BlockSparseAttention", "FusedAddLayerNorm", "FusedAddRMSNorm", "apply_rope",
-           "fused_add_layer_norm", "fused_add_rms_norm", "linear_cross_entropy", "AdamW"]
+           "fused_add_layer_norm", "fused_add_rms_norm", "linear_cross_entropy", "AdamW", "MemoryTracker"]
 __version__ = "0.1.0"
