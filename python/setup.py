@@ -62,8 +62,11 @@ class BuildPy(build_py):
                 raise SystemExit(f"ops_transformer: OT_LIBRARY={recorded} does not exist")
         else:
             recorded = _pkg_config_libdir()
+        bundled = pkg / "libot.so"
         if recorded is None:
-            shutil.copy2(_build_libot(), pkg / "libot.so")
+            shutil.copy2(_build_libot(), bundled)
+        elif bundled.exists():      # left in the build directory by an earlier install
+            bundled.unlink()
         (pkg / "_build_config.py").write_text(
             "# written by setup.py: the libot this package was installed against\n"
             f"LIBRARY = {str(recorded) if recorded else None!r}\n")
