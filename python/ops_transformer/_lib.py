@@ -144,6 +144,26 @@ def ot_dtype(t):
     raise TypeError(f"ops_transformer: dtype {t.dtype} is not supported (float32 or bfloat16)")
 
 
+def need(cond, fn, msg):
+    """Raise ValueError('fn: msg') unless cond (arguments a kernel would misread)."""
+    if not cond:
+        raise ValueError(f"{fn}: {msg}")
+
+
+def need_float_cpu(fn, **tensors):
+    """Every given tensor (None skipped) on the CPU, float32 or bfloat16, all one dtype."""
+    dt = None
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        need(isinstance(t, torch.Tensor), fn, f"{name} must be a tensor (got {type(t).__name__})")
+        need(t.device.type == "cpu", fn, f"{name} is on {t.device}: the kernels take CPU tensors")
+        need(t.dtype in (torch.float32, torch.bfloat16), fn,
+             f"{name} has dtype {t.dtype}: the kernels take float32 or bfloat16")
+        need(dt is None or t.dtype == dt, fn, f"{name} has dtype {t.dtype}, unlike {dt} before it")
+        dt = t.dtype
+
+
 def ptr(t):
     """Data pointer of a contiguous CPU tensor, or None for None."""
     if t is None:

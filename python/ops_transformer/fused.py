@@ -97,6 +97,15 @@ add_norm_fwd.register_autograd(_norm_backward, setup_context=_norm_setup)
 
 
 def _add_norm(x, residual, weight, bias, eps, rms):
+    fn = "fused_add_rms_norm" if rms else "fused_add_layer_norm"
+    _lib.need_float_cpu(fn, x=x, residual=residual)
+    _lib.need(x.dim() >= 1 and x.numel() > 0, fn, f"x {tuple(x.shape)} must be a non-empty [..., C] tensor")
+    _lib.need(residual is None or residual.shape == x.shape, fn,
+              f"residual {tuple(residual.shape) if residual is not None else ''} must have x's shape {tuple(x.shape)}")
+    C = x.shape[-1]
+    for name, t in (("weight", weight), ("bias", bias)):
+        _lib.need(t is None or (t.shape == (C,) and t.device.type == "cpu"), fn,
+                  f"{name} {tuple(t.shape) if t is not None else ''} must be a CPU [C={C}] tensor")
     shape = x.shape
     xr = _rows(x)
     rr = _rows(residual) if residual is not None else None
@@ -194,6 +203,7 @@ def apply_rope(x, pos0=0, base=10000.0, rot_dims=None, style="neox"):
     angle pos * base^(-2i / rot_dims) on the first rot_dims (even, default D) dims.
     style "neox": pairs (i, i + rot/2) (Hugging Face Llama / GPT-NeoX, rotate_half);
     "gptj": pairs (2i, 2i + 1) (GPT-J, Meta's original Llama)."""
+    _lib.need_float_cpu("apply_rope", x=x)
     if style not in STYLES:
         raise ValueError(f"apply_rope: style={style!r} must be 'neox' or 'gptj'")
     if x.dim() != 4:
@@ -263,6 +273,13 @@ def linear_cross_entropy(x, weight, target, ignore_index=-100, chunk=1024):
     [N, V] logits: each chunk of rows is projected, its loss and gradients computed in place
     by libot's fused softmax + cross-entropy, and the logits dropped. x: [..., C], weight:
     [V, C] (float32 / bfloat16, same dtype), target: [...] integer class indices."""
+    fn = "linear_cross_entropy"
+    _lib.need_float_cpu(fn, x=x, weight=weight)
+    _lib.need(weight.dim() == 2 and x.dim() >= 1 and x.shape[-1] == weight.shape[1] and x.numel() > 0, fn,
+              f"x {tuple(x.shape)} must be [..., C] and weight {tuple(weight.shape)} [V, C]")
+    _lib.need(target.numel() * x.shape[-1] == x.numel() and not target.is_floating_point(), fn,
+              f"target {tuple(target.shape)} must hold one class index per row of x {tuple(x.shape)}")
+    _lib.need(chunk >= 1, fn, f"chunk={chunk} must be >= 1")
     xr = _rows(x)
     want = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
     loss, _, _ = linear_xent(xr, weight.contiguous(), target.reshape(-1), int(ignore_index),

@@ -30,6 +30,7 @@ def quantize_weight(w, group=0):
     """w: [N, K] -> (qdata [N, K] int8, scales [N, K // group or 1] f32) by libot's quantizer."""
     if group not in GROUPS:
         raise ValueError(f"quantize_weight: group={group} must be 0 (per row), 32, 64 or 128")
+    _lib.need(w.dim() == 2 and w.numel() > 0, "quantize_weight", f"w {tuple(w.shape)} must be [N, K]")
     w = w.detach().float().contiguous()
     N, K = w.shape
     qw = _lib.QWeight()
@@ -107,8 +108,9 @@ class Int8Linear(torch.nn.Module):
                 f"bias={self.bias is not None}, group={self.group or 'row'}")
 
     def forward(self, x):
-        if x.device.type != "cpu":
-            raise ValueError(f"Int8Linear: x is on {x.device} (the int8 kernels run on the CPU)")
+        _lib.need_float_cpu("Int8Linear", x=x)
+        _lib.need(x.dim() >= 1 and x.shape[-1] == self.in_features and x.numel() > 0, "Int8Linear",
+                  f"x {tuple(x.shape)} must be [..., in_features={self.in_features}]")
         shape = x.shape
         xr = x.reshape(-1, shape[-1]).float().contiguous()
         y = int8_linear(xr, self.qweight, self.scales, self.bias, self.group)

@@ -91,10 +91,13 @@ class BlockSparseAttention(torch.nn.Module):
                 f"global_tokens={self.global_tokens}, causal={self.causal}")
 
     def forward(self, q, k, v):
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.dim() != 4 or t.device.type != "cpu" or t.dtype != q.dtype:
-                raise ValueError(f"BlockSparseAttention: {name} must be a 4-d [B, H, T, D] CPU tensor "
-                                 f"of q's dtype (got {tuple(t.shape)} {t.dtype} on {t.device})")
+        fn = "BlockSparseAttention"
+        _lib.need_float_cpu(fn, q=q, k=k, v=v)
+        _lib.need(q.dim() == 4 and k.dim() == 4 and k.shape == v.shape, fn,
+                  f"q {tuple(q.shape)} must be [B, Hq, Tq, D], k and v {tuple(k.shape)}, {tuple(v.shape)} "
+                  f"the same [B, Hkv, Tk, D]")
+        _lib.need(q.shape[0] == k.shape[0] and q.shape[3] == k.shape[3], fn,
+                  f"q {tuple(q.shape)} and k {tuple(k.shape)} must agree on B and D")
         if k.shape[2] < q.shape[2]:
             raise ValueError(f"BlockSparseAttention: Tq={q.shape[2]} > Tk={k.shape[2]} (queries sit "
                              f"at the last Tq key positions)")

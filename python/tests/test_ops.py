@@ -227,3 +227,25 @@ def test_compile_fused_ops():
     assert abs(comp.item() - eager.item()) < 1e-5
     for a, b in zip(gc, ge):
         assert rel_err(a, b) < 1e-5
+
+
+def test_bad_arguments_raise_not_crash():
+    x = torch.randn(4, 8)
+    cases = [
+        (lambda: ot.fused_add_layer_norm(x, None, torch.ones(7)), "weight"),
+        (lambda: ot.fused_add_rms_norm(x, torch.randn(4, 9), torch.ones(8)), "residual"),
+        (lambda: ot.fused_add_rms_norm(x.double(), None, torch.ones(8)), "float64"),
+        (lambda: ot.fused_add_rms_norm(x, x.bfloat16(), torch.ones(8)), "dtype"),
+        (lambda: ot.apply_rope(torch.randn(1, 1, 2, 8), rot_dims=10), "rot"),
+        (lambda: ot.linear_cross_entropy(x, torch.randn(5, 7), torch.zeros(4, dtype=torch.long)), "weight"),
+        (lambda: ot.linear_cross_entropy(x, torch.randn(5, 8), torch.zeros(3, dtype=torch.long)), "target"),
+        (lambda: ot.linear_cross_entropy(x, torch.randn(5, 8), torch.tensor([0, 1, 5, 2])), "target"),
+        (lambda: ot.BlockSparseAttention()(torch.randn(1, 2, 4, 8), torch.randn(2, 2, 4, 8),
+                                           torch.randn(2, 2, 4, 8)), "agree"),
+        (lambda: ot.BlockSparseAttention()(torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8),
+                                           torch.randn(1, 2, 5, 8)), "the same"),
+        (lambda: ot.Int8Linear.from_float(torch.randn(4, 8))(torch.randn(3, 7)), "in_features"),
+    ]
+    for f, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            f()
