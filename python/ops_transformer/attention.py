@@ -40,8 +40,8 @@ def reset_warnings():
 
 
 # ------------------------------------------------------------ kernel calls ----
-def _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale):
-    s = _lib.AttnShape(B, Hq, Hkv, Tq, Tk, D, causal, None, scale, 0.0, 0, 0)
+def _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale, p=0.0, seed=0):
+    s = _lib.AttnShape(B, Hq, Hkv, Tq, Tk, D, causal, None, scale, p, seed, 0)
     if kv_len is not None:
         s.kv_len = ctypes.cast(ctypes.c_void_p(kv_len.data_ptr()), ctypes.POINTER(ctypes.c_int32))
     return s
@@ -63,9 +63,10 @@ def _topleft(k, v, Tq, kv_len):
     return kp, vp, kl
 
 
-def flash_fwd(q, k, v, causal, kv_len, scale):
+def flash_fwd(q, k, v, causal, kv_len, scale, p=0.0, seed=0):
     """q: [B,Hq,Tq,D], k, v: [B,Hkv,Tk,D] contiguous; causal top-left as torch; kv_len: [B]
-    int32 or None -> o: [B,Hq,Tq,D], lse: [B,Hq,Tq] f32."""
+    int32 or None; attention dropout p with libot's mask stream `seed` (ot/attn.h)
+    -> o: [B,Hq,Tq,D], lse: [B,Hq,Tq] f32."""
     B, Hq, Tq, D = q.shape
     Tk0 = k.shape[2]
     if causal and Tq != Tk0:
@@ -73,14 +74,14 @@ def flash_fwd(q, k, v, causal, kv_len, scale):
     Hkv, Tk = k.shape[1], k.shape[2]
     o = torch.empty_like(q)
     lse = torch.empty((B, Hq, Tq), dtype=torch.float32)
-    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale)
+    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale, p, seed)
     _lib.sync_threads()
     _lib.check(_lib.lib.ot_attn_flash_fwd(_lib.ot_dtype(q), o.data_ptr(), lse.data_ptr(), q.data_ptr(),
                                           k.data_ptr(), v.data_ptr(), ctypes.byref(s)), "flash_fwd")
     return o, lse
 
 
-def flash_bwd(dout, q, k, v, o, lse, causal, kv_len, scale):
+def flash_bwd(dout, q, k, v, o, lse, causal, kv_len, scale, p=0.0, seed=0):
     """Gradients of flash_fwd: dq [B,Hq,Tq,D], dk, dv [B,Hkv,Tk,D]."""
     B, Hq, Tq, D = q.shape
     Tk0 = k.shape[2]
@@ -88,7 +89,7 @@ def flash_bwd(dout, q, k, v, o, lse, causal, kv_len, scale):
         k, v, kv_len = _topleft(k, v, Tq, kv_len)
     Hkv, Tk = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale)
+    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale, p, seed)
     _lib.sync_threads()
     _lib.check(_lib.lib.ot_attn_flash_bwd(_lib.ot_dtype(q), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
                                           dout.data_ptr(), o.data_ptr(), lse.data_ptr(), q.data_ptr(),
@@ -150,13 +151,14 @@ def _torch_ref(q, k, v, mask, is_causal, scale):
                       enable_gqa=q.shape[1] != k.shape[1])
 
 
-def _math_bwd(dout, q, k, v, mask, is_causal, scale):
-    """Backward of torch's math attention (f32, materialized scores), for the forwards torch
-    computed: autograd is not recorded inside a custom op, so it is written out."""
-    B, Hq, Tq, D = q.shape
+def _math_probs(q, k, v, mask, is_causal, scale, p, seed):
+    """Materialized attention in f32 as torch's math backend: (P, Pd, k, v) with P the
+    probabilities and Pd = Z * P / (1 - p) the dropped ones (Z drawn from a torch generator
+    seeded with `seed`, so the backward regenerates it); k, v repeated over the GQA groups."""
+    Hq, Tq = q.shape[1], q.shape[2]
     Hkv, Tk = k.shape[1], k.shape[2]
     G = Hq // Hkv
-    qf, do = q.float(), dout.float()
+    qf = q.float()
     kf, vf = k.float().repeat_interleave(G, 1), v.float().repeat_interleave(G, 1)
     S = (qf @ kf.transpose(-1, -2)) * scale
     if is_causal:
@@ -164,9 +166,33 @@ def _math_bwd(dout, q, k, v, mask, is_causal, scale):
     if mask is not None:
         S = S.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else S + mask.float()
     P = torch.softmax(S, -1).nan_to_num(0.0)          # a fully masked row: 0, as torch
-    O = P @ vf
-    dv = P.transpose(-1, -2) @ do
-    dS = P * ((do @ vf.transpose(-1, -2)) - (do * O).sum(-1, keepdim=True))
+    keep = None
+    if p > 0:
+        gen = torch.Generator().manual_seed(seed & (2**63 - 1))
+        keep = (torch.rand(P.shape, generator=gen) >= p).float() / (1 - p)
+    return P, keep, qf, kf, vf
+
+
+def _math_fwd(q, k, v, mask, is_causal, scale, p, seed):
+    P, keep, qf, kf, vf = _math_probs(q, k, v, mask, is_causal, scale, p, seed)
+    return ((P * keep if keep is not None else P) @ vf).to(q.dtype)
+
+
+def _math_bwd(dout, q, k, v, mask, is_causal, scale, p=0.0, seed=0):
+    """Backward of torch's math attention (f32, materialized scores), for the forwards torch
+    (or _math_fwd) computed: autograd is not recorded inside a custom op, so it is written out."""
+    B, Hq, Tq, D = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    G = Hq // Hkv
+    P, keep, qf, kf, vf = _math_probs(q, k, v, mask, is_causal, scale, p, seed)
+    Pd = P * keep if keep is not None else P
+    do = dout.float()
+    O = Pd @ vf
+    dv = Pd.transpose(-1, -2) @ do
+    dP = do @ vf.transpose(-1, -2)
+    if keep is not None:
+        dP = dP * keep
+    dS = P * (dP - (do * O).sum(-1, keepdim=True))
     dq = (dS @ kf) * scale
     dk = (dS.transpose(-1, -2) @ qf) * scale
     dk, dv = (t.view(B, Hkv, G, Tk, D).sum(2) for t in (dk, dv))
@@ -176,26 +202,31 @@ def _math_bwd(dout, q, k, v, mask, is_causal, scale):
 # ----------------------------------------------------------------- the ops ----
 @torch.library.custom_op("ops_transformer::sdpa_fwd", mutates_args=())
 def sdpa_fwd(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], is_causal: bool,
-             scale: float) -> Tuple[Tensor, Tensor, Tensor]:
-    """q: [B,Hq,Tq,D], k, v: [B,Hkv,Tk,D] contiguous; mask [b,h,tq,tk] or None ->
-    (o [B,Hq,Tq,D], lse [B,Hq,Tq] f32, plan [B+2] int32: mode, causal, kv_len)."""
+             scale: float, dropout_p: float, seed: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """q: [B,Hq,Tq,D], k, v: [B,Hkv,Tk,D] contiguous; mask [b,h,tq,tk] or None; dropout_p
+    with the mask stream seed ([1] int64) -> (o [B,Hq,Tq,D], lse [B,Hq,Tq] f32,
+    plan [B+2] int32: mode, causal, kv_len)."""
     B, Hq, Tq, D = q.shape
     Tk = k.shape[2]
+    sd = int(seed[0]) & (2**64 - 1)
     plan = mask_plan(mask, is_causal, B, Tq, Tk)
     if isinstance(plan, str):
         _warn(plan)
         with torch.no_grad():
-            o = _torch_ref(q, k, v, mask, is_causal, scale).contiguous()
+            if dropout_p > 0:
+                o = _math_fwd(q, k, v, mask, is_causal, scale, dropout_p, sd)
+            else:
+                o = _torch_ref(q, k, v, mask, is_causal, scale).contiguous()
         return o, q.new_zeros((B, Hq, Tq), dtype=torch.float32), _plan_tensor(B, 1, is_causal, None, Tk)
     causal, kv_len = plan
     if kv_len is not None and bool((kv_len == Tk).all()):
         kv_len = None
-    o, lse = flash_fwd(q, k, v, causal, kv_len, scale)
+    o, lse = flash_fwd(q, k, v, causal, kv_len, scale, dropout_p, sd)
     return o, lse, _plan_tensor(B, 0, causal, kv_len, Tk)
 
 
 @sdpa_fwd.register_fake
-def _(q, k, v, mask, is_causal, scale):
+def _(q, k, v, mask, is_causal, scale, dropout_p, seed):
     B, Hq, Tq, _ = q.shape
     return (torch.empty_like(q), q.new_empty((B, Hq, Tq), dtype=torch.float32),
             q.new_empty((B + 2,), dtype=torch.int32))
@@ -203,33 +234,35 @@ def _(q, k, v, mask, is_causal, scale):
 
 @torch.library.custom_op("ops_transformer::sdpa_bwd", mutates_args=())
 def sdpa_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, plan: Tensor,
-             mask: Optional[Tensor], is_causal: bool, scale: float) -> Tuple[Tensor, Tensor, Tensor]:
-    """Gradients (dq, dk, dv) of sdpa_fwd; plan from the forward."""
-    if int(plan[0]) == 1:      # torch computed the forward: the math backward
-        return _math_bwd(dout, q, k, v, mask, is_causal, scale)
+             mask: Optional[Tensor], is_causal: bool, scale: float, dropout_p: float,
+             seed: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """Gradients (dq, dk, dv) of sdpa_fwd; plan and seed from the forward."""
+    sd = int(seed[0]) & (2**64 - 1)
+    if int(plan[0]) == 1:      # torch (or the math path) computed the forward: the math backward
+        return _math_bwd(dout, q, k, v, mask, is_causal, scale, dropout_p, sd)
     Tk = k.shape[2]
     kv_len = plan[2:].contiguous()
     if bool((kv_len == Tk).all()):
         kv_len = None
-    return flash_bwd(dout.contiguous(), q, k, v, o, lse, bool(plan[1]), kv_len, scale)
+    return flash_bwd(dout.contiguous(), q, k, v, o, lse, bool(plan[1]), kv_len, scale, dropout_p, sd)
 
 
 @sdpa_bwd.register_fake
-def _(dout, q, k, v, o, lse, plan, mask, is_causal, scale):
+def _(dout, q, k, v, o, lse, plan, mask, is_causal, scale, dropout_p, seed):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup(ctx, inputs, output):
-    q, k, v, mask, is_causal, scale = inputs
+    q, k, v, mask, is_causal, scale, dropout_p, seed = inputs
     o, lse, plan = output
-    ctx.save_for_backward(q, k, v, o, lse, plan, mask)
-    ctx.is_causal, ctx.scale = is_causal, scale
+    ctx.save_for_backward(q, k, v, o, lse, plan, mask, seed)
+    ctx.is_causal, ctx.scale, ctx.dropout_p = is_causal, scale, dropout_p
 
 
 def _backward(ctx, do, dlse, dplan):
-    q, k, v, o, lse, plan, mask = ctx.saved_tensors
-    dq, dk, dv = sdpa_bwd(do, q, k, v, o, lse, plan, mask, ctx.is_causal, ctx.scale)
-    return dq, dk, dv, None, None, None
+    q, k, v, o, lse, plan, mask, seed = ctx.saved_tensors
+    dq, dk, dv = sdpa_bwd(do, q, k, v, o, lse, plan, mask, ctx.is_causal, ctx.scale, ctx.dropout_p, seed)
+    return dq, dk, dv, None, None, None, None, None
 
 
 sdpa_fwd.register_autograd(_backward, setup_context=_setup)
@@ -250,8 +283,8 @@ def _static_reason(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
         return "torch"
     if q.dtype not in (torch.float32, torch.bfloat16):
         return f"dtype {q.dtype} (the kernels take float32 and bfloat16)"
-    if dropout_p != 0.0:
-        return "dropout_p > 0 (attention dropout with torch's random stream is not in our kernel)"
+    if not (0.0 <= dropout_p < 1.0):
+        return "torch"
     if is_causal and attn_mask is not None:
         return "torch"   # torch raises
     if q.shape[:-3] != k.shape[:-3] or k.shape[:-1] != v.shape[:-1]:
@@ -285,8 +318,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention computed by libot's flash attention
     (forward and backward). Same arguments, shapes and results; what the kernels do not
-    cover (CUDA, float64, dropout, a mask that is neither key padding nor causal, ...) is
-    computed by torch after one warning naming the reason."""
+    cover (CUDA, float64, a mask that is neither key padding nor causal, ...) is computed by
+    torch after one warning naming the reason. Attention dropout (dropout_p > 0) has torch's
+    definition (probabilities dropped with p, the rest scaled by 1 / (1 - p)) with libot's
+    counter-based mask, seeded from torch's generator: reproducible under torch.manual_seed,
+    but not the same elements torch's own kernel would drop."""
     reason = _static_reason(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if reason is not None:
         if reason != "torch":
@@ -306,7 +342,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         else:   # 3 or 5+ dims: spell the mask out over the flattened batch
             mask = attn_mask.expand(query.shape[:-1] + (Tk,)).reshape(B, Hq, Tq, Tk)
     s = float(scale) if scale is not None else 1.0 / math.sqrt(D)
-    o, _, _ = sdpa_fwd(q, k, v, mask, bool(is_causal), s)
+    p = float(dropout_p)
+    # the dropout mask's stream: drawn from torch's generator (torch.manual_seed reproduces it)
+    seed = torch.randint(-2**63, 2**63 - 1, (1,), dtype=torch.int64) if p > 0 else torch.zeros(1, dtype=torch.int64)
+    o, _, _ = sdpa_fwd(q, k, v, mask, bool(is_causal), s, p, seed)
     return o.reshape(query.shape)
 
 

@@ -66,3 +66,22 @@ def test_generate_and_train_step(make, counted):
     assert abs(loss.item() - ref_loss.item()) < 1e-5
     for a, b in zip(grads, ref_grads):
         assert (a - b).abs().max() <= 1e-4 * max(1.0, b.abs().max().item())
+
+
+def test_gpt2_attention_dropout_runs_on_our_kernel(counted):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=97, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+                                  attn_pdrop=0.1, resid_pdrop=0.0, embd_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg).train()
+    model.config._attn_implementation = "sdpa"
+    batch = torch.randint(0, 97, (2, 16))
+    ot.patch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.manual_seed(1)
+        loss = model(batch, labels=batch).loss
+        torch.manual_seed(1)
+        again = model(batch, labels=batch).loss
+        loss.backward()
+    assert counted and torch.isfinite(loss) and loss.item() == again.item()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

@@ -162,10 +162,60 @@ def test_fallback_float64():
     _fallback("float64", q, k, v, is_causal=True)
 
 
-def test_fallback_dropout():
-    q, k, v = (torch.randn(1, 2, 5, 8) for _ in range(3))
-    o = _fallback("dropout", q, k, v, dropout_p=0.5)
-    assert o.shape == q.shape
+# ------------------------------------------------------------------ dropout ----
+def _probs(q, k, **kw):
+    """The attention probabilities: attention over v = identity (Tk == D)."""
+    eye = torch.eye(k.shape[2]).expand(k.shape[0], k.shape[1], -1, -1).contiguous()
+    return ot.scaled_dot_product_attention(q, k, eye, **kw)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_dropout_semantics(masked):
+    # torch's definition: each probability dropped with p, the others scaled by 1 / (1 - p);
+    # masked: an arbitrary mask, computed by the math path (with its own seeded mask)
+    B, H, T, p = 2, 4, 64, 0.3
+    q, k = torch.randn(B, H, T, T), torch.randn(B, H, T, T)   # D = Tk: v can be the identity
+    kw = dict(attn_mask=torch.rand(T, T) > 0.2) if masked else dict(is_causal=True)
+    attention.reset_warnings()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if masked else "error")
+        P = _probs(q, k, **kw)
+        torch.manual_seed(5)
+        Pd = _probs(q, k, dropout_p=p, **kw)
+        torch.manual_seed(5)
+        assert torch.equal(Pd, _probs(q, k, dropout_p=p, **kw))       # torch.manual_seed reproduces
+        assert not torch.equal(Pd, _probs(q, k, dropout_p=p, **kw))   # and the next draw differs
+    live = P > 0
+    kept = Pd[live] != 0
+    assert torch.allclose(Pd[live][kept], P[live][kept] / (1 - p), rtol=1e-5, atol=1e-7)
+    assert (Pd[~live] == 0).all()
+    assert abs((1 - kept.float().mean().item()) - p) < 0.02
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_dropout_gradients_by_finite_differences(masked):
+    # with the seed fixed the mask is fixed: the backward must regenerate the forward's mask
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 7, 8) for _ in range(3))
+    mask = (torch.rand(7, 7) > 0.3) | torch.eye(7, dtype=torch.bool) if masked else None
+    w = torch.randn(1, 2, 7, 8)
+
+    def f(q, k, v):
+        torch.manual_seed(42)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return (ot.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.4,
+                                                    is_causal=not masked) * w).sum()
+    qs = [t.clone().requires_grad_() for t in (q, k, v)]
+    grads = torch.autograd.grad(f(*qs), qs)
+    eps = 1e-2
+    for i in range(3):
+        d = torch.randn_like(q)
+        plus = [t + eps * d if j == i else t for j, t in enumerate((q, k, v))]
+        minus = [t - eps * d if j == i else t for j, t in enumerate((q, k, v))]
+        fd = (f(*plus) - f(*minus)).item() / (2 * eps)
+        an = (grads[i] * d).sum().item()
+        assert abs(fd - an) <= 2e-2 * max(1.0, abs(an)), (i, fd, an)
 
 
 def test_fallback_arbitrary_masks():
@@ -277,5 +327,5 @@ def test_torch_compile_fullgraph():
 def test_opcheck():
     q, k, v = (torch.randn(1, 2, 5, 8, requires_grad=True) for _ in range(3))
     mask = torch.ones(1, 1, 1, 5, dtype=torch.bool)
-    torch.library.opcheck(attention.sdpa_fwd, (q, k, v, mask, False, 0.35),
+    torch.library.opcheck(attention.sdpa_fwd, (q, k, v, mask, False, 0.35, 0.0, torch.zeros(1, dtype=torch.long)),
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
