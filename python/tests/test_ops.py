@@ -249,3 +249,22 @@ def test_bad_arguments_raise_not_crash():
     for f, msg in cases:
         with pytest.raises(ValueError, match=msg):
             f()
+
+
+def test_opcheck_every_op():
+    # schema, fake (meta) implementations, autograd registration, AOT dispatch with dynamic shapes
+    from ops_transformer import fused, quant, sparse
+    utils = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+    x, r = torch.randn(6, 16, requires_grad=True), torch.randn(6, 16, requires_grad=True)
+    g, b = torch.ones(16, requires_grad=True), torch.zeros(16, requires_grad=True)
+    torch.library.opcheck(fused.add_norm_fwd, (x, r, g, b, 1e-5, False), test_utils=utils)
+    torch.library.opcheck(fused.add_norm_fwd, (x, None, g, None, 1e-6, True), test_utils=utils)
+    torch.library.opcheck(fused.rope, (torch.randn(1, 2, 5, 8, requires_grad=True), 3, 8, 10000.0, 1),
+                          test_utils=utils)
+    torch.library.opcheck(fused.linear_xent, (x, torch.randn(11, 16, requires_grad=True),
+                                              torch.randint(0, 11, (6,)), -100, 4, True), test_utils=utils)
+    qkv = [torch.randn(1, 2, 20, 8, requires_grad=True) for _ in range(3)]
+    torch.library.opcheck(sparse.sparse_fwd, (*qkv, True, 0.3, 4, 2, 3), test_utils=utils)
+    qd, sc = quant.quantize_weight(torch.randn(12, 32), 32)
+    torch.library.opcheck(quant.int8_linear, (torch.randn(3, 32, requires_grad=True), qd, sc, None, 32),
+                          test_utils=utils)
