@@ -301,8 +301,8 @@ def _static_reason(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         return f"scale={scale} (the kernels take a finite scale > 0)"
     if attn_mask is not None:
-        if attn_mask.dtype != torch.bool and attn_mask.dtype != q.dtype:
-            return "torch"
+        if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+            return "torch"   # torch raises
         if attn_mask.dim() < 2:
             return "torch"
         if attn_mask.requires_grad:

@@ -84,6 +84,14 @@ def test_key_padding_masks(kind, dtype):
         _check(*_both(q, k, v, attn_mask=mask, enable_gqa=True), TOL[dtype])
 
 
+def test_float32_mask_with_bfloat16_inputs():
+    q, k, v = _qkv(2, 2, 2, 9, 11, 16, torch.bfloat16)
+    mask = _lengths_mask([11, 4], 11, "-inf", torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _check(*_both(q, k, v, attn_mask=mask), TOL[torch.bfloat16])
+
+
 @pytest.mark.parametrize("Tq,Tk", [(13, 13), (7, 20), (20, 7)])
 def test_causal_and_padding_masks(Tq, Tk):
     B, H, D = 2, 2, 8
