@@ -5,8 +5,10 @@ torch.nn.functional.scaled_dot_product_attention), patch() / unpatch(), custom_o
 
 Our kernels take q: [B, Hq, Tq, D], k, v: [B, Hkv, Tk, D] (f32 or bf16), causal
 masking and per-sequence key lengths (kv_len). torch's masks are mapped onto
-that when they are key-padding masks, causal masks (top-left, as torch aligns
-is_causal) or both; anything else is computed by torch (one warning per reason).
+that when they are key-padding masks, causal masks (top-left as torch aligns is_causal, or
+bottom-right as a KV cache needs) or both; anything else is computed by torch (one warning per
+reason). `causal` below: 0 none, 1 top-left (query i sees keys j <= i), 2 bottom-right
+(j <= i + Tk - Tq, the kernels' own alignment).
 """
 import ctypes
 import importlib
@@ -64,17 +66,17 @@ def _topleft(k, v, Tq, kv_len):
 
 
 def flash_fwd(q, k, v, causal, kv_len, scale, p=0.0, seed=0):
-    """q: [B,Hq,Tq,D], k, v: [B,Hkv,Tk,D] contiguous; causal top-left as torch; kv_len: [B]
+    """q: [B,Hq,Tq,D], k, v: [B,Hkv,Tk,D] contiguous; causal 0/1/2 (above); kv_len: [B]
     int32 or None; attention dropout p with libot's mask stream `seed` (ot/attn.h)
     -> o: [B,Hq,Tq,D], lse: [B,Hq,Tq] f32."""
     B, Hq, Tq, D = q.shape
     Tk0 = k.shape[2]
-    if causal and Tq != Tk0:
+    if causal == 1 and Tq != Tk0:
         k, v, kv_len = _topleft(k, v, Tq, kv_len)
     Hkv, Tk = k.shape[1], k.shape[2]
     o = torch.empty_like(q)
     lse = torch.empty((B, Hq, Tq), dtype=torch.float32)
-    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale, p, seed)
+    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal != 0, kv_len, scale, p, seed)
     _lib.sync_threads()
     _lib.check(_lib.lib.ot_attn_flash_fwd(_lib.ot_dtype(q), o.data_ptr(), lse.data_ptr(), q.data_ptr(),
                                           k.data_ptr(), v.data_ptr(), ctypes.byref(s)), "flash_fwd")
@@ -85,11 +87,11 @@ def flash_bwd(dout, q, k, v, o, lse, causal, kv_len, scale, p=0.0, seed=0):
     """Gradients of flash_fwd: dq [B,Hq,Tq,D], dk, dv [B,Hkv,Tk,D]."""
     B, Hq, Tq, D = q.shape
     Tk0 = k.shape[2]
-    if causal and Tq != Tk0:
+    if causal == 1 and Tq != Tk0:
         k, v, kv_len = _topleft(k, v, Tq, kv_len)
     Hkv, Tk = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal, kv_len, scale, p, seed)
+    s = _shape(B, Hq, Hkv, Tq, Tk, D, causal != 0, kv_len, scale, p, seed)
     _lib.sync_threads()
     _lib.check(_lib.lib.ot_attn_flash_bwd(_lib.ot_dtype(q), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
                                           dout.data_ptr(), o.data_ptr(), lse.data_ptr(), q.data_ptr(),
@@ -106,10 +108,10 @@ def flash_bwd(dout, q, k, v, o, lse, causal, kv_len, scale, p=0.0, seed=0):
 # ------------------------------------------------------------- mask analysis --
 def mask_plan(mask, is_causal, B, Tq, Tk):
     """mask: [b, h, tq, tk] with each dim 1 or full (bool: True = attend; float: added to
-    the scores). Returns (causal, kv_len [B] int32 or None) when our kernel computes exactly
-    what torch does, else a string saying why not."""
+    the scores). Returns (causal 0/1/2, kv_len [B] int32 or None) when our kernel computes
+    exactly what torch does, else a string saying why not."""
     if mask is None:
-        return is_causal, None
+        return int(is_causal), None
     if mask.dtype == torch.bool:
         allowed = mask
     else:
@@ -127,15 +129,15 @@ def mask_plan(mask, is_causal, B, Tq, Tk):
     if bool((flat == flat[:, :1]).all()):
         L = flat[:, 0]
         if bool((allowed == (j < L.view(-1, 1, 1, 1))).all()):
-            return is_causal, L.expand(B).contiguous()
+            return int(is_causal), L.expand(B).contiguous()
     if not is_causal and allowed.shape[2] == Tq and Tq > 1:
-        last = lens[:, :, -1]
+        last = lens[:, :, -1]                      # the last query row sees every valid key
         if bool((last == last[:, :1]).all()):
-            L = last[:, 0]
+            L = last[:, 0].view(-1, 1, 1, 1)
             i = torch.arange(Tq).view(-1, 1)
-            want = (j <= i) & (j < L.view(-1, 1, 1, 1))
-            if bool((allowed == want).all()):
-                return True, L.expand(B).contiguous()
+            for kind, shift in ((1, 0), (2, Tk - Tq)):
+                if bool((allowed == ((j <= i + shift) & (j < L))).all()):
+                    return kind, L.view(-1).expand(B).contiguous()
     return "attn_mask is neither a key-padding mask (keys >= a length per sequence) nor a causal one"
 
 
@@ -244,7 +246,7 @@ def sdpa_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tens
     kv_len = plan[2:].contiguous()
     if bool((kv_len == Tk).all()):
         kv_len = None
-    return flash_bwd(dout.contiguous(), q, k, v, o, lse, bool(plan[1]), kv_len, scale, dropout_p, sd)
+    return flash_bwd(dout.contiguous(), q, k, v, o, lse, int(plan[1]), kv_len, scale, dropout_p, sd)
 
 
 @sdpa_bwd.register_fake

@@ -106,6 +106,19 @@ def test_causal_and_padding_masks(Tq, Tk):
             _check(*_both(q, k, v, attn_mask=m), 2e-5)
 
 
+@pytest.mark.parametrize("Tq,Tk", [(5, 12), (12, 5), (1, 9)])
+def test_bottom_right_causal_masks(Tq, Tk):
+    # a KV cache's mask (new queries at the end of the keys), as Hugging Face passes it
+    q, k, v = _qkv(2, 4, 2, Tq, Tk, 16, torch.float32)
+    i, j = torch.arange(Tq).view(-1, 1), torch.arange(Tk)
+    br = j <= i + (Tk - Tq)
+    lens = torch.tensor([Tk, Tk - 2]).view(-1, 1, 1, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for m in (br, br & (j < lens), torch.zeros(Tq, Tk).masked_fill(~br, float("-inf"))):
+            _check(*_both(q, k, v, attn_mask=m, enable_gqa=True), 2e-5)
+
+
 def test_fully_masked_sequence_gives_zero_like_torch():
     q, k, v = _qkv(2, 2, 2, 5, 6, 8, torch.float32)
     mask = _lengths_mask([6, 0], 6, "bool")
