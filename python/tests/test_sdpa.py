@@ -266,6 +266,15 @@ def test_fallback_value_head_size_and_mask_grad():
     assert m.grad is not None
 
 
+def test_fallback_non_cpu_device():
+    # the path CUDA tensors take, exercised without a GPU on the meta device
+    q = torch.randn(1, 2, 5, 8, device="meta")
+    attention.reset_warnings()
+    with pytest.warns(RuntimeWarning, match="meta tensors"):
+        o = ot.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert o.device.type == "meta" and o.shape == q.shape
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_fallback_cuda():
     q, k, v = (torch.randn(1, 2, 5, 8, device="cuda") for _ in range(3))
