@@ -6,8 +6,9 @@ set -euo pipefail
 # libdnnl-dev only recommends (and --no-install-recommends skips).
 # pkg-config: the install test builds a program against ot.pc.
 # clang, libclang-rt-14-dev: the fuzz targets (scripts/fuzz.sh; libFuzzer and the sanitizers' runtimes).
+# python3, python3-venv: the PyTorch package and its tests (scripts/test_python.sh).
 pkgs=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev python3 python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Builds with -Werror and runs every test; then again under ASan+UBSan; then
-# every fuzz target for 30 s (scripts/fuzz.sh).
-# Usage: scripts/test.sh [--no-sanitize] [--no-fuzz]
+# every fuzz target for 30 s (scripts/fuzz.sh). The PyTorch package's pytest suite runs after
+# the plain tests (scripts/test_python.sh: a venv under build/ with torch from PyPI).
+# Usage: scripts/test.sh [--no-sanitize] [--no-fuzz] [--no-python]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 t0=$(date +%s)
-scripts/build.sh build
-(cd build && ctest --output-on-failure --timeout 600)
-sanitize=1 fuzz=1
+sanitize=1 fuzz=1 python=1
 for a in "$@"; do
   case $a in
     --no-sanitize) sanitize=0 ;;
     --no-fuzz) fuzz=0 ;;
-    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-fuzz]" >&2; exit 2 ;;
+    --no-python) python=0 ;;
+    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-fuzz] [--no-python]" >&2; exit 2 ;;
   esac
 done
+scripts/build.sh build
+(cd build && ctest --output-on-failure --timeout 600)
+if [ "$python" = 1 ]; then
+  scripts/test_python.sh build
+fi
 if [ "$sanitize" = 1 ]; then
   scripts/build.sh build-asan -DOT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
   # oneDNN's JIT and OpenMP keep allocations alive until exit: not leaks of ours.
