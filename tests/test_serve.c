@@ -13,7 +13,9 @@
 //  - errors: malformed JSON, wrong types, n > 1, prompt beyond the context,
 //    max_tokens beyond the context (400 saying how many fit), body over
 //    max_body (413), header section over max_header (431), missing
-//    Content-Length (411), Transfer-Encoding (501; beside Content-Length 400), unknown path (404), wrong method (405), bad version
+//    Content-Length (411), Transfer-Encoding other than chunked (501; beside Content-Length
+//    400), chunked bodies (equal to Content-Length ones, pipelining after them, a malformed
+//    size, data longer than its size, a body cut short, over max_body), unknown path (404), wrong method (405), bad version
 //    (505), garbage, a slow client (408), a client that disconnects
 //    mid-stream (its slot is cancelled, the server goes on), shutdown with a
 //    request in flight; fuzzed requests never crash it
@@ -570,15 +572,21 @@ static void expect_error(http_resp r, int status, const char *needle, const char
   free(r.all);
 }
 
-// ot__parse_head alone: no transfer coding is implemented, so any Transfer-Encoding is 501,
-// and one beside Content-Length (request smuggling, RFC 9112 6.1) is 400, in either order.
+// ot__parse_head alone: Transfer-Encoding chunked (alone, HTTP/1.1) frames the body; any
+// other coding is 501, chunked in HTTP/1.0 is 400, and one beside Content-Length (request
+// smuggling, RFC 9112 6.1) is 400, in either order.
 static void test_parse_head_te(void) {
   static const struct { const char *head; int status; const char *needle; } c[] = {
     {"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "both"},
     {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n", 400, "both"},
     {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nContent-length: 0\r\n\r\n", 400, "both"},
-    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501, "Transfer-Encoding is unsupported"},
-    {"POST /v1/completions HTTP/1.1\r\ntransfer-encoding: identity\r\n\r\n", 501, "Transfer-Encoding is unsupported"},
+    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 0, NULL},
+    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: CHUNKED\r\n\r\n", 0, NULL},
+    {"POST /v1/completions HTTP/1.1\r\ntransfer-encoding: identity\r\n\r\n", 501, "'identity' is unsupported"},
+    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "'gzip, chunked'"},
+    {"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+     501, "only 'chunked' alone"},
+    {"POST /v1/completions HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "HTTP/1.0"},
     {"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n", 0, NULL},
   };
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
@@ -589,6 +597,53 @@ static void test_parse_head_te(void) {
     th_check(st == c[i].status && (!c[i].needle || strstr(hi.err, c[i].needle)),
              "parse_head case %zu: status %d (want %d), err '%s'", i, st, c[i].status, hi.err);
   }
+}
+
+// A completion whose body comes chunked (odd chunk sizes, an extension, a trailer field)
+// answers as the same body with Content-Length; on a kept-alive connection the request
+// pipelined after it is answered too.
+static void test_chunked(int port) {
+  const char body[] = "{\"prompt\": [5, 17, 42], \"max_tokens\": 4, \"temperature\": 0}";
+  const size_t bl = sizeof body - 1;
+  http_resp plain = post(port, "/v1/completions", body);
+  char req[1024];
+  size_t n = (size_t)snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n");
+  for (size_t i = 0, k = 1; i < bl; i += k, k = k * 2 + 1) {
+    const size_t m = bl - i < k ? bl - i : k;
+    n += (size_t)snprintf(req + n, sizeof req - n, "%zX%s\r\n%.*s\r\n", m, i ? "" : ";ext=1", (int)m, body + i);
+  }
+  n += (size_t)snprintf(req + n, sizeof req - n, "0\r\nX-Trailer: t\r\n\r\nGET /health HTTP/1.1\r\n\r\n");
+  int fd = dial(port);
+  http_resp a = {0, NULL, 0, ""}, b = {0, NULL, 0, ""};
+  if (th_check(fd >= 0, "dial")) {
+    send_all(fd, req, n);
+    read_resp(fd, &a);
+    long clen = -1;
+    const size_t first = resp_len(a.all, a.len, &clen);
+    if (first && first < a.len) {   // the second answer came in the same read
+      b.all = th_alloc(a.len - first + 1);
+      memcpy(b.all, a.all + first, a.len - first + 1);
+      b.len = a.len - first;
+      b.status = !strncmp(b.all, "HTTP/1.1 ", 9) ? atoi(b.all + 9) : 0;
+      const char *e = strstr(b.all, "\r\n\r\n");
+      b.body = e ? e + 4 : b.all + b.len;
+    } else {
+      read_resp(fd, &b);
+    }
+    close(fd);
+  }
+  const char *ca = a.all ? strstr(a.body, "\"choices\"") : NULL, *cp = strstr(plain.body, "\"choices\"");
+  const char *ua = ca ? strstr(ca, "\"usage\"") : NULL, *up = cp ? strstr(cp, "\"usage\"") : NULL;
+  th_check(a.status == 200 && plain.status == 200 && ca && cp && ua && up && ua - ca == up - cp &&
+               !strncmp(ca, cp, (size_t)(ua - ca)),
+           "chunked completion (%d) equals the Content-Length one (%d): %.200s", a.status, plain.status,
+           a.all ? a.body : "");
+  th_check(b.status == 200 && b.all && strstr(b.body, "\"status\""),
+           "the request pipelined after a chunked body is answered (%d)", b.status);
+  free(plain.all);
+  free(a.all);
+  free(b.all);
 }
 
 static void test_errors(int port) {
@@ -664,9 +719,19 @@ static void test_errors(int port) {
   free(hdr);
   const char no_len[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n{}";
   expect_error(raw_request(port, no_len, sizeof no_len - 1, false), 411, "Content-Length", "no Content-Length");
-  const char chunked[] =
-      "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
-  expect_error(raw_request(port, chunked, sizeof chunked - 1, false), 501, "Transfer-Encoding", "chunked body");
+  const char gzip[] =
+      "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+  expect_error(raw_request(port, gzip, sizeof gzip - 1, false), 501, "Transfer-Encoding 'gzip'", "gzip body");
+  const char bad_size[] =
+      "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n";
+  expect_error(raw_request(port, bad_size, sizeof bad_size - 1, false), 400, "malformed chunk size", "chunk size zz");
+  const char huge[] = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1E8480\r\n{";
+  expect_error(raw_request(port, huge, sizeof huge - 1, false), 413, "exceeds the limit", "chunk over max_body");
+  const char cut[] = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n";
+  expect_error(raw_request(port, cut, sizeof cut - 1, true), 400, "ended before its last", "chunked body cut");
+  const char longer[] =
+      "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{}\r\n0\r\n\r\n";
+  expect_error(raw_request(port, longer, sizeof longer - 1, false), 400, "longer than its size", "chunk data too long");
   const char smuggle[] = "POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n"
                          "\r\n{}";
   expect_error(raw_request(port, smuggle, sizeof smuggle - 1, false), 400, "both Transfer-Encoding and Content-Length",
@@ -960,6 +1025,7 @@ int main(void) {
     test_completions(sv.port);
     test_concurrent(sv.port);
     test_errors(sv.port);
+    test_chunked(sv.port);
     server_stop(&sv);
   }
   test_limits();

@@ -502,7 +502,7 @@ void ot__serve_request(ot__conn *c) {
       ot__respond_error_h(c, 405, "Allow: POST\r\n", NULL, NULL, "%s %s: use POST", r->method, r->path);
     } else if (!hi->has_len) {
       c->keep = false;   // what follows the head is not a request we could frame
-      ot__respond_error_h(c, 411, NULL, NULL, NULL, "a Content-Length header is required");
+      ot__respond_error_h(c, 411, NULL, NULL, NULL, "a Content-Length header (or Transfer-Encoding: chunked) is required");
     } else if (comp && s->translate) {
       ot__respond_error(c, 400, NULL, "wrong_endpoint", "this server serves the translation model '%s' "
                         "(an encoder-decoder): use POST /v1/translations with {\"text\": ...}", s->model_id);

@@ -83,6 +83,7 @@ static void conn_close(ot__conn *c) {
 static void req_reset(ot__conn *c, double now) {
   memset(&c->req, 0, sizeof c->req);
   memset(&c->hi, 0, sizeof c->hi);
+  memset(&c->chunk, 0, sizeof c->chunk);
   c->scanned = c->head_len = c->req_len = 0;
   c->keep = c->dead = c->cancelled = false;
   c->nowait = true;
@@ -183,6 +184,12 @@ static void serve_waiting(ot_server *s, double now) {
   }
 }
 
+// The most raw bytes a request with a chunked body may take: the head, the body limit
+// and as much again of chunk framing (plus 64 KiB).
+static size_t chunked_cap(const ot__conn *c) {
+  return c->head_len + 2 * c->srv->cfg.max_body + (64u << 10);
+}
+
 // Looks at what arrived: the head once it is whole, then the body; hands a
 // whole request on, answers a malformed or oversized one.
 static void conn_advance(ot__conn *c) {
@@ -208,12 +215,32 @@ static void conn_advance(ot__conn *c) {
       return;
     }
     c->head_len = he;
-    c->req_len = he + (size_t)c->hi.len;
+    // a chunked body's end is known once decoded: until then the raw bytes may run to
+    // the body limit plus its framing
+    c->req_len = c->hi.chunked ? chunked_cap(c) : he + (size_t)c->hi.len;
+    if (c->hi.chunked) ot__chunked_init(&c->chunk, he);
     c->keep = k->keepalive_ms > 0 && (c->hi.conn == 1 || (c->hi.conn == -1 && c->hi.minor == 1));
     if (c->hi.expect_continue && c->len < c->req_len) {
       static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
       if (!ot__send(c, cont, sizeof cont - 1)) { conn_close(c); return; }
     }
+  }
+  if (c->hi.chunked && c->chunk.state != 4) {
+    char err[160];
+    const int st = ot__chunked_feed(&c->chunk, c->buf, c->len, c->head_len, k->max_body, err, sizeof err);
+    if (st > 1) { conn_fail(c, st, NULL, NULL, "%s", err); return; }
+    if (st == 1) {   // framed now: the decoded body, then (from req_len) the next request
+      c->hi.has_len = true;
+      c->hi.len = c->chunk.out - c->head_len;
+      c->req_len = c->chunk.raw;
+      conn_dispatch(c);
+    } else if (c->len >= chunked_cap(c)) {
+      conn_fail(c, 413, NULL, NULL, "the chunked body's framing exceeds %zu bytes (send larger chunks)",
+                chunked_cap(c) - c->head_len);
+    } else if (c->eof) {
+      conn_fail(c, 400, NULL, NULL, "the chunked body ended before its last (zero-size) chunk");
+    }
+    return;
   }
   if (c->len >= c->req_len) conn_dispatch(c);
   else if (c->eof) conn_fail(c, 400, NULL, NULL, "the body ended before Content-Length bytes");

@@ -144,6 +144,7 @@ static bool has_token(const char *v, size_t n, const char *tok) {
 int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi) {
   memset(hi, 0, sizeof *hi);
   hi->conn = -1;
+  char te_bad[48] = "";   // a transfer coding other than one 'chunked'
   const char *p = h, *end = h + n;
   int line_no = 0;
   while (p < end) {
@@ -211,6 +212,9 @@ int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi) 
         hi->has_len = true;
         hi->len = x;
       } else if (nl_ == 17 && !strncasecmp(p, "transfer-encoding", 17)) {
+        // the one coding served is chunked, alone, on one header line
+        if (!te_bad[0] && (hi->has_te || vl != 7 || strncasecmp(v, "chunked", 7)))
+          snprintf(te_bad, sizeof te_bad, "%.*s", (int)(vl < 40 ? vl : 40), hi->has_te ? "chunked, ..." : v);
         hi->has_te = true;
       } else if (nl_ == 10 && !strncasecmp(p, "connection", 10)) {
         if (has_token(v, vl, "close")) hi->conn = 0;
@@ -221,19 +225,96 @@ int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi) 
     }
     p = next;
   }
-  // No transfer coding is implemented (bodies are framed by Content-Length only).
-  // Both headers at once is the shape of request smuggling: RFC 9112 6.1 says refuse.
+  // Bodies are framed by Content-Length or by the chunked coding alone. Both headers at
+  // once is the shape of request smuggling: RFC 9112 6.1 says refuse.
   if (hi->has_te && hi->has_len) {
     snprintf(hi->err, sizeof hi->err, "both Transfer-Encoding and Content-Length: send the body with "
-             "Content-Length only");
+             "one of them");
     return 400;
   }
-  if (hi->has_te) {
-    snprintf(hi->err, sizeof hi->err, "Transfer-Encoding is unsupported by this server (chunked bodies too): "
-             "send the body with a Content-Length header");
+  if (te_bad[0]) {
+    snprintf(hi->err, sizeof hi->err, "Transfer-Encoding '%s' is unsupported by this server (only "
+             "'chunked' alone): send the body chunked or with a Content-Length header", te_bad);
     return 501;
   }
+  if (hi->has_te && hi->minor == 0) {
+    snprintf(hi->err, sizeof hi->err, "Transfer-Encoding in an HTTP/1.0 request: send the body with "
+             "a Content-Length header (or use HTTP/1.1)");
+    return 400;
+  }
+  hi->chunked = hi->has_te;
   return 0;
+}
+
+// ------------------------------------------------------------- chunked -----
+void ot__chunked_init(ot__chunked *d, size_t start) {
+  memset(d, 0, sizeof *d);
+  d->raw = d->out = start;
+}
+
+// The end of the line starting at buf[from] (the index of its '\n'), or 0 when it has not
+// arrived; *len: its length without CR LF.
+static size_t line_end(const char *buf, size_t n, size_t from, size_t *len) {
+  const char *nl = memchr(buf + from, '\n', n - from);
+  if (!nl) return 0;
+  const size_t e = (size_t)(nl - buf);
+  *len = e - from - (e > from && buf[e - 1] == '\r');
+  return e;
+}
+
+int ot__chunked_feed(ot__chunked *d, char *buf, size_t n, size_t start, size_t max_body, char *err,
+                     size_t cap) {
+  enum { LINE_MAX_ = 4096 };
+  while (d->state != 4) {
+    if (d->state == 1) {   // chunk data: moved down to out
+      if (d->raw >= n) return 0;
+      size_t k = n - d->raw < d->left ? n - d->raw : (size_t)d->left;
+      memmove(buf + d->out, buf + d->raw, k);
+      d->out += k;
+      d->raw += k;
+      d->left -= k;
+      if (!d->left) d->state = 2;
+      continue;
+    }
+    size_t len = 0;
+    const size_t e = d->raw < n ? line_end(buf, n, d->raw, &len) : 0;
+    if (!e) {
+      if (n - d->raw > LINE_MAX_) {
+        snprintf(err, cap, "a chunk-size or trailer line longer than %d bytes", LINE_MAX_);
+        return 400;
+      }
+      return 0;
+    }
+    const char *l = buf + d->raw;
+    d->raw = e + 1;
+    if (d->state == 2) {   // the CRLF that ends a chunk's data
+      if (len) { snprintf(err, cap, "chunk data longer than its size (no CRLF after it)"); return 400; }
+      d->state = 0;
+    } else if (d->state == 3) {   // trailer fields until an empty line
+      if (!len) d->state = 4;
+    } else {   // chunk-size [; extensions]
+      uint64_t size = 0;
+      size_t i = 0;
+      for (; i < len && i < 16; i++) {
+        const char ch = l[i];
+        const int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                      : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (v < 0) break;
+        size = size * 16 + (uint64_t)v;
+      }
+      if (i == 0 || (i < len && l[i] != ';' && l[i] != ' ' && l[i] != '\t')) {
+        snprintf(err, cap, "malformed chunk size '%.*s' (want hexadecimal digits)", (int)(len < 20 ? len : 20), l);
+        return 400;
+      }
+      if (size > max_body || d->out - start + size > max_body) {
+        snprintf(err, cap, "the chunked body exceeds the limit of %zu bytes", max_body);
+        return 413;
+      }
+      d->left = size;
+      d->state = size ? 1 : 3;
+    }
+  }
+  return 1;
 }
 
 void ot__log_request(ot__conn *c) {

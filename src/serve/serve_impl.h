@@ -48,6 +48,7 @@ typedef struct {
 // What the header section says beyond the request line.
 typedef struct {
   bool has_len, has_te, expect_continue;
+  bool chunked;                // Transfer-Encoding: chunked (the body's length comes from it)
   uint64_t len;                // Content-Length
   int minor;                   // HTTP/1.minor
   int conn;                    // Connection: 1 keep-alive, 0 close, -1 neither
@@ -60,6 +61,23 @@ size_t ot__head_end(const char *b, size_t n, size_t from);
 // Parses h[0, n) (request line + header lines, CRLF or LF). Returns 0 or the
 // status to answer (hi->err says why).
 int ot__parse_head(const char *h, size_t n, ot__http_req *r, ot__head_info *hi);
+
+// A chunked body (RFC 9112 7.1) decoded in place as its bytes arrive: raw bytes
+// [raw, n) of buf are read, the chunk data written at out (out <= raw always), so the
+// decoded body ends up at [start, out). Chunk extensions and trailer fields are read
+// and dropped; a line (size or trailer) is at most 4096 bytes.
+typedef struct {
+  int state;                   // 0 size line, 1 data, 2 CRLF after data, 3 trailers, 4 done
+  uint64_t left;               // data bytes left in the current chunk
+  size_t raw, out;             // next raw byte to read; end of the decoded data
+} ot__chunked;
+// Starts decoding a body whose first raw byte is at buf[start].
+void ot__chunked_init(ot__chunked *d, size_t start);
+// Reads buf[d->raw, n): 0 = more bytes needed, 1 = done (d->raw: just past the message,
+// the decoded body [start, d->out)), or a status (400 malformed, 413 decoded body over
+// max_body bytes) with err[cap] saying why.
+int ot__chunked_feed(ot__chunked *d, char *buf, size_t n, size_t start, size_t max_body, char *err,
+                     size_t cap);
 
 // A connection: the accept loop (conn.c) owns it while it waits for a
 // whole request (READ), holds a whole request until a worker is free (WAIT) or
@@ -78,6 +96,7 @@ struct ot__conn {
   size_t head_len, req_len;    // once the head is parsed: its bytes, head + body bytes
   ot__http_req req;
   ot__head_info hi;
+  ot__chunked chunk;           // a chunked body's decoding (hi.chunked)
   double t0;                   // accepted, or the first byte of a later request arrived
   double idle_since;           // the previous response ended (keep-alive wait)
   double linger_end;
