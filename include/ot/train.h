@@ -50,6 +50,8 @@ float ot_lr_at(const ot_lr_schedule *s, int64_t step);
 
 // ------------------------------------------------------------ the config ---
 
+#define OT_TRAIN_KEYS_MAX 128   // room for the keys of the key table
+
 typedef struct {
   ot_model_config model;       // shape (preset "small" by default)
   // data: shards written by `ot prepare`
@@ -116,6 +118,9 @@ typedef struct {
   float label_smoothing;       // eps of the label-smoothed cross-entropy (0: plain)
   float dropout, attn_dropout, act_dropout;   // model dropout (residual / attention / MLP act.)
   int eval_bleu_sentences;     // translate: first K held-out pairs translated for BLEU (0: off)
+  // The name that set each key (by its index in the key table: 0 ours, k its k-th alias), so
+  // messages name the flag the user typed ("--model_parallel (our --tensor-parallel)").
+  unsigned char spelling[OT_TRAIN_KEYS_MAX];
 } ot_train_config;
 
 enum { OT_TASK_LM = 0, OT_TASK_TRANSLATE = 1 };

@@ -12,6 +12,8 @@ int ot__key_count(void);
 const char *ot__key_name(int i);       // canonical ("batch-size")
 bool ot__key_is_model(int i);          // part of the model shape (checked on resume)
 bool ot__key_is_saved(int i);          // stored in checkpoints
+bool ot__train_key_inverted(const char *key);      // a "not key" alias (vocab_emb_dp)
+bool ot__train_key_value_named(const char *key);   // its values have other names (true = full, = 1)
 
 // ---- checkpoint files (ckpt_files.c)
 // Checksum of a file's __metadata__: every (key, value) pair but "meta_checksum",

@@ -150,6 +150,12 @@ static void texts(void) {
   puts_("train_config", "lines", "# a run\nmodel = tiny\nlr: 3e-4\nsteps = 10\nbatch_size = 2\nseq_len = 64\n");
   puts_("train_config", "json", "{\"model\": \"tiny\", \"lr\": 0.001, \"shuffle\": false, \"steps\": 5}");
   puts_("train_config", "unknown_key", "colour = blue\n");
+  puts_("train_config", "parallel_config",
+        "{\"model\": \"tiny\", \"parallel_config\": {\"data_parallel\": 2, \"model_parallel\": 2, "
+        "\"pipeline_stage\": 1, \"micro_batch_num\": 2, \"recompute\": true, \"vocab_emb_dp\": false, "
+        "\"optimizer_shard\": true, \"gradient_aggregation_group\": 2}}");
+  puts_("train_config", "parallel_yaml", "parallel_config:\n  data_parallel: 2\n  model_parallel: 2\n"
+        "  optimizer_shard: True\n  vocab_emb_dp: true\n");
   puts_("train_config", "bad_line", "lr\n");
   puts_("hf_config", "gpt2", "{\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], \"vocab_size\": 300, "
         "\"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 128, \"layer_norm_epsilon\": 1e-5}");
