@@ -99,6 +99,7 @@ typedef struct {
   bool overlap;                // launch each bucket's all-reduce as soon as its gradients are final
   bool gpipe;                  // pipeline schedule GPipe (all forwards, then all backwards) vs 1F1B
   float comm_timeout;          // seconds a blocking communication may wait before the job ends
+  int check_replicas;          // every N steps: parameters identical across replicas? (0: off)
   // task: language model over token shards (OT_TASK_LM) or translation over a
   // bitext (OT_TASK_TRANSLATE: an encoder-decoder model, token-budget batches,
   // label-smoothed loss, BLEU at evaluation). Setting task = translate (from lm)

@@ -141,6 +141,10 @@ static const key_def k_keys[] = {
    "pipeline schedule GPipe (all forwards, then all backwards) instead of 1F1B"},
   {"comm-timeout", K_F32, O(comm_timeout), 0, 1e6, F_NOSAVE, "distributed_timeout",
    "seconds a blocking communication may wait before the job is ended (0: never)"},
+  {"check-replicas", K_INT, O(check_replicas), 0, 1 << 30, F_NOSAVE, "",
+   "every N steps, checksum the parameters that must be identical across the data-parallel "
+   "replicas and the replicated ones of the tensor-parallel ranks; the first that differs ends "
+   "the run naming it and the ranks (0: off)"},
   // translation (task = translate)
   {"task", K_TASK, O(task), 0, 0, 0, "",
    "lm (token shards) | translate (a bitext, encoder-decoder model; sets the translate defaults: "

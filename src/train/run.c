@@ -335,6 +335,12 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
                  ck[0] ? "; the weights before them are in " : "", ck);
   if (s == OT_OK && has_val && !isfinite(val))
     s = ot_error(OT_EINVAL, "the held-out loss at step %lld is not finite (%g)", (long long)done, val);
+  if (s == OT_OK && t->par && c.check_replicas > 0) {
+    const int64_t nchk = done / c.check_replicas - start / c.check_replicas;
+    fprintf(out, "replicas: identical at %lld check%s (every %d steps: each tensor over the data-parallel "
+            "replicas, the replicated ones over the tensor-parallel ranks)\n", (long long)nchk, nchk == 1 ? "" : "s",
+            c.check_replicas);
+  }
   if (s == OT_OK) {
     char took[32];
     fmt_dur(took, sizeof took, ot_now() - t_run);
