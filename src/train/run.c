@@ -244,10 +244,13 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     last_eval = 0;
   }
   const double fpt = ot_trainer_flops_per_token(t);
+  ot__ratios ratios = {0};
   for (int64_t step = start; s == OT_OK && step < c.steps; step++) {
     ot_step_info st;
+    ot__ratios_begin(&ratios);
     s = ot_trainer_step(t, &st);
     if (s != OT_OK) break;
+    ot__ratios_end(&ratios, st.seconds, t->par ? ot__par_comm_seconds(t->par) : 0.0, r.peak);
     // parallel: the peak of one process times the processes (one core each when they fit)
     const int world = ot_dist_world_size();
     double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * (st.tgt_tokens / st.seconds) / (r.peak * world * 1e9) : NAN;
@@ -309,6 +312,7 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     s = ot_trainer_checkpoint(t, ck, sizeof ck);
     if (s == OT_OK && !c.quiet) fprintf(out, "checkpoint %s (%.1f s)\n", ck, ot_now() - t0);
   }
+  if (s == OT_OK) s = ot__ratios_report(&ratios, t->par, r.peak, done, out, r.log);
   if (r.log) fclose(r.log);
   if (c.profile[0]) {
     ot_prof_enable(false);

@@ -86,6 +86,9 @@ rc=$?
 check "the launched run exits 0 (rc $rc; $(tail -3 "$tmp/run.log" | tr '\n' ' '))" [ $rc = 0 ]
 check "it ran data parallel over 2 processes" has "parallel: data 2 x tensor 1 x pipeline 1 = 2 processes" "$tmp/run.log"
 check "2 steps logged" [ "$(grep -c '"loss"' "$tmp/run/log.jsonl" 2>/dev/null)" -ge 2 ]
+check "the profile ratios of both ranks printed" \
+  [ "$(sed -n '/^profile ratios over 1 step, the first left out/,/^done/p' "$tmp/run.log" | grep -cE '^ +[01] +[0-9.]+%')" = 2 ]
+check "and logged, one record per rank" [ "$(grep -c '"ratios": {"rank": ' "$tmp/run/log.jsonl")" = 2 ]
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
