@@ -223,6 +223,8 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
               "thread: the machine is busy; MFU uses %.1f\n", nt, peak_all, peak_one, nt, r.peak);
   }
   if (s == OT_OK && !c.quiet) print_header(t, &r);
+  if (s == OT_OK && !t->par && c.check_replicas > 0)
+    fprintf(out, "note: --check-replicas %d: one process holds no replicas to compare\n", c.check_replicas);
   if (s == OT_OK && t->par) s = ot__par_report(t->par, out);
   const int64_t start = ot_trainer_steps_done(t);
   if (s == OT_OK && start > 0 && root) s = truncate_log(logp, start);
