@@ -80,6 +80,7 @@ size_t ot_mem_current(ot_mem_category c);
 size_t ot_mem_peak(ot_mem_category c);
 void ot_mem_reset_peak(void);                // peak := current, all categories
 void ot_mem_report(FILE *f);                 // table of current/peak per category
+size_t ot_mem_allocated(void);               // bytes ot_mem_alloc handed out since the start (cumulative)
 
 // Arena: one tracked block, bump allocation, 64-byte aligned, released as a
 // whole (or back to a mark). Size is planned up front: a step never mallocs.
@@ -147,6 +148,12 @@ void ot_prof_end(int token);
 ot_status ot_prof_write_trace(const char *path);
 // Per-name table: calls, total ms, share of profiled time, GFLOP/s, GB/s.
 void ot_prof_summary(FILE *f);
+// A counter sample at this moment (a Chrome trace "C" event: a track named
+// `name`, a string literal); recorded only while profiling is on.
+void ot_prof_counter(const char *name, double value);
+// A number for the trace's "otherData" (key copied; the last value of a key wins;
+// at most 64 keys). Kept while profiling is on, cleared by ot_prof_reset.
+void ot_prof_meta(const char *key, double value);
 
 // ------------------------------------------------------ counter-based RNG ---
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",

@@ -32,6 +32,9 @@ ot_status ot_gemm(ot_dtype ab, ot_dtype cdt, bool transA, bool transB,
                   float beta, void *C, int ldc);
 // Number of cached GEMM primitives and a way to drop them (tests, memory).
 int ot_gemm_cache_size(void);
+// Every GEMM executed since the start (all threads): *flops = the sum of 2 M N K,
+// *seconds = the wall time inside the matmul kernels (dtype conversions excluded).
+void ot_gemm_stats(double *flops, double *seconds);
 void ot_gemm_cache_clear(void);
 
 // ---------------------------------------------------------------- linear ----

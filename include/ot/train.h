@@ -50,6 +50,8 @@ float ot_lr_at(const ot_lr_schedule *s, int64_t step);
 
 // ------------------------------------------------------------ the config ---
 
+#define OT_TRAIN_KEYS_MAX 128   // room for the keys of the key table
+
 typedef struct {
   ot_model_config model;       // shape (preset "small" by default)
   // data: shards written by `ot prepare`
@@ -100,6 +102,7 @@ typedef struct {
   bool overlap;                // launch each bucket's all-reduce as soon as its gradients are final
   bool gpipe;                  // pipeline schedule GPipe (all forwards, then all backwards) vs 1F1B
   float comm_timeout;          // seconds a blocking communication may wait before the job ends
+  int check_replicas;          // every N steps: parameters identical across replicas? (0: off)
   // task: language model over token shards (OT_TASK_LM) or translation over a
   // bitext (OT_TASK_TRANSLATE: an encoder-decoder model, token-budget batches,
   // label-smoothed loss, BLEU at evaluation). Setting task = translate (from lm)
@@ -119,6 +122,9 @@ typedef struct {
   float label_smoothing;       // eps of the label-smoothed cross-entropy (0: plain)
   float dropout, attn_dropout, act_dropout;   // model dropout (residual / attention / MLP act.)
   int eval_bleu_sentences;     // translate: first K held-out pairs translated for BLEU (0: off)
+  // The name that set each key (by its index in the key table: 0 ours, k its k-th alias), so
+  // messages name the flag the user typed ("--model_parallel (our --tensor-parallel)").
+  unsigned char spelling[OT_TRAIN_KEYS_MAX];
 } ot_train_config;
 
 enum { OT_TASK_LM = 0, OT_TASK_TRANSLATE = 1 };

@@ -17,8 +17,15 @@ static const command k_commands[] = {
     {"average", ot_cmd_average, &cli_average_command},
     {"bleu", ot_cmd_bleu, &cli_bleu_command},
     {"translate", ot_cmd_translate, &cli_translate_command},
+    {"launch", ot_cmd_launch, &cli_launch_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
+
+bool cli_is_command(const char *name) {
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(name, k_commands[i].name)) return true;
+  return false;
+}
 
 // Every command with its synopsis and summary, from the flag tables.
 static void usage(FILE *f) {

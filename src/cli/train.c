@@ -24,14 +24,14 @@ static void train_more_help(FILE *f) {
           "  --resume DIR         continue a run bit-exactly from a checkpoint (or from DIR/latest; without\n"
           "                       a usable one, DIR's newest complete checkpoint); its settings are the\n"
           "                       base, flags and --config override them (log and plot follow --out)\n"
-          "Keys (flags and config files; '-' and '_' are the same; Megatron / nanoGPT / Hugging Face\n"
-          "names are accepted as aliases and reported with ours):\n");
+          "Keys (flags and config files; '-' and '_' are the same; Megatron / MindSpore / nanoGPT /\n"
+          "Hugging Face names are accepted as aliases and reported with ours):\n");
   ot_train_config_help(f);
   fprintf(f,
           "\nexamples:\n"
           "  ot train                                   # small model, bundled corpus, 300 steps\n"
           "  ot train --steps 50 --eval-every 10 --profile out/trace.json\n"
-          "  ot train --micro_batch_size 4 --global_batch_size 16 --lr 6e-4 --dtype bf16\n"
+          "  ot train --micro_batch_size 4 --global_batch_size 16 --lr 6e-4 --dtype bf16\n"          "  mpirun -np 4 ot train --data_parallel 2 --model_parallel 2 --optimizer_shard true\n"
           "  ot train --resume out/train --steps 600    # continue (and extend) the run\n"
           "  ot train --task translate --steps 200      # transformer-small on data/translate (En-Fr)\n"
           "  ot train --task translate --model transformer-base --max-tokens 4096 --update-freq 2\n");
@@ -39,7 +39,8 @@ static void train_more_help(FILE *f) {
 
 static const cli_flag k_train_flags[] = {
     CLI_S("--config", train_opts, config, "FILE",
-          "settings file: 'key = value' lines (# comments) or a flat JSON object;\n"
+          "settings file: 'key = value' lines (# comments) or a flat JSON object\n"
+          "(MindSpore's \"parallel_config\": {...} block of keys may sit inside);\n"
           "flags given on the command line override it"),
 };
 

@@ -13,6 +13,7 @@ typedef struct { uint64_t magic; size_t bytes; int cat; } blk_hdr;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t g_cur[OT_MEM_CATEGORY_COUNT], g_peak[OT_MEM_CATEGORY_COUNT];
+static size_t g_allocated;   // cumulative bytes handed out
 
 const char *ot_mem_category_name(ot_mem_category c) {
   static const char *nm[OT_MEM_CATEGORY_COUNT] = {
@@ -37,6 +38,7 @@ void *ot_mem_alloc(size_t bytes, ot_mem_category cat) {
   h->magic = MAGIC; h->bytes = bytes; h->cat = cat;
   pthread_mutex_lock(&g_lock);
   g_cur[cat] += bytes;
+  g_allocated += bytes;
   if (g_cur[cat] > g_peak[cat]) g_peak[cat] = g_cur[cat];
   pthread_mutex_unlock(&g_lock);
   return (uint8_t *)p + HDR;
@@ -61,6 +63,10 @@ size_t ot_mem_current(ot_mem_category c) {
 size_t ot_mem_peak(ot_mem_category c) {
   if ((unsigned)c >= OT_MEM_CATEGORY_COUNT) return 0;
   pthread_mutex_lock(&g_lock); size_t v = g_peak[c]; pthread_mutex_unlock(&g_lock);
+  return v;
+}
+size_t ot_mem_allocated(void) {
+  pthread_mutex_lock(&g_lock); size_t v = g_allocated; pthread_mutex_unlock(&g_lock);
   return v;
 }
 void ot_mem_reset_peak(void) {

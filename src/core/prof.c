@@ -4,13 +4,14 @@
 // Spans are opened and closed by the thread that calls the library.
 #include "internal.h"
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 #define MAX_EVENTS (1 << 18)
 #define MAX_NAMES 256
 #define MAX_DEPTH 64
 
-typedef struct { const char *name; double t0, t1; int depth; } prof_event;
+typedef struct { const char *name; double t0, t1; int depth; double value; } prof_event;   // depth < 0: a counter
 typedef struct { const char *name; long calls; double total, flops, bytes; } prof_agg;
 typedef struct { const char *name; double t0, flops, bytes; } open_span;
 
@@ -22,9 +23,13 @@ static int g_nagg;
 static open_span g_stack[MAX_DEPTH];
 static int g_depth;
 static double g_epoch, g_top_total;
+#define MAX_META 64
+typedef struct { char key[64]; double value; } prof_meta;
+static prof_meta g_meta[MAX_META];
+static int g_nmeta;
 
 void ot_prof_reset(void) {
-  g_nev = g_dropped = 0; g_nagg = 0; g_depth = 0; g_top_total = 0;
+  g_nev = g_dropped = 0; g_nagg = 0; g_depth = 0; g_top_total = 0; g_nmeta = 0;
   g_epoch = ot_now();
 }
 
@@ -63,8 +68,24 @@ void ot_prof_end(int token) {
   prof_agg *a = agg_for(s->name);
   if (a) { a->calls++; a->total += t1 - s->t0; a->flops += s->flops; a->bytes += s->bytes; }
   if (g_depth == 0) g_top_total += t1 - s->t0;
-  if (g_nev < MAX_EVENTS) g_ev[g_nev++] = (prof_event){s->name, s->t0, t1, g_depth};
+  if (g_nev < MAX_EVENTS) g_ev[g_nev++] = (prof_event){s->name, s->t0, t1, g_depth, 0.0};
   else g_dropped++;
+}
+
+void ot_prof_counter(const char *name, double value) {
+  if (!g_on || !name) return;
+  const double t = ot_now();
+  if (g_nev < MAX_EVENTS) g_ev[g_nev++] = (prof_event){name, t, t, -1, value};
+  else g_dropped++;
+}
+
+void ot_prof_meta(const char *key, double value) {
+  if (!g_on || !key) return;
+  int i = 0;
+  while (i < g_nmeta && strcmp(g_meta[i].key, key)) i++;
+  if (i == MAX_META) return;
+  if (i == g_nmeta) snprintf(g_meta[g_nmeta++].key, sizeof g_meta[0].key, "%s", key);
+  g_meta[i].value = value;
 }
 
 ot_status ot_prof_write_trace(const char *path) {
@@ -77,10 +98,19 @@ ot_status ot_prof_write_trace(const char *path) {
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   for (long i = 0; i < g_nev; i++) {
     const prof_event *e = &g_ev[i];
-    fprintf(f, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f}\n",
-            i ? "," : "", e->name, (e->t0 - g_epoch) * 1e6, (e->t1 - e->t0) * 1e6);
+    if (e->depth < 0)
+      fprintf(f, "%s{\"name\":\"%s\",\"ph\":\"C\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"args\":{\"value\":%.9g}}\n",
+              i ? "," : "", e->name, (e->t0 - g_epoch) * 1e6, isfinite(e->value) ? e->value : 0.0);
+    else
+      fprintf(f, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f}\n",
+              i ? "," : "", e->name, (e->t0 - g_epoch) * 1e6, (e->t1 - e->t0) * 1e6);
   }
-  fprintf(f, "],\"otherData\":{\"dropped_events\":%ld}}\n", g_dropped);
+  fprintf(f, "],\"otherData\":{\"dropped_events\":%ld", g_dropped);
+  for (int i = 0; i < g_nmeta; i++) {   // keys are ours: letters, digits, '_'
+    if (isfinite(g_meta[i].value)) fprintf(f, ",\"%s\":%.9g", g_meta[i].key, g_meta[i].value);
+    else fprintf(f, ",\"%s\":null", g_meta[i].key);
+  }
+  fprintf(f, "}}\n");
   bool ok = !ferror(f);
   if (fclose(f) != 0) ok = false;
   if (!ok || rename(tmp, path) != 0) { remove(tmp); return ot_error(OT_EIO, "cannot write trace '%s'", path); }

@@ -110,4 +110,10 @@ bool ot__par_all_ok(ot__par *p, bool ok);
 // World rank 0's ok on every rank (collective).
 bool ot__par_root_ok(ot__par *p, bool ok);
 
+// ---- replica consistency (replica.c), after a step's update (collective): the
+// parameters that must be identical across the data-parallel replicas, and the
+// replicated ones across the tensor group, compared by checksum; OT_EINTERNAL on
+// every rank naming the first tensor that differs and the world ranks involved.
+ot_status ot__par_check_replicas(ot__par *p, int64_t step);
+
 #endif

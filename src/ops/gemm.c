@@ -247,6 +247,17 @@ out:
 
 static void release(mm_entry *e) { __atomic_sub_fetch(&e->users, 1, __ATOMIC_ACQ_REL); }
 
+// GEMM counters (ot_gemm_stats): flops and nanoseconds, every thread.
+static uint64_t g_gemm_flops, g_gemm_ns;
+static void gemm_count(const ot_mm *m, double seconds) {
+  __atomic_add_fetch(&g_gemm_flops, 2 * (uint64_t)m->M * (uint64_t)m->N * (uint64_t)m->K, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&g_gemm_ns, (uint64_t)(seconds * 1e9), __ATOMIC_RELAXED);
+}
+void ot_gemm_stats(double *flops, double *seconds) {
+  if (flops) *flops = (double)__atomic_load_n(&g_gemm_flops, __ATOMIC_RELAXED);
+  if (seconds) *seconds = 1e-9 * (double)__atomic_load_n(&g_gemm_ns, __ATOMIC_RELAXED);
+}
+
 static ot_status exec(mm_entry *e, const ot_mm *m, const char *fn) {
   dnnl_stream_t s = NULL;
   OT_TRY(get_stream(&s, fn));
@@ -271,8 +282,10 @@ static ot_status exec(mm_entry *e, const ot_mm *m, const char *fn) {
     st = dnnl_memory_set_data_handle(mem[idx[a]], h[idx[a]]);
     args[a].arg = argi[idx[a]]; args[a].memory = mem[idx[a]];
   }
+  const double t0 = ot_now();
   if (!st) st = dnnl_primitive_execute(e->prim, s, na, args);
   if (!st) st = dnnl_stream_wait(s);
+  gemm_count(m, ot_now() - t0);
   if (mine) __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
   else for (int i = 0; i < 5; i++) if (mem[i]) dnnl_memory_destroy(mem[i]);
   if (st != dnnl_success)

@@ -10,7 +10,7 @@
 
 typedef enum {
   K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
-  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD
 } ktype;
 
 typedef struct {
@@ -19,7 +19,7 @@ typedef struct {
   size_t off;            // offset in ot_train_config
   double lo, hi;         // numeric range (inclusive)
   unsigned flags;
-  const char *aliases;   // space-separated, any of '-'/'_'
+  const char *aliases;   // space-separated, any of '-'/'_'; "!name": a boolean alias meaning "not key"
   const char *help;
 } key_def;
 
@@ -68,7 +68,7 @@ static const key_def k_keys[] = {
   // batch
   {"batch-size", K_INT, O(batch_size), 1, 1 << 20, 0, "micro_batch_size micro_batch per_device_train_batch_size",
    "rows per micro-batch"},
-  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches micro_batches num_micro_batches update_freq",
+  {"grad-accum", K_INT, O(grad_accum), 1, 1 << 20, 0, "gradient_accumulation_steps accumulate_grad_batches micro_batches num_micro_batches update_freq micro_batch_num",
    "micro-batches per optimizer step (per data-parallel replica)"},
   {"global-batch", K_INT, O(global_batch), 0, 1 << 30, F_NOSAVE, "global_batch_size",
    "rows per optimizer step (sets --grad-accum = global-batch / batch-size)"},
@@ -123,26 +123,34 @@ static const key_def k_keys[] = {
   {"data-parallel", K_INT, O(data_parallel), 1, 1 << 16, F_NOSAVE, "data_parallel_size dp",
    "data-parallel replicas (each runs grad-accum micro-batches of batch-size rows)"},
   {"tensor-parallel", K_INT, O(tensor_parallel), 1, 1 << 10, F_NOSAVE,
-   "tensor_model_parallel_size tp tensor_parallel_size", "tensor-parallel ranks (Megatron)"},
+   "tensor_model_parallel_size tp tensor_parallel_size model_parallel",
+   "tensor-parallel ranks (Megatron; MindSpore model_parallel)"},
   {"pipeline-stages", K_INT, O(pipeline_stages), 1, 1 << 10, F_NOSAVE,
-   "pipeline_model_parallel_size pp pipeline_parallel_size", "pipeline stages (blocks split over them)"},
-  {"vocab-parallel", K_BOOL, O(vocab_parallel), 0, 0, F_NOSAVE, "",
-   "split the embedding / head rows over the tensor-parallel ranks (vocab-parallel cross-entropy)"},
-  {"optimizer-shard", K_INT, O(optimizer_shard), 0, 2, F_NOSAVE, "zero_stage zero",
+   "pipeline_model_parallel_size pp pipeline_parallel_size pipeline_stage",
+   "pipeline stages (blocks split over them)"},
+  {"vocab-parallel", K_BOOL, O(vocab_parallel), 0, 0, F_NOSAVE, "!vocab_emb_dp",
+   "split the embedding / head rows over the tensor-parallel ranks (vocab-parallel cross-entropy; "
+   "MindSpore vocab_emb_dp true = embedding replicated = --no-vocab-parallel)"},
+  {"optimizer-shard", K_SHARD, O(optimizer_shard), 0, 2, F_NOSAVE, "zero_stage zero",
    "ZeRO stage: 0 | 1 (AdamW state split over the data-parallel ranks) | 2 (and the reduced "
-   "gradients)"},
+   "gradients); MindSpore's boolean: true = 1 (or the stage given with it), false = 0"},
   {"comm-fusion-layers", K_INT, O(comm_fusion_layers), 0, 1 << 16, F_NOSAVE, "comm_fusion",
    "> 0: each data-parallel all-reduce fuses the gradients of that many consecutive blocks "
    "(MindSpore set_comm_fusion; the first and last group also take the embedding, final norm "
    "and head); 0: --grad-buckets equal ranges"},
-  {"grad-buckets", K_INT, O(grad_buckets), 1, 1 << 16, F_NOSAVE, "num_buckets",
-   "data-parallel gradient all-reduces per step"},
+  {"grad-buckets", K_INT, O(grad_buckets), 1, 1 << 16, F_NOSAVE, "num_buckets gradient_aggregation_group",
+   "data-parallel gradient all-reduces per step (MindSpore gradient_aggregation_group, the "
+   "number of gradient communication groups, maps here)"},
   {"overlap", K_BOOL, O(overlap), 0, 0, F_NOSAVE, "overlap_grad_reduce",
    "reduce each gradient bucket during the backward, as soon as it is final"},
   {"gpipe", K_BOOL, O(gpipe), 0, 0, F_NOSAVE, "",
    "pipeline schedule GPipe (all forwards, then all backwards) instead of 1F1B"},
   {"comm-timeout", K_F32, O(comm_timeout), 0, 1e6, F_NOSAVE, "distributed_timeout",
    "seconds a blocking communication may wait before the job is ended (0: never)"},
+  {"check-replicas", K_INT, O(check_replicas), 0, 1 << 30, F_NOSAVE, "",
+   "every N steps, checksum the parameters that must be identical across the data-parallel "
+   "replicas and the replicated ones of the tensor-parallel ranks; the first that differs ends "
+   "the run naming it and the ranks (0: off)"},
   // translation (task = translate)
   {"task", K_TASK, O(task), 0, 0, 0, "",
    "lm (token shards) | translate (a bitext, encoder-decoder model; sets the translate defaults: "
@@ -170,6 +178,7 @@ static const key_def k_keys[] = {
    "translate: held-out pairs translated for BLEU at each evaluation (0: none)"},
 };
 #define NKEYS ((int)(sizeof k_keys / sizeof k_keys[0]))
+_Static_assert(NKEYS <= OT_TRAIN_KEYS_MAX, "raise OT_TRAIN_KEYS_MAX (ot/train.h)");
 
 int ot__key_count(void) { return NKEYS; }
 const char *ot__key_name(int i) { return i >= 0 && i < NKEYS ? k_keys[i].name : NULL; }
@@ -185,35 +194,77 @@ static void normalize(const char *in, char *out, size_t cap) {
   out[n] = 0;
 }
 
-static bool alias_match(const char *aliases, const char *norm) {
-  char a[64];
-  for (const char *p = aliases; *p;) {
-    while (*p == ' ') p++;
-    size_t n = strcspn(p, " ");
-    if (!n) break;
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, "%.*s", (int)n, p);
-    normalize(tmp, a, sizeof a);
-    if (!strcmp(a, norm)) return true;
-    p += n;
-  }
-  return false;
+// The next word of an alias list into out (normalized, without its '!'); *inv: it had one.
+// Returns the position after the word, NULL at the end of the list.
+static const char *alias_word(const char *p, char *out, size_t cap, bool *inv) {
+  while (*p == ' ') p++;
+  size_t n = strcspn(p, " ");
+  if (!n) return NULL;
+  *inv = *p == '!';
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.*s", (int)(n - *inv), p + *inv);
+  normalize(tmp, out, cap);
+  return p + n;
 }
 
-static int find_key(const char *key) {
+// 1 + the position of norm among the aliases (0: none); *inv: a "not key" alias.
+static int alias_match(const char *aliases, const char *norm, bool *inv) {
+  char a[64];
+  int pos = 1;
+  for (const char *p = aliases; (p = alias_word(p, a, sizeof a, inv)); pos++)
+    if (!strcmp(a, norm)) return pos;
+  return 0;
+}
+
+// The key named `key` (our name or an alias), -1 if none; *alias: 0 for our
+// name, else 1 + the alias's position in the list; *inv: a "not key" alias.
+static int find_key_as(const char *key, int *alias, bool *inv) {
   char norm[64];
+  *alias = 0;
+  *inv = false;
   if (!key || strlen(key) >= sizeof norm) return -1;
   normalize(key, norm, sizeof norm);
   for (int i = 0; i < NKEYS; i++)
     if (!strcmp(k_keys[i].name, norm)) return i;
   for (int i = 0; i < NKEYS; i++)
-    if (alias_match(k_keys[i].aliases, norm)) return i;
+    if ((*alias = alias_match(k_keys[i].aliases, norm, inv))) return i;
+  *inv = false;
   return -1;
+}
+
+static int find_key(const char *key) {
+  int alias;
+  bool inv;
+  return find_key_as(key, &alias, &inv);
+}
+
+// The alias at 1-based position pos of key i, as the table spells it; *inv: a "not key" alias.
+static void alias_text(int i, int pos, char *out, size_t cap, bool *inv) {
+  const char *p = k_keys[i].aliases;
+  out[0] = 0;
+  *inv = false;
+  for (int k = 1; *p; k++) {
+    while (*p == ' ') p++;
+    size_t n = strcspn(p, " ");
+    if (!n) break;
+    if (k == pos) {
+      *inv = *p == '!';
+      snprintf(out, cap, "%.*s", (int)(n - (*p == '!')), p + (*p == '!'));
+      return;
+    }
+    p += n;
+  }
 }
 
 const char *ot_train_key_canonical(const char *key) {
   int i = find_key(key);
   return i < 0 ? NULL : k_keys[i].name;
+}
+
+bool ot__train_key_inverted(const char *key) {
+  int alias;
+  bool inv;
+  return find_key_as(key, &alias, &inv) >= 0 && inv;
 }
 
 bool ot_train_key_is_bool(const char *key) {
@@ -222,7 +273,32 @@ bool ot_train_key_is_bool(const char *key) {
   normalize(key, norm, sizeof norm);
   if (!strcmp(norm, "bf16")) return true;
   int i = find_key(key);
-  return i >= 0 && k_keys[i].type == K_BOOL;
+  // recompute and optimizer-shard also take MindSpore's booleans: alone they mean true
+  return i >= 0 && (k_keys[i].type == K_BOOL || k_keys[i].type == K_RECOMPUTE || k_keys[i].type == K_SHARD);
+}
+
+bool ot__train_key_value_named(const char *key) {
+  int i = find_key(key);
+  return i >= 0 && (k_keys[i].type == K_RECOMPUTE || k_keys[i].type == K_SHARD);
+}
+
+// The flag and value the user wrote for canonical key `canon` of config c, for messages:
+// "--tensor-parallel 4", or "--model_parallel 4 (our --tensor-parallel)" when an alias set
+// it. A boolean shows no value ("--vocab-parallel"), a "not key" alias its false one
+// ("--vocab_emb_dp false (our --vocab-parallel)").
+static const char *flagv(const ot_train_config *c, const char *canon, char *buf, size_t cap) {
+  const int i = find_key(canon);
+  if (i < 0) return canon;
+  const int pos = c->spelling[i];
+  char a[64], v[64] = "";
+  bool inv = false;
+  if (pos) alias_text(i, pos, a, sizeof a, &inv);
+  else snprintf(a, sizeof a, "%s", canon);
+  if (k_keys[i].type != K_BOOL) ot_train_config_get(c, canon, v, sizeof v);
+  else if (inv) snprintf(v, sizeof v, "%s", *(const bool *)((const char *)c + k_keys[i].off) ? "false" : "true");
+  snprintf(buf, cap, "--%s%s%s", a, v[0] ? " " : "", v);
+  if (pos) snprintf(buf + strlen(buf), cap - strlen(buf), " (our --%s)", canon);
+  return buf;
 }
 
 // Nearest canonical key (or the canonical key of the nearest alias), NULL if none is close.
@@ -234,16 +310,11 @@ static const char *suggest(const char *key) {
   for (int i = 0; i < NKEYS; i++) {
     int d = ot__edit_distance(norm, k_keys[i].name);
     if (d < best) { best = d; who = k_keys[i].name; }
-    for (const char *p = k_keys[i].aliases; *p;) {
-      while (*p == ' ') p++;
-      size_t n = strcspn(p, " ");
-      if (!n) break;
-      char tmp[64], a[64];
-      snprintf(tmp, sizeof tmp, "%.*s", (int)n, p);
-      normalize(tmp, a, sizeof a);
+    char a[64];
+    bool inv;
+    for (const char *p = k_keys[i].aliases; (p = alias_word(p, a, sizeof a, &inv));) {
       d = ot__edit_distance(norm, a);
       if (d < best) { best = d; who = k_keys[i].name; }
-      p += n;
     }
   }
   int lim = (int)strlen(norm) / 3;
@@ -327,10 +398,12 @@ static int parse_choice(const char *v, const char *const *names, int n) {
   return -1;
 }
 
+// who: the key as the user typed it (with our name beside an alias).
 #define BADV(fmt, ...) \
-  return ot_error(OT_EINVAL, "%s: %s '%s' " fmt, origin, d->name, value, ##__VA_ARGS__)
+  return ot_error(OT_EINVAL, "%s: %s '%s' " fmt, origin, who, value, ##__VA_ARGS__)
 
-static ot_status set_num(ot_train_config *c, const key_def *d, const char *value, const char *origin) {
+static ot_status set_num(ot_train_config *c, const key_def *d, const char *value, const char *origin,
+                         const char *who) {
   char *end;
   void *p = (char *)c + d->off;
   errno = 0;
@@ -365,7 +438,9 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
                               const char *origin) {
   if (!origin) origin = "config";
   if (!c || !key) return ot_error(OT_EINVAL, "ot_train_config_set: config or key is NULL");
-  int i = find_key(key);
+  int alias;
+  bool inv;
+  int i = find_key_as(key, &alias, &inv);
   if (i < 0) {
     const char *s = suggest(key);
     if (s) return ot_error(OT_EINVAL, "%s: unknown key '%s' (did you mean '%s'? `ot train --help` lists them)",
@@ -373,10 +448,18 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
     return ot_error(OT_EINVAL, "%s: unknown key '%s' (`ot train --help` lists the keys)", origin, key);
   }
   const key_def *d = &k_keys[i];
-  if (!value) return ot_error(OT_EINVAL, "%s: %s needs a value", origin, d->name);
+  char who[160];
+  {
+    const char *typed = key;
+    while (*typed == '-') typed++;
+    if (alias) snprintf(who, sizeof who, "%.60s (our --%s%s)", typed, inv ? "no-" : "", d->name);
+    else snprintf(who, sizeof who, "%.60s", typed);
+  }
+  if (!value) return ot_error(OT_EINVAL, "%s: %s needs a value", origin, who);
   void *p = (char *)c + d->off;
+  c->spelling[i] = (unsigned char)alias;
   static const char *const dtypes[] = {"f32", "bf16", "fp32", "float32", "bfloat16", "true", "false"};
-  static const char *const recs[] = {"none", "selective", "full", "false", "true"};
+  static const char *const recs[] = {"none", "selective", "full", "false", "true", "1", "0", "yes", "no"};
   static const char *const norms[] = {"layernorm", "rmsnorm"};
   static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh", "relu",
                                      "gelu-erf"};
@@ -387,10 +470,26 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
                                        "rsqrt", "inverse-square-root"};
   int k;
   switch (d->type) {
-    case K_INT: case K_I64: case K_U64: case K_F32: return set_num(c, d, value, origin);
+    case K_INT: case K_I64: case K_U64: case K_F32: return set_num(c, d, value, origin, who);
     case K_BOOL:
       if (!parse_bool(value, (bool *)p)) BADV("is not a boolean (true | false)");
+      if (inv) *(bool *)p = !*(bool *)p;
       return OT_OK;
+    case K_SHARD: {   // a ZeRO stage, or MindSpore's optimizer_shard boolean
+      bool b;
+      if (parse_bool(value, &b)) {   // "1" / "0" read as stages 1 / 0 alike
+        int *stage = p;
+        *stage = !b ? 0 : *stage > 0 ? *stage : 1;   // true keeps a stage given with it
+        return OT_OK;
+      }
+      char *end;
+      errno = 0;
+      long x = strtol(value, &end, 10);
+      if (end == value || *end || errno || x < d->lo || x > d->hi)
+        BADV("is not a ZeRO stage (0 | 1 | 2) or a boolean (true: stage 1, false: 0)");
+      *(int *)p = (int)x;
+      return OT_OK;
+    }
     case K_STR:
       if (strlen(value) >= OT_PATH_MAX) BADV("is longer than %d bytes", OT_PATH_MAX - 1);
       snprintf((char *)p, OT_PATH_MAX, "%s", value);
@@ -400,8 +499,10 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       *(ot_dtype *)p = (k == 1 || k == 4 || k == 5) ? OT_BF16 : OT_F32;
       return OT_OK;
     case K_RECOMPUTE:
-      if ((k = parse_choice(value, recs, 5)) < 0) BADV("is not a recompute mode (none | selective | full)");
-      *(ot_recompute *)p = k == 3 ? OT_RECOMPUTE_NONE : k == 4 ? OT_RECOMPUTE_FULL : (ot_recompute)k;
+      if ((k = parse_choice(value, recs, 9)) < 0)
+        BADV("is not a recompute mode (none | selective | full, or a boolean: true = full)");
+      *(ot_recompute *)p = k >= 5 ? (k & 1 ? OT_RECOMPUTE_FULL : OT_RECOMPUTE_NONE)
+                           : k == 3 ? OT_RECOMPUTE_NONE : k == 4 ? OT_RECOMPUTE_FULL : (ot_recompute)k;
       return OT_OK;
     case K_NORM:
       if ((k = parse_choice(value, norms, 2)) < 0) BADV("is not a norm (layernorm | rmsnorm)");
@@ -478,7 +579,7 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
   const key_def *d = &k_keys[i];
   const void *p = (const char *)c + d->off;
   switch (d->type) {
-    case K_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+    case K_INT: case K_SHARD: snprintf(buf, cap, "%d", *(const int *)p); break;
     case K_I64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); break;
     case K_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
     case K_F32: float_text(buf, cap, *(const float *)p); break;
@@ -540,7 +641,18 @@ void ot_train_config_help(FILE *f) {
     ot_train_config_get(&tr, k_keys[i].name, vt, sizeof vt);
     if (strcmp(v, vt) && strcmp(k_keys[i].name, "task") && (!(k_keys[i].flags & F_MODEL) || i == 0)) fprintf(f, " [translate: %s]", vt[0] ? vt : "\"\"");
     fputc('\n', f);
-    if (k_keys[i].aliases[0]) fprintf(f, "  %-16s   aliases: %s\n", "", k_keys[i].aliases);
+    if (k_keys[i].aliases[0]) {
+      fprintf(f, "  %-16s   aliases:", "");
+      for (const char *p = k_keys[i].aliases; *p;) {
+        while (*p == ' ') p++;
+        const size_t n = strcspn(p, " ");
+        if (!n) break;
+        if (*p == '!') fprintf(f, " %.*s (true = --no-%s)", (int)n - 1, p + 1, k_keys[i].name);
+        else fprintf(f, " %.*s", (int)n, p);
+        p += n;
+      }
+      fputc('\n', f);
+    }
   }
 }
 
@@ -570,9 +682,11 @@ static ot_status resolve_task(ot_train_config *c) {
   if (!encdec)
     BAD("--task translate needs an encoder-decoder model, but --model %s is decoder-only (use "
         "--model transformer-small, transformer-base, transformer-big or transformer-tiny)", c->model.name);
+  char f1[160];
   if (c->vocab_parallel && c->tensor_parallel > 1)
-    BAD("--task translate: --vocab-parallel is unsupported for encoder-decoder models (the "
-        "embedding and head stay whole on every tensor rank; drop --vocab-parallel)");
+    BAD("--task translate: %s is unsupported for encoder-decoder models (the "
+        "embedding and head stay whole on every tensor rank; drop --vocab-parallel)",
+        flagv(c, "vocab-parallel", f1, sizeof f1));
   if (!c->src_data[0] || !c->tgt_data[0])
     BAD("--task translate needs --src-data and --tgt-data (the training bitext, one sentence per line)");
   if (!c->valid_src[0] != !c->valid_tgt[0])
@@ -598,45 +712,50 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
   if (c->seq_len > c->model.max_seq)
     BAD("--seq-len %d exceeds the model's --max-seq %d (lower --seq-len or raise --max-seq)", c->seq_len,
         c->model.max_seq);
+  // the parallel keys as the user wrote them (MindSpore and Megatron names too)
+  char dp[160], tp[160], pp[160], ga[160];
+  flagv(c, "data-parallel", dp, sizeof dp);
+  flagv(c, "tensor-parallel", tp, sizeof tp);
+  flagv(c, "pipeline-stages", pp, sizeof pp);
   if (c->data_parallel < 1 || c->tensor_parallel < 1 || c->pipeline_stages < 1)
-    BAD("--data-parallel %d, --tensor-parallel %d, --pipeline-stages %d must each be >= 1",
-        c->data_parallel, c->tensor_parallel, c->pipeline_stages);
+    BAD("%s, %s, %s must each be >= 1", dp, tp, pp);
   if (c->global_batch > 0) {
     const int per = c->batch_size * c->data_parallel;
     if (c->global_batch % per)
-      BAD("--global-batch %d is not a multiple of --batch-size %d x --data-parallel %d (global = "
-          "batch-size x grad-accum x data-parallel)", c->global_batch, c->batch_size,
-          c->data_parallel);
-    int ga = c->global_batch / per;
-    if (c->grad_accum != 1 && c->grad_accum != ga)
-      BAD("--global-batch %d with --batch-size %d x --data-parallel %d means --grad-accum %d, but "
-          "--grad-accum is %d (give one of them)", c->global_batch, c->batch_size, c->data_parallel,
-          ga, c->grad_accum);
-    c->grad_accum = ga;
+      BAD("--global-batch %d is not a multiple of --batch-size %d x %s (global = "
+          "batch-size x grad-accum x data-parallel)", c->global_batch, c->batch_size, dp);
+    int g = c->global_batch / per;
+    if (c->grad_accum != 1 && c->grad_accum != g)
+      BAD("--global-batch %d with --batch-size %d x %s means --grad-accum %d, but "
+          "%s (give one of them)", c->global_batch, c->batch_size, dp, g,
+          flagv(c, "grad-accum", ga, sizeof ga));
+    c->grad_accum = g;
   }
-  if (c->grad_accum < c->pipeline_stages && c->task != OT_TASK_TRANSLATE)
-    BAD("--grad-accum (micro-batches) %d is below --pipeline-stages %d: the pipeline needs at least "
-        "one micro-batch per stage (raise --grad-accum or --global-batch)", c->grad_accum,
-        c->pipeline_stages);
+  if (c->grad_accum < c->pipeline_stages && c->task != OT_TASK_TRANSLATE) {
+    if (c->spelling[find_key("grad-accum")]) flagv(c, "grad-accum", ga, sizeof ga);
+    else snprintf(ga, sizeof ga, "--grad-accum (micro-batches) %d", c->grad_accum);
+    BAD("%s is below %s: the pipeline needs at least one micro-batch per stage (raise "
+        "--grad-accum or --global-batch)", ga, pp);
+  }
   if (ot_model_n_blocks(&c->model) < c->pipeline_stages)
-    BAD("%s %d is below --pipeline-stages %d: every stage needs a block (lower "
-        "--pipeline-stages)", c->model.arch == OT_ARCH_ENCDEC ? "the encoder + decoder blocks"
-        : "--layers", ot_model_n_blocks(&c->model), c->pipeline_stages);
+    BAD("%s %d is below %s: every stage needs a block (lower --pipeline-stages)",
+        c->model.arch == OT_ARCH_ENCDEC ? "the encoder + decoder blocks" : "--layers",
+        ot_model_n_blocks(&c->model), pp);
   if (c->optimizer_shard < 0 || c->optimizer_shard > 2)
-    BAD("--optimizer-shard %d: ZeRO stages 0, 1 and 2 are available", c->optimizer_shard);
-  if (c->grad_buckets < 1) BAD("--grad-buckets %d must be >= 1", c->grad_buckets);
+    BAD("%s: ZeRO stages 0, 1 and 2 are available", flagv(c, "optimizer-shard", ga, sizeof ga));
+  if (c->grad_buckets < 1) BAD("%s must be >= 1", flagv(c, "grad-buckets", ga, sizeof ga));
   if (!(c->comm_timeout >= 0)) BAD("--comm-timeout %g must be >= 0 (0: never)", c->comm_timeout);
   {
-    const int tp = c->tensor_parallel;
+    const int ntp = c->tensor_parallel;
     const ot_model_config *mc = &c->model;
-    if (mc->n_heads % tp)
-      BAD("--heads %d is not divisible by --tensor-parallel %d (choose a tensor-parallel size "
+    if (mc->n_heads % ntp)
+      BAD("--heads %d is not divisible by %s (choose a tensor-parallel size "
           "that divides the heads)", mc->n_heads, tp);
-    if (mc->n_kv_heads % tp)
-      BAD("--kv-heads %d is not divisible by --tensor-parallel %d (choose a tensor-parallel size "
+    if (mc->n_kv_heads % ntp)
+      BAD("--kv-heads %d is not divisible by %s (choose a tensor-parallel size "
           "that divides the kv-heads)", mc->n_kv_heads, tp);
-    if (mc->d_ff % tp)
-      BAD("--d-ff %d is not divisible by --tensor-parallel %d (choose a tensor-parallel size that "
+    if (mc->d_ff % ntp)
+      BAD("--d-ff %d is not divisible by %s (choose a tensor-parallel size that "
           "divides it)", mc->d_ff, tp);
   }
   if ((double)c->batch_size * c->grad_accum * c->data_parallel * (c->seq_len + 1.0) > 2e9)

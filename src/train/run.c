@@ -223,6 +223,8 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
               "thread: the machine is busy; MFU uses %.1f\n", nt, peak_all, peak_one, nt, r.peak);
   }
   if (s == OT_OK && !c.quiet) print_header(t, &r);
+  if (s == OT_OK && !t->par && c.check_replicas > 0)
+    fprintf(out, "note: --check-replicas %d: one process holds no replicas to compare\n", c.check_replicas);
   if (s == OT_OK && t->par) s = ot__par_report(t->par, out);
   const int64_t start = ot_trainer_steps_done(t);
   if (s == OT_OK && start > 0 && root) s = truncate_log(logp, start);
@@ -244,10 +246,13 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     last_eval = 0;
   }
   const double fpt = ot_trainer_flops_per_token(t);
+  ot__ratios ratios = {0};
   for (int64_t step = start; s == OT_OK && step < c.steps; step++) {
     ot_step_info st;
+    ot__ratios_begin(&ratios);
     s = ot_trainer_step(t, &st);
     if (s != OT_OK) break;
+    ot__ratios_end(&ratios, st.seconds, t->par ? ot__par_comm_seconds(t->par) : 0.0, r.peak);
     // parallel: the peak of one process times the processes (one core each when they fit)
     const int world = ot_dist_world_size();
     double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * (st.tgt_tokens / st.seconds) / (r.peak * world * 1e9) : NAN;
@@ -309,6 +314,7 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     s = ot_trainer_checkpoint(t, ck, sizeof ck);
     if (s == OT_OK && !c.quiet) fprintf(out, "checkpoint %s (%.1f s)\n", ck, ot_now() - t0);
   }
+  if (s == OT_OK) s = ot__ratios_report(&ratios, t->par, r.peak, done, out, r.log);
   if (r.log) fclose(r.log);
   if (c.profile[0]) {
     ot_prof_enable(false);
@@ -335,6 +341,12 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
                  ck[0] ? "; the weights before them are in " : "", ck);
   if (s == OT_OK && has_val && !isfinite(val))
     s = ot_error(OT_EINVAL, "the held-out loss at step %lld is not finite (%g)", (long long)done, val);
+  if (s == OT_OK && t->par && c.check_replicas > 0) {
+    const int64_t nchk = done / c.check_replicas - start / c.check_replicas;
+    fprintf(out, "replicas: identical at %lld check%s (every %d steps: each tensor over the data-parallel "
+            "replicas, the replicated ones over the tensor-parallel ranks)\n", (long long)nchk, nchk == 1 ? "" : "s",
+            c.check_replicas);
+  }
   if (s == OT_OK) {
     char took[32];
     fmt_dur(took, sizeof took, ot_now() - t_run);

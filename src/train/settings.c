@@ -1,5 +1,5 @@
 // Settings: (key, value, origin) lists: config files (key = value lines or a flat JSON
-// object) and flags are collected first, then applied to a config in one go
+// object, with MindSpore's "parallel_config" block of keys inside either) and flags are collected first, then applied to a config in one go
 // ("model" presets first, so shape keys refine a preset wherever they appear).
 #include "train/train_impl.h"
 #include "io/json.h"
@@ -45,16 +45,19 @@ static int line_of(const char *text, size_t pos) {
   return line;
 }
 
-static ot_status read_json(ot_settings *l, const char *path, const char *text, size_t len) {
-  ot_json_doc doc = {0};
-  OT_TRY(ot_json_parse(&doc, text, len, 0, path));
+// The members of JSON object obj as settings; `block` names an enclosing block
+// ("parallel_config", MindSpore's TransformerOpParallelConfig), NULL at the top.
+static ot_status read_json_obj(ot_settings *l, const char *path, const char *text, const ot_json *obj,
+                               const char *block) {
   ot_status s = OT_OK;
-  if (doc.root->type != OT_JOBJ)
-    s = ot_error(OT_EFORMAT, "%s: a JSON config must be an object {\"key\": value, ...}", path);
-  for (const ot_json *v = doc.root->first; v && s == OT_OK; v = v->next) {
+  for (const ot_json *v = obj->first; v && s == OT_OK; v = v->next) {
     char origin[128], val[64];
     snprintf(origin, sizeof origin, "%.100s:%d", path, line_of(text, v->pos));
     const char *sv = val;
+    if (!block && v->type == OT_JOBJ && !strcmp(v->key, "parallel_config")) {
+      s = read_json_obj(l, path, text, v, v->key);
+      continue;
+    }
     switch (v->type) {
       case OT_JSTR: sv = v->s; break;
       case OT_JBOOL: snprintf(val, sizeof val, "%s", v->b ? "true" : "false"); break;
@@ -63,11 +66,23 @@ static ot_status read_json(ot_settings *l, const char *path, const char *text, s
         else snprintf(val, sizeof val, "%.17g", v->d);
         break;
       default:
-        s = ot_error(OT_EFORMAT, "%s: '%s' is a %s; values must be numbers, strings or booleans (flat "
-                     "key: value pairs)", origin, v->key, ot_json_type_name(v->type));
+        s = ot_error(OT_EFORMAT, "%s: '%s'%s%s is a %s; values must be numbers, strings or booleans "
+                     "(key: value pairs, and a \"parallel_config\": {...} block of them)", origin, v->key,
+                     block ? " in " : "", block ? block : "", ot_json_type_name(v->type));
     }
     if (s == OT_OK) s = ot_settings_add(l, v->key, sv, origin);
   }
+  return s;
+}
+
+static ot_status read_json(ot_settings *l, const char *path, const char *text, size_t len) {
+  ot_json_doc doc = {0};
+  OT_TRY(ot_json_parse(&doc, text, len, 0, path));
+  ot_status s = OT_OK;
+  if (doc.root->type != OT_JOBJ)
+    s = ot_error(OT_EFORMAT, "%s: a JSON config must be an object {\"key\": value, ...}", path);
+  else
+    s = read_json_obj(l, path, text, doc.root, NULL);
   ot_json_free(&doc);
   return s;
 }
@@ -90,6 +105,10 @@ static ot_status read_lines(ot_settings *l, const char *path, char *text) {
         return ot_error(OT_EFORMAT, "%s: expected 'key = value', got '%.60s'", origin, s);
       s[k] = 0;
       char *key = trim(s), *val = trim(s + k + 1);
+      if (!*val && !strcmp(key, "parallel_config")) {   // a YAML-style block: its indented lines follow
+        p = nl ? nl + 1 : NULL;
+        continue;
+      }
       size_t vn = strlen(val);
       if (vn >= 2 && (val[0] == '"' || val[0] == '\'') && val[vn - 1] == val[0]) {
         val[vn - 1] = 0;
@@ -139,9 +158,15 @@ ot_status ot_train_config_apply(ot_train_config *c, const ot_settings *l, FILE *
         for (; *k && n + 1 < sizeof norm; k++) norm[n++] = *k == '_' ? '-' : (char)tolower((unsigned char)*k);
         norm[n] = 0;
         char v[OT_PATH_MAX];
-        if (strcmp(norm, canon))
-          fprintf(notes, "ot: %s: '%s' is --%s here (%s=%s)\n", kv->origin, kv->key, canon, canon,
-                  ot_train_config_get(c, canon, v, sizeof v));
+        ot_train_config_get(c, canon, v, sizeof v);
+        if (ot__train_key_inverted(kv->key))   // vocab_emb_dp true = --no-vocab-parallel
+          fprintf(notes, "ot: %s: '%s' %s is --%s%s here (%s=%s)\n", kv->origin, kv->key, kv->val,
+                  strcmp(v, "true") ? "no-" : "", canon, canon, v);
+        else if (ot__train_key_value_named(kv->key) && strcmp(kv->val, v))   // recompute true = full
+          fprintf(notes, "ot: %s: '%s' %s is --%s %s here (%s=%s)\n", kv->origin, kv->key, kv->val, canon,
+                  v, canon, v);
+        else if (strcmp(norm, canon))
+          fprintf(notes, "ot: %s: '%s' is --%s here (%s=%s)\n", kv->origin, kv->key, canon, canon, v);
       }
     }
   return OT_OK;

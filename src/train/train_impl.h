@@ -12,6 +12,8 @@ int ot__key_count(void);
 const char *ot__key_name(int i);       // canonical ("batch-size")
 bool ot__key_is_model(int i);          // part of the model shape (checked on resume)
 bool ot__key_is_saved(int i);          // stored in checkpoints
+bool ot__train_key_inverted(const char *key);      // a "not key" alias (vocab_emb_dp)
+bool ot__train_key_value_named(const char *key);   // its values have other names (true = full, = 1)
 
 // ---- checkpoint files (ckpt_files.c)
 // Checksum of a file's __metadata__: every (key, value) pair but "meta_checksum",
@@ -100,5 +102,25 @@ ot_status ot__train_run_resolved(const ot_train_config *resolved, FILE *out, dou
 // Same with hooks (NULL: none).
 ot_status ot__train_run_hooks(const ot_train_config *resolved, const ot_train_hooks *h, FILE *out,
                               double *final_loss, double *final_val);
+
+// ---- the profiler's three ratios of a run, per rank (ratios.c)
+typedef struct { double step_s, comm_s, gemm_flops, gemm_s, alloc, used; } ot__ratio_sums;
+typedef struct {
+  ot__ratio_sums first, after;   // the run's first step (warm-up), the later ones
+  int64_t steps_all;
+  double f0, g0;                 // GEMM counters before the running step
+  size_t a0;                     // bytes allocated before it
+} ot__ratios;
+// Around each step: counters before; after, the step's seconds, its exposed
+// communication seconds and the FMA peak (GFLOP/s, 0: unknown) add it in (and
+// record trace counters when profiling).
+void ot__ratios_begin(ot__ratios *r);
+void ot__ratios_end(ot__ratios *r, double step_s, double comm_s, double peak_gflops);
+// At the end (collective over the world): world rank 0 prints every rank's
+// communication share, matmul utilization and memory reuse with the thresholds and
+// what to change beside each breach, writes one JSONL record per rank ({"step": S,
+// "ratios": {...}}) to log (NULL: none) and the values into the trace's otherData.
+ot_status ot__ratios_report(const ot__ratios *r, ot__par *par, double peak_gflops, int64_t step, FILE *out,
+                            FILE *log);
 
 #endif

@@ -280,6 +280,8 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   else ot_model_zero_grad(m);
   t->step++;
   rng_next(&t->rng);
+  if (par && c->check_replicas > 0 && t->step % c->check_replicas == 0)
+    OT_TRY(ot__par_check_replicas(par, t->step));
   st.step = t->step;
   st.seconds = ot_now() - t0;
   if (info) *info = st;

@@ -147,9 +147,30 @@ static void texts(void) {
         "Transfer-Encoding: chunked\r\n\r\n{}");
   puts_("http", "regress_te_chunked", "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
         "2\r\n{}\r\n0\r\n\r\n");
+  puts_("rank_table", "two_servers",
+        "{\"version\": \"1.0\", \"server_count\": \"2\", \"status\": \"completed\", \"server_list\": ["
+        "{\"server_id\": \"10.0.0.1\", \"host_nic_ip\": \"reserve\", \"device\": ["
+        "{\"device_id\": \"0\", \"device_ip\": \"192.1.27.6\", \"rank_id\": \"0\"}, "
+        "{\"device_id\": \"1\", \"device_ip\": \"192.2.27.6\", \"rank_id\": \"1\"}]}, "
+        "{\"server_id\": \"10.0.0.2\", \"device\": [{\"device_id\": 0, \"rank_id\": 2}, "
+        "{\"device_id\": 1, \"rank_id\": 3}]}]}");
+  puts_("rank_table", "interleaved",
+        "{\"server_count\": 2, \"server_list\": [{\"server_id\": \"a\", \"device\": [{\"device_id\": 0, "
+        "\"rank_id\": 0}, {\"device_id\": 1, \"rank_id\": 2}]}, {\"server_id\": \"b\", \"device\": "
+        "[{\"device_id\": 1, \"rank_id\": 3}, {\"device_id\": 0, \"rank_id\": 1}]}]}");
+  puts_("rank_table", "duplicate_rank",
+        "{\"server_count\": 1, \"server_list\": [{\"server_id\": \"a\", \"device\": [{\"device_id\": 0, "
+        "\"rank_id\": 0}, {\"device_id\": 1, \"rank_id\": 0}]}]}");
+  puts_("rank_table", "hostfile", "# hosts\nnode1 slots=2 max_slots=4\nnode2\nnode1 slots=1\n");
   puts_("train_config", "lines", "# a run\nmodel = tiny\nlr: 3e-4\nsteps = 10\nbatch_size = 2\nseq_len = 64\n");
   puts_("train_config", "json", "{\"model\": \"tiny\", \"lr\": 0.001, \"shuffle\": false, \"steps\": 5}");
   puts_("train_config", "unknown_key", "colour = blue\n");
+  puts_("train_config", "parallel_config",
+        "{\"model\": \"tiny\", \"parallel_config\": {\"data_parallel\": 2, \"model_parallel\": 2, "
+        "\"pipeline_stage\": 1, \"micro_batch_num\": 2, \"recompute\": true, \"vocab_emb_dp\": false, "
+        "\"optimizer_shard\": true, \"gradient_aggregation_group\": 2}}");
+  puts_("train_config", "parallel_yaml", "parallel_config:\n  data_parallel: 2\n  model_parallel: 2\n"
+        "  optimizer_shard: True\n  vocab_emb_dp: true\n");
   puts_("train_config", "bad_line", "lr\n");
   puts_("hf_config", "gpt2", "{\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], \"vocab_size\": 300, "
         "\"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 128, \"layer_norm_epsilon\": 1e-5}");
