@@ -246,7 +246,7 @@ static ot_status write_files(ot_trainer *t, const char *dir, const char *parent)
   meta_add(&o, "rng", "%" PRIu64, t->rng);
   meta_add(&o, "params_checksum", "%016" PRIx64, ot__hash_floats(ot_model_params(t->m), ot_model_n_floats(t->m)));
   ot_loader_state ls;
-  if (ot__trainer_data_state(t, &ls)) {
+  if (t->cls ? ot__cls_data_state(t, &ls) : ot__trainer_data_state(t, &ls)) {
     meta_add(&o, "data_epoch", "%" PRIu64, ls.epoch);
     meta_add(&o, "data_index", "%" PRIu64, ls.index);
     meta_add(&o, "data_fingerprint", "%016" PRIx64, ls.fingerprint);
@@ -558,11 +558,12 @@ static ot_status load_state(ot_trainer *t, const ot_st_file *f) {
     }
   }
   ot_loader_state ls;
-  if (ot__trainer_data_state(t, &ls) && ot_st_meta(f, "data_epoch")) {   // absent: saved without a loader
+  if ((t->cls ? ot__cls_data_state(t, &ls) : ot__trainer_data_state(t, &ls)) &&
+      ot_st_meta(f, "data_epoch")) {   // absent: saved without a loader
     OT_TRY(meta_u64(f, "data_epoch", 10, &ls.epoch));
     OT_TRY(meta_u64(f, "data_index", 10, &ls.index));
     OT_TRY(meta_u64(f, "data_fingerprint", 16, &ls.fingerprint));
-    if (ot__trainer_set_data_state(t, &ls) != OT_OK)
+    if ((t->cls ? ot__cls_set_data_state(t, &ls) : ot__trainer_set_data_state(t, &ls)) != OT_OK)
       return ot_error(OT_EINVAL, "checkpoint %s: its data position does not fit this run's training data "
                       "(other shards, --seq-len, --batch-size, --shuffle or --seed?): %s", ot_st_name(f),
                       ot_last_error());
