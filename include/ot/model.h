@@ -161,6 +161,11 @@ typedef struct {
   int param;          // index into the parameter table
   int64_t row0, rows;
   bool transpose;
+  // The file shape when HF stores the tensor with more dims than ndim/shape above (ViT:
+  // the CLS token [1, 1, C], positions [1, T, C], the patch projection [C, Cin, P, P]);
+  // fdim 0: the file shape is ndim / shape. Same elements in the same order.
+  int fdim;
+  int64_t fshape[4];
 } ot_hf_tensor;
 
 // ------------------------------------------------------------------- run ----
@@ -256,8 +261,13 @@ ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, 
 // Writes the weights with HF names (F32) to a safetensors file, atomically.
 ot_status ot_model_export(const ot_model *m, const char *path);
 
+// The shape HF tensor i has in files (fdim / fshape when set, else ndim / shape) into
+// shape[4]; returns its rank (0: bad index).
+int ot_model_hf_file_shape(const ot_model *m, int i, int64_t shape[4]);
+
 // Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM / MarianMTModel /
-// MBartForConditionalGeneration) -> config. Unsupported settings (e.g. rope_scaling,
+// MBartForConditionalGeneration / ViTForImageClassification: model_type "vit", hidden_act
+// "gelu" (erf) or "gelu_new", qkv_bias true, num_labels from id2label) -> config. Unsupported settings (e.g. rope_scaling,
 // activation other than gelu_new/silu, Marian's swish, separate source/target
 // vocabularies) are
 // OT_EUNSUPPORTED with the key named. Marian / mBART's dropout, attention_dropout and
@@ -391,6 +401,9 @@ const void *ot_model_logits(const ot_model *m, int *ld);
 // ---------------------------------------------------- vision transformer ---
 // Tokens of an H x W image: 1 + (H / P) * (W / P) (0 for a non-ViT config).
 int ot_vit_tokens(const ot_model_config *c, int H, int W);
+// ViTForImageClassification's config.json for config c into buf[cap] ("" when c is not a
+// vision transformer or buf is too small); labels "LABEL_<i>".
+void ot_vit_hf_config(const ot_model_config *c, char *buf, size_t cap);
 // A batch of images: img [B, channels, H, W] f32 (NCHW, normalized: PyTorch's
 // pixel_values), labels [B] in [0, classes) or ignore_index (NULL: logits only).
 // H and W must equal image_size unless interpolate (HF's interpolate_pos_encoding):
@@ -436,7 +449,8 @@ double ot_model_nll(const ot_model *m);
 // The encoder output of the last ot_model_forward_s2s: [B*S, *ld] (dt of the run), or NULL.
 const void *ot_model_encoder_out(const ot_model *m, int *ld);
 // Writes <dir>/config.json and <dir>/model.safetensors (F32) that
-// MarianMTModel.from_pretrained loads (dir must exist; whole models only).
+// MarianMTModel.from_pretrained (ViTForImageClassification.from_pretrained for a vision
+// transformer) loads (dir must exist; whole models only).
 // Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other
 // than 1e-5) and decoder-only models: OT_EUNSUPPORTED (ot_model_export writes
 // their weights).

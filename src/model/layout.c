@@ -317,6 +317,19 @@ static ot_status build_marian(builder *b) {
 // ViTForImageClassification names: the patch projection (HF's Conv2d weight [C, Cin, P, P]
 // is our [C, Cin*P*P]), CLS token ([1, 1, C] in HF), positions ([1, T, C] in HF), blocks
 // (query / key / value rows of one fused qkv), the final norm and the classifier.
+// Sets the file shape of the HF tensor of parameter `param` (the last one added for it).
+static void file_shape(builder *b, int param, int fdim, int64_t d0, int64_t d1, int64_t d2,
+                       int64_t d3) {
+  ot_model *m = b->m;
+  for (int i = m->n_hf - 1; param >= 0 && i >= 0; i--)
+    if (m->hf[i].param == param) {
+      const int64_t d[4] = {d0, d1, d2, d3};
+      m->hf[i].fdim = fdim;
+      memcpy(m->hf[i].fshape, d, sizeof d);
+      return;
+    }
+}
+
 static ot_status build_vit(builder *b) {
   ot_model *m = b->m;
   const ot_model_config *c = &m->cfg;
@@ -329,6 +342,9 @@ static ot_status build_vit(builder *b) {
                           "vit.embeddings.patch_embeddings.projection.bias");
   m->vcls = add_plain(b, OT_PT_POS, -1, 1, m->C, false, "vit.embeddings.cls_token");
   m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "vit.embeddings.position_embeddings");
+  file_shape(b, m->vpatch_w, 4, m->C, c->channels, c->patch_size, c->patch_size);
+  file_shape(b, m->vcls, 3, 1, 1, m->C, 0);
+  file_shape(b, m->wpe, 3, 1, c->max_seq, m->C, 0);
   for (int l = 0; l < m->L; l++) {
     ot__layer_params *P = &m->lp[l];
 #define VB(field, kind, d0, d1, suffix) \
@@ -447,6 +463,18 @@ int ot_model_param_find(const ot_model *m, const char *name) {
   return -1;
 }
 int ot_model_hf_count(const ot_model *m) { return m ? m->n_hf : 0; }
+int ot_model_hf_file_shape(const ot_model *m, int i, int64_t shape[4]) {
+  if (!m || i < 0 || i >= m->n_hf) return 0;
+  const ot_hf_tensor *h = &m->hf[i];
+  memset(shape, 0, 4 * sizeof *shape);
+  if (h->fdim > 0) {
+    memcpy(shape, h->fshape, sizeof h->fshape);
+    return h->fdim;
+  }
+  shape[0] = h->shape[0];
+  shape[1] = h->shape[1];
+  return h->ndim;
+}
 const ot_hf_tensor *ot_model_hf_at(const ot_model *m, int i) {
   return m && i >= 0 && i < m->n_hf ? &m->hf[i] : NULL;
 }

@@ -175,6 +175,8 @@ ot_status ot__encdec_validate(const ot_model_config *c, const char *n);
 // Vision transformer config checks and backward (vit.c).
 ot_status ot__vit_validate(const ot_model_config *c, const char *n);
 ot_status ot__vit_backward(ot_model *m);
+// ViTForImageClassification directory: config.json + model.safetensors (vit_hf.c).
+ot_status ot__vit_save_hf(const ot_model *m, const char *dir);
 // Encoder-decoder backward (encdec.c), after ot_model_backward's checks.
 ot_status ot__s2s_backward(ot_model *m);
 // The head of the last stage (forward.c): logits = yf W^T (+ logits bias) and, with

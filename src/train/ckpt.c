@@ -21,6 +21,10 @@
 // The HF config of the model, or "" when HF cannot express it.
 static void hf_config(const ot_model_config *c, char *buf, size_t cap) {
   buf[0] = 0;
+  if (c->arch == OT_ARCH_VIT) {
+    ot_vit_hf_config(c, buf, cap);
+    return;
+  }
   if (c->names == OT_NAMES_GPT2 && c->norm == OT_NORM_LAYERNORM && c->mlp == OT_MLP_GELU &&
       c->pos == OT_POS_LEARNED && c->bias && c->n_kv_heads == c->n_heads) {
     snprintf(buf, cap,
@@ -173,10 +177,11 @@ static ot_status write_weights(ot_trainer *t, const char *path, meta_list *m) {
     const ot_hf_tensor *h = ot_model_hf_at(mod, i);
     const size_t k = (size_t)h->shape[0] * (size_t)(h->ndim == 2 ? h->shape[1] : 1);
     s = ot_model_hf_get(mod, i, ot_model_params(mod), buf + off);
-    ts[i] = (ot_st_tensor){.name = h->name, .dtype = OT_F32, .ndim = h->ndim, .data = buf + off,
+    int64_t fs[4];
+    const int fd = ot_model_hf_file_shape(mod, i, fs);   // HF's shape (ViT: 3-D / 4-D tensors)
+    ts[i] = (ot_st_tensor){.name = h->name, .dtype = OT_F32, .ndim = fd, .data = buf + off,
                            .nbytes = k * sizeof(float)};
-    ts[i].shape[0] = h->shape[0];
-    ts[i].shape[1] = h->shape[1];
+    for (int d = 0; d < fd; d++) ts[i].shape[d] = fs[d];
     char key[128];
     snprintf(key, sizeof key, "checksum.%s", h->name);
     meta_add(m, key, "%016" PRIx64, ot__hash_bytes(buf + off, k * sizeof(float)));
