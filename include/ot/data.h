@@ -291,6 +291,66 @@ void ot_bitext_get_state(const ot_bitext_batcher *b, ot_loader_state *st);
 // OT_EINVAL when the fingerprint differs or index is past that epoch's batches.
 ot_status ot_bitext_set_state(ot_bitext_batcher *b, const ot_loader_state *st);
 
+// ------------------------------------------------------------ images ------
+// Labelled images for classification (ViT). Two sources:
+//  - an image array file ("otimg", little-endian, written by ot_images_save and
+//    tools/make_digits.py):
+//      bytes 0..7   magic "OTIMG01\n"
+//      bytes 8..31  six uint32: n (images), h, w, c (channels: 1 or 3), classes,
+//                   maxval (the largest pixel value: 255 for 8-bit images, 16 for
+//                   the 8x8 digits)
+//      then n*h*w*c uint8 pixels [n, h, w, c] (channels last), every value <= maxval,
+//      then n uint16 labels, each < classes; the file ends there (exact size);
+//  - a list file (anything else): one "<image path> <label>" per line (paths
+//    relative to the list file's folder; blank lines and lines starting with #
+//    skipped), each image a binary PGM (P5, 1 channel) or PPM (P6, 3 channels)
+//    with maxval <= 255, all of one size and channel count.
+typedef struct {
+  int n, h, w, c;          // images, height, width, channels
+  int classes;             // labels in [0, classes)
+  int maxval;              // pixel values in [0, maxval]
+  uint8_t *pix;            // [n, h, w, c]
+  int32_t *labels;         // [n]
+} ot_images;
+
+// Loads either source. channels > 0: every image must have that many (OT_EFORMAT
+// naming the file and both counts otherwise); classes > 0: every label must be
+// below it (the file's own classes field must not exceed it) and s->classes is
+// set to it; a list file's classes is max label + 1 unless given. Corrupt or
+// truncated files: OT_EFORMAT "<path>: <problem>"; unreadable: OT_EIO.
+ot_status ot_images_load(ot_images **out, const char *path, int channels, int classes);
+// Writes s as an array file, atomically. OT_EINVAL for inconsistent fields.
+ot_status ot_images_save(const ot_images *s, const char *path);
+void ot_images_free(ot_images *s);   // NULL ok
+// One binary PGM / PPM (P5 / P6, maxval 1..255, comments allowed) into
+// *pix [h, w, c] (ot_mem_alloc'd; free with ot_mem_free).
+ot_status ot_image_read_pnm(const char *path, uint8_t **pix, int *h, int *w, int *c, int *maxval);
+
+// How images become model input [c, out_h, out_w] f32 (NCHW):
+//   x = (pixel / maxval - mean[ch]) / std[ch]
+// after (training) a random resized crop: an area fraction in [crop_min, 1] of the
+// image with an aspect ratio in [3/4, 4/3] (torchvision's RandomResizedCrop; 10
+// tries, then the whole image), resized bilinearly (half-pixel centres) to out_h x
+// out_w, and a horizontal flip with probability 1/2 when flip. Without crop the
+// whole image is resized (copied when the sizes agree).
+typedef struct {
+  int out_h, out_w;
+  float mean[3], std[3];   // per channel (a 1-channel image uses [0])
+  bool crop;               // random resized crop (training)
+  float crop_min;          // smallest area fraction (0.08 torchvision; (0, 1])
+  bool flip;               // random horizontal flip (training)
+} ot_image_aug;
+
+// Images idx[0, B) of s -> img [B, s->c, out_h, out_w] f32, labels [B]. Image k's
+// random draws are elements [64 * (counter + k), 64 * (counter + k) + 64) of stream
+// `seed` (ot_rand_u32): the same (seed, counter) give the same batch, so a run
+// resumes by its position alone. OT_EINVAL for a bad index or settings.
+ot_status ot_images_batch(const ot_images *s, const ot_image_aug *a, const int64_t *idx, int B,
+                          uint64_t seed, uint64_t counter, float *img, int32_t *labels);
+// The order of epoch e: perm [n] a permutation of [0, n) (Fisher-Yates over stream
+// seed mixed with e), or the identity when shuffle is false.
+void ot_images_order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, uint64_t epoch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,6 +19,7 @@
 #define OT_INFER_H
 #include "ot/model.h"
 #include "ot/attn.h"
+#include "ot/data.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -430,6 +431,15 @@ ot_status ot_translate_ids(ot_translator *t, int batch, const int32_t *src, int 
                            const int32_t *src_len, const ot_beam_config *cfg,
                            int32_t *out_tokens, int cap, int *out_len, float *out_score,
                            ot_translate_stats *stats);
+
+// ---------------------------------------------------- image classification ---
+// Top-k classes of images idx[n] of set s with a vision transformer: batches of up to the
+// model's run.B images, each resized (bilinear) to the model's image_size and normalized
+// by a (a->crop and a->flip ignored: inference), the logits' softmax (double) ->
+// top_class [n, k] and top_p [n, k] (probabilities, descending; ties: the lower class).
+// k in [1, classes]; s->c must be the model's channels. OT_EINVAL otherwise.
+ot_status ot_classify_images(ot_model *m, const ot_images *s, const ot_image_aug *a,
+                             const int64_t *idx, int n, int k, int32_t *top_class, float *top_p);
 
 #ifdef __cplusplus
 }

@@ -33,12 +33,17 @@ typedef enum { OT_POS_LEARNED = 0, OT_POS_ROPE, OT_POS_SINUSOID } ot_pos_kind;
 // Tensor naming (Hugging Face names for export/import); nothing else depends on it.
 // MARIAN: MarianMTModel (model.shared, model.encoder.layers.N..., model.decoder.layers.N...);
 // with learned positions / embedding norms also MBart's (embed_positions, layernorm_embedding).
-typedef enum { OT_NAMES_GPT2 = 0, OT_NAMES_LLAMA, OT_NAMES_MARIAN } ot_names;
+// VIT: ViTForImageClassification (vit.embeddings..., vit.encoder.layer.N..., classifier).
+typedef enum { OT_NAMES_GPT2 = 0, OT_NAMES_LLAMA, OT_NAMES_MARIAN, OT_NAMES_VIT } ot_names;
 // Architecture: decoder-only (GPT-2 / Llama) or encoder-decoder (the original
 // Transformer, Marian): n_enc_layers encoder blocks (bidirectional, masked by the
 // source lengths), n_layers decoder blocks (causal self-attention, then
 // cross-attention over the encoder output, then the MLP).
-typedef enum { OT_ARCH_DECODER = 0, OT_ARCH_ENCDEC } ot_arch_kind;
+// VIT: a vision transformer (Dosovitskiy et al. 2021, HF ViTForImageClassification): the
+// patch embedding (a patch_size x patch_size convolution with stride patch_size), a CLS
+// token, learned positions, n_layers pre-norm bidirectional blocks, the final norm and a
+// classification head (with bias) on the CLS row; vocab is the number of classes.
+typedef enum { OT_ARCH_DECODER = 0, OT_ARCH_ENCDEC, OT_ARCH_VIT } ot_arch_kind;
 // Norm placement: PRE x + f(norm(x)) (GPT-2, Llama, mBART), POST norm(x + f(x))
 // (the original Transformer, Marian; no final norms then).
 typedef enum { OT_PLACE_PRE = 0, OT_PLACE_POST } ot_norm_place;
@@ -80,6 +85,15 @@ typedef struct {
                         // resid_pdrop and embd_pdrop)
   float attn_dropout;   // on the attention probabilities (self and cross; inside the flash kernels)
   float act_dropout;    // after the MLP activation (HF activation_dropout)
+  // vision transformer fields (arch = OT_ARCH_VIT; all 0 otherwise). vocab = classes,
+  // vocab_pad = 1, max_seq = 1 + (image_size / patch_size)^2 (CLS + patches), untied,
+  // logits_bias = true (the classifier's bias).
+  int image_size;       // the side of the square images the positions were trained for
+  int patch_size;       // P: side of a patch
+  int channels;         // image channels (3: RGB, 1: grey)
+  float drop_path;      // stochastic depth: block l drops each sample's sublayer outputs with
+                        // probability drop_path * l / (n_layers - 1) (timm's linear rule;
+                        // training only; [0, 1))
 } ot_model_config;
 
 // Presets: "gpt2" (124M: V 50257 padded to 50304, C 768, 12 layers, 12 heads),
@@ -91,6 +105,11 @@ typedef struct {
 // Dropout is 0 in every preset except transformer-base / -big / -seed / -small
 // (dropout 0.1, attn_dropout 0, act_dropout 0: fairseq's transformer); the test
 // shape transformer-tiny keeps 0.
+// Vision presets (arch vit, HF ViT names, erf GELU, LayerNorm eps 1e-12, 1000 classes):
+// "vit-tiny/16" (C 192, 12 layers, 3 heads), "vit-small/16" (384, 12, 6), "vit-base/16"
+// (768, 12, 12) at 224 px (196 patches + CLS), "vit-long" (ViT-S/16 at 512 px: 32 x 32
+// = 1024 patches + CLS), "vit-digits" (the bundled 8x8 digits: 1 channel, patches 2x2,
+// C 64, 4 layers, 4 heads, F 128, 10 classes).
 ot_status ot_model_config_preset(ot_model_config *c, const char *name);
 ot_model_config ot_model_config_default(void);   // the "small" preset
 // Checks every field; OT_EINVAL with a message naming the field, its value and
@@ -142,6 +161,11 @@ typedef struct {
   int param;          // index into the parameter table
   int64_t row0, rows;
   bool transpose;
+  // The file shape when HF stores the tensor with more dims than ndim/shape above (ViT:
+  // the CLS token [1, 1, C], positions [1, T, C], the patch projection [C, Cin, P, P]);
+  // fdim 0: the file shape is ndim / shape. Same elements in the same order.
+  int fdim;
+  int64_t fshape[4];
 } ot_hf_tensor;
 
 // ------------------------------------------------------------------- run ----
@@ -237,8 +261,13 @@ ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, 
 // Writes the weights with HF names (F32) to a safetensors file, atomically.
 ot_status ot_model_export(const ot_model *m, const char *path);
 
+// The shape HF tensor i has in files (fdim / fshape when set, else ndim / shape) into
+// shape[4]; returns its rank (0: bad index).
+int ot_model_hf_file_shape(const ot_model *m, int i, int64_t shape[4]);
+
 // Hugging Face config.json (GPT2LMHeadModel / LlamaForCausalLM / MarianMTModel /
-// MBartForConditionalGeneration) -> config. Unsupported settings (e.g. rope_scaling,
+// MBartForConditionalGeneration / ViTForImageClassification: model_type "vit", hidden_act
+// "gelu" (erf) or "gelu_new", qkv_bias true, num_labels from id2label) -> config. Unsupported settings (e.g. rope_scaling,
 // activation other than gelu_new/silu, Marian's swish, separate source/target
 // vocabularies) are
 // OT_EUNSUPPORTED with the key named. Marian / mBART's dropout, attention_dropout and
@@ -373,6 +402,30 @@ void ot_model_set_dropout_step(ot_model *m, uint64_t seed, uint64_t counter);
 // columns >= V are padding). After a forward with want_grad they hold dlogits.
 const void *ot_model_logits(const ot_model *m, int *ld);
 
+// ---------------------------------------------------- vision transformer ---
+// Tokens of an H x W image: 1 + (H / P) * (W / P) (0 for a non-ViT config).
+int ot_vit_tokens(const ot_model_config *c, int H, int W);
+// ViTForImageClassification's config.json for config c into buf[cap] ("" when c is not a
+// vision transformer or buf is too small); labels "LABEL_<i>".
+void ot_vit_hf_config(const ot_model_config *c, char *buf, size_t cap);
+// A batch of images: img [B, channels, H, W] f32 (NCHW, normalized: PyTorch's
+// pixel_values), labels [B] in [0, classes) or ignore_index (NULL: logits only).
+// H and W must equal image_size unless interpolate (HF's interpolate_pos_encoding):
+// then the patch positions are resized bicubically (align_corners = False, as HF and
+// timm do) to the (H / P) x (W / P) grid; pixels past the last whole patch are
+// cropped (as nn.Conv2d with stride P does). 1 + (H/P)(W/P) <= run.T.
+typedef struct {
+  int B, H, W;
+  const float *img;
+  const int32_t *labels;
+  bool interpolate;
+} ot_image_batch;
+// Forward of a ViT (arch = OT_ARCH_VIT): logits [B, classes] (ot_model_logits, ld =
+// classes) and, with labels, the loss (sum over labelled images / count; count <= 0:
+// this call's labelled images); want_grad keeps what ot_model_backward needs.
+ot_status ot_model_forward_images(ot_model *m, const ot_image_batch *b, float count,
+                                  bool want_grad, double *loss);
+
 // ------------------------------------------------ encoder-decoder step ---
 // One batch of an encoder-decoder model: src [B, S] source ids (row b valid up
 // to src_len[b] in [1, S], the rest ignored), tgt_in [B, T] decoder inputs
@@ -425,7 +478,8 @@ typedef enum {
 } ot_s2s_stage_buf;
 void *ot_model_s2s_stage_buf(ot_model *m, int slot, ot_s2s_stage_buf which);
 // Writes <dir>/config.json and <dir>/model.safetensors (F32) that
-// MarianMTModel.from_pretrained loads (dir must exist; whole models only).
+// MarianMTModel.from_pretrained (ViTForImageClassification.from_pretrained for a vision
+// transformer) loads (dir must exist; whole models only).
 // Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other
 // than 1e-5) and decoder-only models: OT_EUNSUPPORTED (ot_model_export writes
 // their weights).

@@ -86,6 +86,31 @@ ot_status ot_embed_fwd(ot_dtype dt, void *out, const int32_t *tokens, const void
 ot_status ot_embed_bwd(ot_dtype dt, float *dwte, float *dwpe, const void *dout,
                        const int32_t *tokens, int B, int T, int C, int V);
 
+// ------------------------------------------------------- patch embedding ----
+// ViT's patch embedding: a PxP convolution with stride P as one GEMM over the
+// unfolded patches. Images img: [B, Cin, H, W] f32 (NCHW, PyTorch's
+// pixel_values); Hp = H / P, Wp = W / P patches per column / row, the right and
+// bottom remainders cropped (what nn.Conv2d(stride=P) does); H or W < P: OT_EINVAL.
+// Patch rows in (b, i, j) order = Conv2d output .flatten(2).transpose(1, 2).
+// img -> cols: [B*Hp*Wp, Cin*P*P] (dt), columns in (c, y, x) order.
+ot_status ot_patch_unfold(ot_dtype dt, void *cols, const float *img, int B, int Cin, int H,
+                          int W, int P);
+// Its adjoint: dcols [B*Hp*Wp, Cin*P*P] (dt) -> dimg [B, Cin, H, W] f32, OVERWRITTEN
+// (cropped pixels 0).
+ot_status ot_patch_fold(ot_dtype dt, float *dimg, const void *dcols, int B, int Cin, int H, int W,
+                        int P);
+// out: [B*Hp*Wp, E] (dt) = unfold(img) w^T + b; w: [E, Cin*P*P] (dt: the Conv2d
+// weight [E, Cin, P, P] flattened), b: [E] f32 or NULL; cols [B*Hp*Wp, Cin*P*P] (dt)
+// receives the unfolded patches (the backward reads them).
+ot_status ot_patch_embed_fwd(ot_dtype dt, void *out, void *cols, const float *img, const void *w,
+                             const float *b, int B, int Cin, int H, int W, int P, int E);
+// dout [B*Hp*Wp, E] (dt), cols as the forward left them -> dw [E, Cin*P*P] f32 +=,
+// db [E] f32 += (NULL: skip), dimg [B, Cin, H, W] f32 overwritten (NULL: skip; else
+// dcols [B*Hp*Wp, Cin*P*P] (dt) is its workspace and w the forward's weight).
+ot_status ot_patch_embed_bwd(ot_dtype dt, float *dimg, void *dcols, float *dw, float *db,
+                             const void *dout, const void *cols, const void *w, int B, int Cin,
+                             int H, int W, int P, int E);
+
 // ------------------------------------------------- residual + normalization --
 // res = x + r (r may be NULL: res = x); y = (res - mean) * rstd * g + beta.
 // x, r: [N, C] (dt); res_out: [N, C] (dt) receives res (may be NULL when r is
@@ -213,6 +238,12 @@ void ot_ref_embed_fwd(float *out, const int32_t *tokens, const float *wte, const
                       int B, int T, int C);
 void ot_ref_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                       int B, int T, int C);
+// Direct convolution: w [E, Cin, P, P], same shapes as ot_patch_embed_fwd / _bwd.
+void ot_ref_patch_embed_fwd(float *out, const float *img, const float *w, const float *b, int B,
+                            int Cin, int H, int W, int P, int E);
+void ot_ref_patch_embed_bwd(float *dimg, float *dw, float *db, const float *dout,
+                            const float *img, const float *w, int B, int Cin, int H, int W, int P,
+                            int E);
 void ot_ref_layernorm_fwd(float *y, float *mean, float *rstd, float *res_out, const float *x,
                           const float *r, const float *g, const float *beta, int N, int C, float eps);
 void ot_ref_layernorm_bwd(float *dx, float *dg, float *dbeta, const float *dy, const float *dres,

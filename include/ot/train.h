@@ -125,9 +125,19 @@ typedef struct {
   // The name that set each key (by its index in the key table: 0 ours, k its k-th alias), so
   // messages name the flag the user typed ("--model_parallel (our --tensor-parallel)").
   unsigned char spelling[OT_TRAIN_KEYS_MAX];
+  // task = classify (OT_TASK_CLASSIFY): image classification with a vision transformer over
+  // image files (ot_images_load: an image array file or a list of PGM/PPM files). Setting
+  // task = classify sets its defaults: model vit-digits, the bundled data/digits/{train,
+  // heldout}.otimg, batch 64, lr 1e-3 cosine, weight decay 0.05, mean 0.3 / std 0.4, random
+  // resized crop from 0.6 of the area, no flip, eval every 100 steps, out out/classify.
+  char train_images[OT_PATH_MAX], val_images[OT_PATH_MAX];
+  float image_mean[3], image_std[3];   // per channel ((pixel / maxval - mean) / std)
+  float crop_min;              // random resized crop: smallest area fraction (0: no crop)
+  bool flip;                   // random horizontal flip
+  float drop_path;             // stochastic depth of the ViT (ot_model_config.drop_path)
 } ot_train_config;
 
-enum { OT_TASK_LM = 0, OT_TASK_TRANSLATE = 1 };
+enum { OT_TASK_LM = 0, OT_TASK_TRANSLATE = 1, OT_TASK_CLASSIFY = 2 };
 
 // Defaults: model "small", data "out/data", batch 8 x 256 tokens, 1 micro-batch,
 // f32, recompute none, seed 1337, 300 steps, lr 1e-3 -> 1e-4 (min_lr -1: lr/10)
@@ -231,6 +241,10 @@ ot_status ot_trainer_eval(ot_trainer *t, int batches, double *loss, int64_t *tok
 // Same over rows [nrows, seq_len + 1] given by the caller, in batch_size chunks.
 ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, double *loss,
                              int64_t *tokens);
+
+// Classify: top-1 accuracy (fraction in [0, 1]) of the last evaluation, NaN before one
+// (or for other tasks).
+double ot_trainer_accuracy(const ot_trainer *t);
 
 // Same as ot_trainer_eval, also *nll (may be NULL) = the plain NLL per token
 // (= *loss without label smoothing). Translate: the held-out bitext in the

@@ -18,6 +18,7 @@ static const command k_commands[] = {
     {"bleu", ot_cmd_bleu, &cli_bleu_command},
     {"translate", ot_cmd_translate, &cli_translate_command},
     {"launch", ot_cmd_launch, &cli_launch_command},
+    {"classify", ot_cmd_classify, &cli_classify_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 

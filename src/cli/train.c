@@ -240,6 +240,8 @@ int ot_cmd_eval(int argc, char **argv) {
   if (!rc && !strcmp(split, "train") && c.task == OT_TASK_TRANSLATE) {
     snprintf(c.valid_src, sizeof c.valid_src, "%s", c.src_data);
     snprintf(c.valid_tgt, sizeof c.valid_tgt, "%s", c.tgt_data);
+  } else if (!rc && !strcmp(split, "train") && c.task == OT_TASK_CLASSIFY) {
+    snprintf(c.val_images, sizeof c.val_images, "%s", c.train_images);
   } else if (!rc && !strcmp(split, "train")) {
     if (c.train_data[0]) snprintf(c.val_data, sizeof c.val_data, "%s", c.train_data);
     else snprintf(c.val_data, sizeof c.val_data, "%.1000s/train_*.bin", c.data);
@@ -257,6 +259,10 @@ int ot_cmd_eval(int argc, char **argv) {
       fprintf(stderr, "ot eval: %s: the loss is not finite (%g) over %lld tokens, although every weight "
               "is finite\n", dir, loss, (long long)ntok);
       rc = 1;
+    } else if (r->task == OT_TASK_CLASSIFY) {
+      printf("%s: %s loss %.4f, top-1 %.2f%% over %lld images of %s (%s), %.1f s\n", dir,
+             strcmp(split, "train") ? "held-out" : "training", loss, 100 * ot_trainer_accuracy(t),
+             (long long)ntok, r->val_images, ot_dtype_name(r->dtype), ot_now() - t0);
     } else if (r->task == OT_TASK_TRANSLATE) {
       printf("%s: held-out loss %.4f (label-smoothed %g), nll %.4f (perplexity %.2f) over %lld target tokens "
              "of %s / %s (%s), %.1f s\n", dir, loss, r->label_smoothing, nll, exp(nll), (long long)ntok,

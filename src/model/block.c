@@ -370,7 +370,8 @@ ot_status ot__block_bwd(ot_model *m, const ot__stack *st, int l, int B, int T) {
   const size_t NC = (size_t)N * m->C;
   const ot__dropout *d = st->drop;
   const float pr = d ? d->resid : 0.0f;
-  const bool rd = ot__drop_on(d, pr);   // residual dropout: sublayer output masks
+  // residual dropout or drop-path: sublayer output masks
+  const bool rd = ot__drop_on(d, pr) || ot__drop_path_on(d);
   ot__kv_s2s src;
   const ot__block_io io = train_io(m, st, l, B, T, &src);
   if (rc == OT_RECOMPUTE_FULL) OT_TRY(ot__block_fwd(g, l, &io, g->a.post));

@@ -47,6 +47,29 @@ static ot_model_config base_transformer(void) {
   return c;
 }
 
+// A ViT as HF's ViTConfig has it: pre-norm LayerNorm (eps 1e-12), erf GELU, learned
+// positions, biases on, an untied classification head with a bias.
+static void vit(ot_model_config *c, const char *name, int img, int P, int ch, int classes, int C,
+                int L, int H, int F) {
+  memset(c, 0, sizeof *c);
+  c->names = OT_NAMES_VIT;
+  c->arch = OT_ARCH_VIT;
+  c->norm = OT_NORM_LAYERNORM;
+  c->mlp = OT_MLP_GELU_ERF;
+  c->pos = OT_POS_LEARNED;
+  c->rope_base = 10000.0f;
+  c->bias = true;
+  c->logits_bias = true;
+  c->eps = 1e-12f;
+  c->init_std = 0.02f;
+  c->image_size = img;
+  c->patch_size = P;
+  c->channels = ch;
+  snprintf(c->name, sizeof c->name, "%s", name);
+  c->vocab = classes; c->vocab_pad = 1; c->d_model = C; c->n_layers = L; c->n_heads = H;
+  c->n_kv_heads = H; c->d_ff = F; c->max_seq = 1 + (img / P) * (img / P);
+}
+
 static void encdec_ids(ot_model_config *c, int enc_layers) {
   c->n_enc_layers = enc_layers;
   c->pad_id = c->decoder_start_id = c->vocab - 1;
@@ -62,7 +85,8 @@ static void shape(ot_model_config *c, const char *name, int V, int pad, int C, i
 
 static const char *const k_presets = "gpt2, llama-tiny, tiny, small, transformer-base, "
                                      "transformer-big, transformer-seed, transformer-small, "
-                                     "transformer-tiny";
+                                     "transformer-tiny, vit-tiny/16, vit-small/16, vit-base/16, "
+                                     "vit-long, vit-digits";
 
 ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
   OT_CHECK_PTR(c, "ot_model_config_preset");
@@ -103,6 +127,16 @@ ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
     *c = base_transformer();
     shape(c, name, 50, 16, 32, 2, 4, 4, 64, 16);
     encdec_ids(c, 2);
+  } else if (strcmp(name, "vit-tiny/16") == 0) {
+    vit(c, name, 224, 16, 3, 1000, 192, 12, 3, 768);
+  } else if (strcmp(name, "vit-small/16") == 0) {
+    vit(c, name, 224, 16, 3, 1000, 384, 12, 6, 1536);
+  } else if (strcmp(name, "vit-base/16") == 0) {
+    vit(c, name, 224, 16, 3, 1000, 768, 12, 12, 3072);
+  } else if (strcmp(name, "vit-long") == 0) {
+    vit(c, name, 512, 16, 3, 1000, 384, 12, 6, 1536);
+  } else if (strcmp(name, "vit-digits") == 0) {
+    vit(c, name, 8, 2, 1, 10, 64, 4, 4, 128);
   } else {
     return ot_error(OT_EINVAL, "model preset '%s' unknown (presets: %s)", name, k_presets);
   }
@@ -129,8 +163,9 @@ int ot_model_vocab_padded(const ot_model_config *c) {
 ot_status ot_model_config_validate(const ot_model_config *c) {
   OT_CHECK_PTR(c, "ot_model_config_validate");
   const char *n = c->name[0] ? c->name : "model";
-  if (c->names != OT_NAMES_GPT2 && c->names != OT_NAMES_LLAMA && c->names != OT_NAMES_MARIAN)
-    BAD("%s: names=%d unknown (use gpt2, llama or marian)", n, (int)c->names);
+  if (c->names != OT_NAMES_GPT2 && c->names != OT_NAMES_LLAMA && c->names != OT_NAMES_MARIAN &&
+      c->names != OT_NAMES_VIT)
+    BAD("%s: names=%d unknown (use gpt2, llama, marian or vit)", n, (int)c->names);
   if (c->vocab <= 0) BAD("%s: vocab=%d must be > 0", n, c->vocab);
   if (c->vocab_pad <= 0 || c->vocab_pad > 1024 || (c->vocab_pad & (c->vocab_pad - 1)))
     BAD("%s: vocab_pad=%d must be a power of two in [1, 1024] (64 or 128 suit the GEMMs)", n,
@@ -150,9 +185,16 @@ ot_status ot_model_config_validate(const ot_model_config *c) {
   if (c->max_seq <= 0) BAD("%s: max_seq=%d must be > 0", n, c->max_seq);
   if (c->norm != OT_NORM_LAYERNORM && c->norm != OT_NORM_RMSNORM)
     BAD("%s: norm=%d unknown (use layernorm or rmsnorm)", n, (int)c->norm);
-  if (c->arch != OT_ARCH_DECODER && c->arch != OT_ARCH_ENCDEC)
-    BAD("%s: arch=%d unknown (use decoder or encdec)", n, (int)c->arch);
-  if (c->arch == OT_ARCH_ENCDEC) {
+  if (c->arch != OT_ARCH_DECODER && c->arch != OT_ARCH_ENCDEC && c->arch != OT_ARCH_VIT)
+    BAD("%s: arch=%d unknown (use decoder, encdec or vit)", n, (int)c->arch);
+  if (c->arch != OT_ARCH_VIT && (c->image_size || c->patch_size || c->channels || c->drop_path))
+    BAD("%s: image_size, patch_size, channels and drop_path are vision transformer settings (set "
+        "arch vit, or leave them 0)", n);
+  if (c->arch == OT_ARCH_VIT) {
+    OT_TRY(ot__vit_validate(c, n));
+  } else if (c->names == OT_NAMES_VIT) {
+    BAD("%s: vit names belong to vision transformers (set arch vit)", n);
+  } else if (c->arch == OT_ARCH_ENCDEC) {
     OT_TRY(ot__encdec_validate(c, n));
   } else {
     if (c->names == OT_NAMES_MARIAN)
@@ -203,7 +245,8 @@ void ot_model_config_print(FILE *f, const ot_model_config *c) {
   fprintf(f, "model %s (%s names): vocab %d (padded %d), d_model %d, layers %d, heads %d "
           "(kv %d, head_dim %d), d_ff %d, max_seq %d\n",
           c->name[0] ? c->name : "custom",
-          c->names == OT_NAMES_GPT2 ? "gpt2" : c->names == OT_NAMES_LLAMA ? "llama" : "marian", c->vocab,
+          c->names == OT_NAMES_GPT2 ? "gpt2" : c->names == OT_NAMES_LLAMA ? "llama"
+          : c->names == OT_NAMES_VIT ? "vit" : "marian", c->vocab,
           ot_model_vocab_padded(c), c->d_model, c->n_layers, c->n_heads, c->n_kv_heads,
           ot_model_head_dim(c), c->d_ff, c->max_seq);
   fprintf(f, "  norm %s (eps %g), activation %s, positions %s", 
@@ -218,11 +261,16 @@ void ot_model_config_print(FILE *f, const ot_model_config *c) {
             c->embed_scale ? ", scaled embeddings" : "", c->embed_norm ? ", embedding norms" : "",
             c->logits_bias ? ", logits bias" : "", c->pos_offset, c->pad_id, c->eos_id,
             c->decoder_start_id);
+  if (c->arch == OT_ARCH_VIT)
+    fprintf(f, ", vision transformer (%dx%d images, %d channel%s, %dx%d patches, %d classes%s)",
+            c->image_size, c->image_size, c->channels, c->channels == 1 ? "" : "s",
+            c->patch_size, c->patch_size, c->vocab, c->drop_path > 0.0f ? ", drop-path" : "");
   fprintf(f, ", %s embeddings, biases %s; %.2fM parameters\n", c->tied ? "tied" : "untied",
           c->bias ? "on" : "off", ot_model_n_params(c) / 1e6);
-  if (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->act_dropout > 0.0f)
-    fprintf(f, "  dropout %g (embeddings, sublayer outputs), attention %g, activation %g "
-            "(training only)\n", c->dropout, c->attn_dropout, c->act_dropout);
+  if (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->act_dropout > 0.0f || c->drop_path > 0.0f)
+    fprintf(f, "  dropout %g (embeddings, sublayer outputs), attention %g, activation %g, "
+            "drop-path %g (training only)\n", c->dropout, c->attn_dropout, c->act_dropout,
+            c->drop_path);
 }
 
 int64_t ot_model_n_params(const ot_model_config *c) {
@@ -241,6 +289,11 @@ int64_t ot_model_n_params(const ot_model_config *c) {
     if (c->pos == OT_POS_LEARNED) n += 2 * ((int64_t)c->max_seq + c->pos_offset) * C;
     return n;
   }
+  if (c->arch == OT_ARCH_VIT) {   // patch conv + bias, CLS, positions, blocks, norm, head
+    const int64_t K = (int64_t)c->channels * c->patch_size * c->patch_size;
+    return K * C + C + C + (int64_t)c->max_seq * C + (int64_t)c->n_layers * layer + nb * C +
+           V * C + V;
+  }
   int64_t n = V * C + (c->tied ? 0 : V * C) + nb * C + (int64_t)c->n_layers * layer;
   if (c->pos == OT_POS_LEARNED) n += (int64_t)c->max_seq * C;
   return n;
@@ -251,6 +304,13 @@ double ot_model_flops_per_token(const ot_model_config *c, int T) {
   const double F = c->d_ff, Fa = c->mlp == OT_MLP_SWIGLU ? 2 * F : F;
   const double gemm = (Hq + 2 * Hkv) * D * C + C * Hq * D + Fa * C + C * F;   // MACs per layer
   const double attn = 2.0 * Hq * D * (T + 1) / 2.0;   // QK^T + PV MACs, causal average
+  if (c->arch == OT_ARCH_VIT) {   // per token (CLS + patches), bidirectional; the patch
+                                  // GEMM and the head (on the CLS row) spread over the T tokens
+    const double K = (double)c->channels * c->patch_size * c->patch_size;
+    const double vfwd = 2.0 * (c->n_layers * (gemm + 2.0 * Hq * D * T) + K * C * (T - 1) / T +
+                               (double)c->vocab * C / T);
+    return 3.0 * vfwd;
+  }
   double fwd = 2.0 * (c->n_layers * (gemm + attn) + (double)ot_model_vocab_padded(c) * C);
   if (c->arch == OT_ARCH_ENCDEC) {   // per target token, a source as long as the target:
     const double enc_attn = 2.0 * Hq * D * T;                     // bidirectional

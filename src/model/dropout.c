@@ -43,19 +43,51 @@ void ot__drop_attn(const ot__dropout *d, ot_attn_shape *s, int l, int site) {
   s->dropout_offset = ot__drop_offset(d, l, site);
 }
 
+// Drop-path probability of site s of block l (0: none at this site).
+static float path_p(const ot__dropout *d, int l, int site) {
+  if (!ot__drop_path_on(d) || (site != OT__DROP_ATTN_OUT && site != OT__DROP_MLP_OUT) ||
+      d->path_layers < 2 || d->sample == 0)
+    return 0.0f;
+  return d->path * (float)(d->layer0 + l) / (float)(d->path_layers - 1);
+}
+
+// x [n] (dt) in place: sample b (elements [b * sample, (b + 1) * sample)) is kept iff
+// ot_rand_u32(key, off + b) >= threshold(p) (then scaled by 1 / (1 - p)), else zeroed:
+// timm's drop_path, the same rule forward and backward.
+static void path_apply(const ot__dropout *d, float p, ot_dtype dt, void *x, size_t n, int l,
+                       int site) {
+  const uint64_t off = ot__drop_offset(d, l, OT__DROP_PATH) +
+                       (site == OT__DROP_MLP_OUT ? (1ull << 37) : 0);
+  const uint32_t thr = ot_dropout_threshold(p);
+  const float sc = ot_dropout_scale(p);
+  const size_t S = d->sample;
+  const long ns = (long)(n / S);
+  for (long b = 0; b < ns; b++) {
+    const float f = ot_rand_u32(d->key, off + (uint64_t)b) >= thr ? sc : 0.0f;
+    const long e0 = b * (long)S, e1 = e0 + (long)S;
+#pragma omp parallel for schedule(static) if (S >= 65536)
+    for (long e = e0; e < e1; e++) ot__stf(dt, x, (size_t)e, ot__ldf(dt, x, (size_t)e) * f);
+  }
+}
+
 ot_status ot__drop_fwd(const ot__dropout *d, float p, ot_dtype dt, void *x, size_t n, int l,
                        int site) {
-  if (!ot__drop_on(d, p)) return OT_OK;
-  return ot_dropout_fwd(dt, x, x, n, p, d->key, ot__drop_offset(d, l, site));
+  if (ot__drop_on(d, p)) OT_TRY(ot_dropout_fwd(dt, x, x, n, p, d->key, ot__drop_offset(d, l, site)));
+  const float pp = path_p(d, l, site);
+  if (pp > 0.0f) path_apply(d, pp, dt, x, n, l, site);
+  return OT_OK;
 }
 
 ot_status ot__drop_bwd(const ot__dropout *d, float p, ot_dtype dt, void *dx, const void *dy,
                        size_t n, int l, int site) {
   if (!ot__drop_on(d, p)) {
     if (dx != dy) memcpy(dx, dy, n * ot_dtype_size(dt));
-    return OT_OK;
+  } else {
+    OT_TRY(ot_dropout_bwd(dt, dx, dy, n, p, d->key, ot__drop_offset(d, l, site)));
   }
-  return ot_dropout_bwd(dt, dx, dy, n, p, d->key, ot__drop_offset(d, l, site));
+  const float pp = path_p(d, l, site);
+  if (pp > 0.0f) path_apply(d, pp, dt, dx, n, l, site);
+  return OT_OK;
 }
 
 ot_status ot__dropout_begin(ot_model *m, bool want_grad, int B, int T, int S, const char *fn) {
@@ -66,12 +98,16 @@ ot_status ot__dropout_begin(ot_model *m, bool want_grad, int B, int T, int S, co
     d.attn = c->attn_dropout;
     d.act = c->act_dropout;
     d.key = mix64(mix64(m->drop_seed) + m->drop_counter);
+    d.path = c->drop_path;
   }
+  d.path_layers = c->n_layers;
+  d.sample = (size_t)T * m->C;
   m->ddrop = d;
   d.stack = 1;
   d.layer0 = m->e0;
+  d.sample = (size_t)S * m->C;
   m->edrop = d;
-  if (!(d.resid > 0.0f || d.attn > 0.0f || d.act > 0.0f)) return OT_OK;
+  if (!(d.resid > 0.0f || d.attn > 0.0f || d.act > 0.0f || d.path > 0.0f)) return OT_OK;
   // the largest call of any site must fit its 2^38 counters
   const double Tk = T > S ? T : S, n = (double)B * (T > S ? T : S);
   const double big = fmax(fmax(n * m->C, n * m->F), (double)B * m->Hq * Tk * Tk);

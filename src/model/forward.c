@@ -120,6 +120,9 @@ ot_status ot_model_forward_slot(ot_model *m, int slot, const int32_t *tokens,
   if (m->cfg.arch == OT_ARCH_ENCDEC)
     return ot_error(OT_EINVAL, "%s: '%s' is an encoder-decoder model; run it with "
                     "ot_model_forward_s2s (source and target)", fn, m->cfg.name);
+  if (m->cfg.arch == OT_ARCH_VIT)
+    return ot_error(OT_EINVAL, "%s: '%s' is a vision transformer; run it with "
+                    "ot_model_forward_images", fn, m->cfg.name);
   if (want_grad && !targets && m->last)
     return ot_error(OT_EINVAL, "%s: want_grad needs targets", fn);
   if (!isfinite(count))
@@ -190,6 +193,7 @@ static ot_status backward(ot_model *m) {
   const ot_dtype dt = m->run.dt;
   const int B = m->B, T = m->T, N = B * T;
   if (m->cfg.arch == OT_ARCH_ENCDEC) return ot__s2s_backward(m);
+  if (m->cfg.arch == OT_ARCH_VIT) return ot__vit_backward(m);
   if (m->last) {
     OT_TRY(ot__head_bwd(m, N, m->dy));
     if (m->part.vocab_parallel) OT_TRY(ot__tp_sum(&m->graph, m->dy, (size_t)N * m->C));

@@ -124,6 +124,11 @@ typedef struct {
   int stack;                // 0: the decoder (or a decoder-only model), 1: the encoder
   int layer0;               // global index of block 0 (pipeline stages)
   int rank;                 // tensor-parallel rank (attention / activation masks are per rank)
+  // stochastic depth (drop-path, ViT): block l (global index) drops each sample's
+  // self-attention and MLP outputs with probability path * l / (path_layers - 1)
+  float path;
+  int path_layers;
+  size_t sample;            // elements per sample of a sublayer output (T * C)
 } ot__dropout;
 enum {
   OT__DROP_EMBED = 0,       // the stack's embedding output (l = 0)
@@ -132,7 +137,9 @@ enum {
   OT__DROP_MLP_OUT,         // MLP output projection
   OT__DROP_ATTN_P,          // self-attention probabilities (flash kernels)
   OT__DROP_CROSS_P,         // cross-attention probabilities
-  OT__DROP_ACT              // MLP activation output
+  OT__DROP_ACT,             // MLP activation output
+  OT__DROP_PATH             // drop-path masks, one counter per sample (self-attention
+                            // output; the MLP output's at + 2^37)
 };
 #define OT__DROP_SITE_BITS 38   // counters per site: 2^38
 // First counter of site s of block l (dropout.c).
@@ -141,6 +148,7 @@ uint64_t ot__drop_offset(const ot__dropout *d, int l, int site);
 void ot__drop_attn(const ot__dropout *d, ot_attn_shape *s, int l, int site);
 // In place on x [n] (dt): forward (x = mask(x) * scale) or backward (the same on a
 // gradient) of site s of block l with probability p; no-op when d is NULL or p = 0.
+// At the self-attention and MLP output sites drop-path (d->path) masks whole samples too.
 ot_status ot__drop_fwd(const ot__dropout *d, float p, ot_dtype dt, void *x, size_t n, int l,
                        int site);
 // dx [n] = the backward of that site on dy [n] (dx may alias dy).
@@ -148,6 +156,8 @@ ot_status ot__drop_bwd(const ot__dropout *d, float p, ot_dtype dt, void *dx, con
                        size_t n, int l, int site);
 // True when the site's probability p is on under d.
 static inline bool ot__drop_on(const ot__dropout *d, float p) { return d && p > 0.0f; }
+// True when drop-path is on under d (the sublayer outputs are masked per sample).
+static inline bool ot__drop_path_on(const ot__dropout *d) { return d && d->path > 0.0f; }
 
 // ------------------------------------------------------------ keys/values ---
 typedef struct ot__kvsrc ot__kvsrc;

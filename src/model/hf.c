@@ -60,13 +60,15 @@ ot_status ot_model_import(ot_model *m, const ot_st_file *f, const char *prefix, 
   for (int i = 0; i < m->n_hf; i++) {
     const ot_hf_tensor *h = &m->hf[i];
     char want[64], got[64];
-    shape_str(want, sizeof want, h->ndim, h->shape);
+    int64_t fs[4];
+    const int fd = ot_model_hf_file_shape(m, i, fs);
+    shape_str(want, sizeof want, fd, fs);
     const ot_st_tensor *t = find_hf(m, f, pfx, h->name);
     if (!t)
       return ot_error(OT_EFORMAT, "%s: tensor '%s%s' %s is missing (the config %s expects it)",
                       file, pfx, h->name, want, m->cfg.name[0] ? m->cfg.name : "given");
-    bool same = t->ndim == h->ndim;
-    for (int d = 0; same && d < h->ndim; d++) same = t->shape[d] == h->shape[d];
+    bool same = t->ndim == fd;
+    for (int d = 0; same && d < fd; d++) same = t->shape[d] == fs[d];
     if (!same) {
       shape_str(got, sizeof got, t->ndim, t->shape);
       return ot_error(OT_EFORMAT, "%s: tensor '%s' has shape %s, the config expects %s%s", file,
@@ -127,10 +129,11 @@ ot_status ot_model_export(const ot_model *m, const char *path) {
     const ot_hf_tensor *h = &m->hf[i];
     size_t n = (size_t)h->shape[0] * (size_t)(h->ndim == 2 ? h->shape[1] : 1);
     s = ot_model_hf_get(m, i, m->w, buf + off);
-    ts[i] = (ot_st_tensor){.name = h->name, .dtype = OT_F32, .ndim = h->ndim, .data = buf + off,
+    int64_t fs[4];
+    const int fd = ot_model_hf_file_shape(m, i, fs);
+    ts[i] = (ot_st_tensor){.name = h->name, .dtype = OT_F32, .ndim = fd, .data = buf + off,
                            .nbytes = n * sizeof(float)};
-    ts[i].shape[0] = h->shape[0];
-    ts[i].shape[1] = h->shape[1];
+    for (int d = 0; d < fd; d++) ts[i].shape[d] = fs[d];
     off += n;
   }
   const char *keys[] = {"format"}, *vals[] = {"pt"};
@@ -240,6 +243,38 @@ static ot_status cfg_gpt2(cfgj *j, ot_model_config *c) {
   if (jbool(j, "scale_attn_by_inverse_layer_idx", false) || !jbool(j, "scale_attn_weights", true))
     return ot_error(OT_EUNSUPPORTED, "%s: scale_attn_by_inverse_layer_idx / scale_attn_weights=false"
                     " unsupported", j->path);
+  return j->err;
+}
+
+// ViTConfig: a vision transformer (ViTForImageClassification; num_labels = id2label's size).
+static ot_status cfg_vit(cfgj *j, ot_model_config *c) {
+  ot_model_config_preset(c, "vit-base/16");
+  c->d_model = jint(j, "hidden_size", 768, false);
+  c->n_layers = jint(j, "num_hidden_layers", 12, false);
+  c->n_heads = c->n_kv_heads = jint(j, "num_attention_heads", 12, false);
+  c->d_ff = jint(j, "intermediate_size", 3072, false);
+  c->image_size = jint(j, "image_size", 224, false);
+  c->patch_size = jint(j, "patch_size", 16, false);
+  c->channels = jint(j, "num_channels", 3, false);
+  c->eps = (float)jnum(j, "layer_norm_eps", 1e-12);
+  c->init_std = (float)jnum(j, "initializer_range", 0.02);
+  c->dropout = (float)jnum(j, "hidden_dropout_prob", 0.0);
+  c->attn_dropout = (float)jnum(j, "attention_probs_dropout_prob", 0.0);
+  const ot_json *lab = jget(j, "id2label");
+  c->vocab = lab && lab->type == OT_JOBJ && lab->n > 0 ? lab->n : jint(j, "num_labels", 2, false);
+  const int g = c->patch_size > 0 ? c->image_size / c->patch_size : 0;
+  c->max_seq = 1 + g * g;
+  const char *act = jstr(j, "hidden_act");
+  if (act && !strcmp(act, "gelu")) c->mlp = OT_MLP_GELU_ERF;
+  else if (act && (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh"))) c->mlp = OT_MLP_GELU;
+  else if (act)
+    return ot_error(OT_EUNSUPPORTED, "%s: hidden_act '%s' unsupported (gelu or gelu_new)", j->path, act);
+  if (!jbool(j, "qkv_bias", true))
+    return ot_error(OT_EUNSUPPORTED, "%s: qkv_bias=false unsupported (ViT's q/k/v have biases)", j->path);
+  const char *pt = jstr(j, "problem_type");
+  if (pt && strcmp(pt, "single_label_classification"))
+    return ot_error(OT_EUNSUPPORTED, "%s: problem_type '%s' unsupported (single_label_classification)",
+                    j->path, pt);
   return j->err;
 }
 
@@ -358,8 +393,9 @@ ot_status ot_model_config_from_hf(ot_model_config *c, const char *path) {
     else if (strcmp(type, "llama") == 0) s = cfg_llama(&j, c);
     else if (strcmp(type, "marian") == 0) s = cfg_marian(&j, c, false);
     else if (strcmp(type, "mbart") == 0) s = cfg_marian(&j, c, true);
-    else s = ot_error(OT_EUNSUPPORTED, "%s: model_type '%s' unsupported (gpt2, llama, marian or "
-                      "mbart)", path, type);
+    else if (strcmp(type, "vit") == 0) s = cfg_vit(&j, c);
+    else s = ot_error(OT_EUNSUPPORTED, "%s: model_type '%s' unsupported (gpt2, llama, marian, "
+                      "mbart or vit)", path, type);
   }
   if (s == OT_OK) snprintf(c->name, sizeof c->name, "hf-%s", type);
   ot_json_free(&doc);
@@ -380,6 +416,7 @@ ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config 
   OT_CHECK_PTR(r, fn);
   ot_run_config run = *r;
   if (c.arch == OT_ARCH_ENCDEC && run.S == 0) run.S = run.T;   // source as long as the target
+  if (c.arch == OT_ARCH_VIT && run.T < c.max_seq) run.T = c.max_seq;   // at least its own images
   OT_TRY(ot_model_create(&m, &c, &run));
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   ot_st_file *f = NULL;

@@ -44,6 +44,7 @@ ot_status ot_model_save_hf(const ot_model *m, const char *dir) {
   OT_CHECK_PTR(m, fn);
   OT_CHECK_PTR(dir, fn);
   const ot_model_config *c = &m->cfg;
+  if (c->arch == OT_ARCH_VIT) return ot__vit_save_hf(m, dir);
   if (c->arch != OT_ARCH_ENCDEC)
     return ot_error(OT_EUNSUPPORTED, "%s: writes MarianMTModel directories; '%s' is decoder-only "
                     "(ot_model_export writes its weights with HF names)", fn, c->name);

@@ -332,6 +332,73 @@ static ot_status build_marian(builder *b) {
   return OT_OK;
 }
 
+// ViTForImageClassification names: the patch projection (HF's Conv2d weight [C, Cin, P, P]
+// is our [C, Cin*P*P]), CLS token ([1, 1, C] in HF), positions ([1, T, C] in HF), blocks
+// (query / key / value rows of one fused qkv), the final norm and the classifier.
+// Sets the file shape of the HF tensor of parameter `param` (the last one added for it).
+static void file_shape(builder *b, int param, int fdim, int64_t d0, int64_t d1, int64_t d2,
+                       int64_t d3) {
+  ot_model *m = b->m;
+  for (int i = m->n_hf - 1; param >= 0 && i >= 0; i--)
+    if (m->hf[i].param == param) {
+      const int64_t d[4] = {d0, d1, d2, d3};
+      m->hf[i].fdim = fdim;
+      memcpy(m->hf[i].fshape, d, sizeof d);
+      return;
+    }
+}
+
+static ot_status build_vit(builder *b) {
+  ot_model *m = b->m;
+  const ot_model_config *c = &m->cfg;
+  const int64_t qd = (int64_t)m->Hq * m->D, K = (int64_t)c->channels * c->patch_size * c->patch_size;
+  char n[96];
+  const char *pre = "vit.encoder.layer";
+  m->vpatch_w = add_plain(b, OT_PT_MATRIX, -1, m->C, K, false,
+                          "vit.embeddings.patch_embeddings.projection.weight");
+  m->vpatch_b = add_plain(b, OT_PT_BIAS, -1, m->C, 0, false,
+                          "vit.embeddings.patch_embeddings.projection.bias");
+  m->vcls = add_plain(b, OT_PT_POS, -1, 1, m->C, false, "vit.embeddings.cls_token");
+  m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "vit.embeddings.position_embeddings");
+  file_shape(b, m->vpatch_w, 4, m->C, c->channels, c->patch_size, c->patch_size);
+  file_shape(b, m->vcls, 3, 1, 1, m->C, 0);
+  file_shape(b, m->wpe, 3, 1, c->max_seq, m->C, 0);
+  for (int l = 0; l < m->L; l++) {
+    ot__layer_params *P = &m->lp[l];
+#define VB(field, kind, d0, d1, suffix) \
+    (snprintf(n, sizeof n, "%s.%d.%s", pre, l, suffix), P->field = add_plain(b, kind, l, d0, d1, false, n))
+#define VPART(field, r0, rows, suffix) add_hf(b, P->field, r0, rows, false, "%s.%d.%s", pre, l, suffix)
+    VB(ln1_w, OT_PT_NORM_W, m->C, 0, "layernorm_before.weight");
+    VB(ln1_b, OT_PT_NORM_B, m->C, 0, "layernorm_before.bias");
+    P->qkv_w = add_param(b, OT_PT_MATRIX, l, m->QKV, m->C, "%s.%d.attention.attention.qkv.weight", pre, l);
+    VPART(qkv_w, 0, qd, "attention.attention.query.weight");
+    VPART(qkv_w, qd, qd, "attention.attention.key.weight");
+    VPART(qkv_w, 2 * qd, qd, "attention.attention.value.weight");
+    P->qkv_b = add_param(b, OT_PT_BIAS, l, m->QKV, 0, "%s.%d.attention.attention.qkv.bias", pre, l);
+    VPART(qkv_b, 0, qd, "attention.attention.query.bias");
+    VPART(qkv_b, qd, qd, "attention.attention.key.bias");
+    VPART(qkv_b, 2 * qd, qd, "attention.attention.value.bias");
+    VB(o_w, OT_PT_MATRIX, m->C, qd, "attention.output.dense.weight");
+    VB(o_b, OT_PT_BIAS, m->C, 0, "attention.output.dense.bias");
+    VB(ln2_w, OT_PT_NORM_W, m->C, 0, "layernorm_after.weight");
+    VB(ln2_b, OT_PT_NORM_B, m->C, 0, "layernorm_after.bias");
+    VB(fc_w, OT_PT_MATRIX, m->F, m->C, "intermediate.dense.weight");
+    VB(fc_b, OT_PT_BIAS, m->F, 0, "intermediate.dense.bias");
+    VB(proj_w, OT_PT_MATRIX, m->C, m->F, "output.dense.weight");
+    VB(proj_b, OT_PT_BIAS, m->C, 0, "output.dense.bias");
+#undef VB
+#undef VPART
+  }
+  m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "vit.layernorm.weight");
+  m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "vit.layernorm.bias");
+  m->lm_head = add_plain(b, OT_PT_LM_HEAD, -1, m->V, m->C, false, "classifier.weight");
+  m->lbias = add_plain(b, OT_PT_BIAS, -1, m->V, 0, false, "classifier.bias");
+  if (m->vpatch_w < 0 || m->vpatch_b < 0 || m->vcls < 0 || m->wpe < 0 || m->lnf_b < 0 ||
+      m->lm_head < 0 || m->lbias < 0)
+    return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
+  return OT_OK;
+}
+
 ot_status ot__layout_build(ot_model *m) {
   builder b = {m, 0, 0, 0};
   m->lp = calloc((size_t)m->L + 1, sizeof *m->lp);
@@ -342,7 +409,9 @@ ot_status ot__layout_build(ot_model *m) {
   m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = -1;
   m->elnf_w = m->elnf_b = m->lbias = -1;
   m->epos = m->dpos = m->elne_w = m->elne_b = m->dlne_w = m->dlne_b = -1;
-  ot_status s = m->cfg.names == OT_NAMES_GPT2    ? build_gpt2(&b)
+  m->vpatch_w = m->vpatch_b = m->vcls = -1;
+  ot_status s = m->cfg.names == OT_NAMES_VIT     ? build_vit(&b)
+                : m->cfg.names == OT_NAMES_GPT2  ? build_gpt2(&b)
                 : m->cfg.names == OT_NAMES_LLAMA ? build_llama(&b)
                                                  : build_marian(&b);
   if (s != OT_OK) return s;
@@ -362,7 +431,8 @@ ot_status ot__layout_build(ot_model *m) {
         (m->dec_first && ((lp && m->dpos < 0) || (en && m->dlne_w < 0) || m->wte < 0)))
       return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
   }
-  if ((m->first && m->wte < 0) || (m->last && !post && m->lnf_w < 0) ||
+  const bool vit = m->cfg.arch == OT_ARCH_VIT;   // no token embedding
+  if ((m->first && m->wte < 0 && !vit) || (m->last && !post && m->lnf_w < 0) ||
       (m->last && !m->cfg.tied && m->lm_head < 0) || (m->last && m->cfg.tied && m->wte < 0) ||
       (m->first && m->cfg.pos == OT_POS_LEARNED && m->Le == 0 && m->wpe < 0))
     return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
@@ -414,6 +484,18 @@ int ot_model_param_find(const ot_model *m, const char *name) {
   return -1;
 }
 int ot_model_hf_count(const ot_model *m) { return m ? m->n_hf : 0; }
+int ot_model_hf_file_shape(const ot_model *m, int i, int64_t shape[4]) {
+  if (!m || i < 0 || i >= m->n_hf) return 0;
+  const ot_hf_tensor *h = &m->hf[i];
+  memset(shape, 0, 4 * sizeof *shape);
+  if (h->fdim > 0) {
+    memcpy(shape, h->fshape, sizeof h->fshape);
+    return h->fdim;
+  }
+  shape[0] = h->shape[0];
+  shape[1] = h->shape[1];
+  return h->ndim;
+}
 const ot_hf_tensor *ot_model_hf_at(const ot_model *m, int i) {
   return m && i >= 0 && i < m->n_hf ? &m->hf[i] : NULL;
 }

@@ -140,6 +140,13 @@ struct ot_model {
   // label smoothing of the loss (ot_model_set_label_smoothing; 0: plain cross-entropy)
   float ls_eps;
   double nll;                 // plain NLL (sum / count) of the last forward with targets
+  // vision transformer (cfg.arch = vit; whole model, one slot)
+  int vpatch_w, vpatch_b, vcls;   // patch projection [C, Cin*P*P] and bias, CLS token [1, C]
+  void *vcols;                // [B*Np, Cin*P*P] unfolded patches of the last forward (saved)
+  float *vpos;                // [run.T, C] the positions of the last forward (interpolated)
+  float *vdpos;               // [run.T, C] their gradient (backward workspace)
+  int vH, vW;                 // image size of the last forward
+  bool vinterp;               // its positions were interpolated
 };
 
 // Dropout of the coming forward (dropout.c): m->ddrop and m->edrop from the config and
@@ -181,6 +188,11 @@ void ot__add_pair(ot_dtype dt, void *y, const void *a, const void *b, size_t n);
 const char *ot__mlp_name(ot_mlp_kind k);
 // Encoder-decoder config checks (encdec.c); n: the model's name for messages.
 ot_status ot__encdec_validate(const ot_model_config *c, const char *n);
+// Vision transformer config checks and backward (vit.c).
+ot_status ot__vit_validate(const ot_model_config *c, const char *n);
+ot_status ot__vit_backward(ot_model *m);
+// ViTForImageClassification directory: config.json + model.safetensors (vit_hf.c).
+ot_status ot__vit_save_hf(const ot_model *m, const char *dir);
 // Encoder-decoder backward (encdec.c), after ot_model_backward's checks.
 ot_status ot__s2s_backward(ot_model *m);
 // The head of the last stage (forward.c): logits = yf W^T (+ logits bias) and, with

@@ -115,7 +115,7 @@ static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p, ot__slot *sl) {
 // and the head's buffers on the last); then the shared workspace.
 static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
   const size_t N = (size_t)m->run.B * m->run.T, es = ot_dtype_size(m->run.dt);
-  const bool encdec = m->cfg.arch == OT_ARCH_ENCDEC;
+  const bool encdec = m->cfg.arch == OT_ARCH_ENCDEC, vit = m->cfg.arch == OT_ARCH_VIT;
   const size_t NS = encdec ? (size_t)m->run.B * m->run.S : 0, NX = NS > N ? NS : N;
   const size_t C = (size_t)m->C, HD = (size_t)m->Hq * m->D, KD = (size_t)m->Hkv * m->D;
   const bool ln = m->cfg.norm == OT_NORM_LAYERNORM;
@@ -136,7 +136,8 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
       take_block(w, m, A, true, N, encdec, NS);
       p->act_saved_layer = w->act_bytes - before;
     }
-    // saved: model level
+    // saved: model level (a ViT's head and loss: one row per image)
+    const size_t NH = vit ? (size_t)m->run.B : N;
     if (m->first && !encdec) S->tokens = take(w, true, N * sizeof(int32_t));
     if (!encdec || m->L > 0) S->resf = take(w, true, N * C * es);
     if (m->last) {
@@ -144,12 +145,15 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
       S->rstdf = take(w, true, N * 4);
       S->yf = take(w, true, N * C * es);
       size_t before = w->act_bytes;
-      S->logits = take(w, true, N * (size_t)m->Vl * es);
+      S->logits = take(w, true, NH * (size_t)m->Vl * es);
       p->act_logits += w->act_bytes - before;
-      S->row_loss = take(w, true, N * 4);
+      S->row_loss = take(w, true, NH * 4);
     }
     if (encdec) walk_encoder(w, m, p, S);
   }
+  // ViT: the unfolded patches of every image (the patch projection's backward reads them)
+  const size_t vK = vit ? (size_t)m->cfg.channels * m->cfg.patch_size * m->cfg.patch_size : 0;
+  m->vcols = vit ? take(w, true, (size_t)m->run.B * (m->run.T - 1) * vK * es) : NULL;
   p->act_saved = w->act_bytes;
   // workspace: one block's non-saved buffers, shared by every layer (of both stacks:
   // NX rows, the longer of target and source)
@@ -177,6 +181,8 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
   m->pos_tab = m->cfg.pos == OT_POS_SINUSOID ? take(w, false, (size_t)m->cfg.max_seq * C * 4) : NULL;
   m->rope = m->cfg.pos == OT_POS_ROPE ? take(w, false, (size_t)m->cfg.max_seq * m->D * 4) : NULL;
   m->xred = m->last && m->part.vocab_parallel ? take(w, false, 3 * N * 4) : NULL;
+  m->vpos = vit ? take(w, false, (size_t)m->run.T * C * 4) : NULL;    // this run's positions
+  m->vdpos = vit ? take(w, false, (size_t)m->run.T * C * 4) : NULL;   // and their gradient
   p->workspace = w->ws_bytes;
   // the non-saved block fields of every layer point at the shared set
   if (w->alloc)
@@ -238,7 +244,10 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
   static const char fn[] = "model run";
   OT_CHECK_PTR(r, fn);
   if (r->B <= 0) return ot_error(OT_EINVAL, "%s: batch B=%d must be > 0", fn, r->B);
-  if (r->T <= 0 || r->T > c->max_seq)
+  if (c->arch == OT_ARCH_VIT && r->T < 2)   // a ViT's positions may be interpolated past max_seq
+    return ot_error(OT_EINVAL, "%s: T=%d tokens per image must be >= 2 (CLS + patches: %d at "
+                    "%dx%d)", fn, r->T, c->max_seq, c->image_size, c->image_size);
+  if (c->arch != OT_ARCH_VIT && (r->T <= 0 || r->T > c->max_seq))
     return ot_error(OT_EINVAL, "%s: sequence T=%d must be in [1, max_seq=%d]", fn, r->T, c->max_seq);
   if (r->dt != OT_F32 && r->dt != OT_BF16)
     return ot_error(OT_EINVAL, "%s: activation dtype %s unsupported (use f32 or bf16)", fn,
@@ -375,6 +384,10 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   OT_TRY(ot_model_config_validate(c));
   OT_TRY(run_validate(c, r));
   OT_TRY(ot_model_part_validate(c, part));
+  if (c->arch == OT_ARCH_VIT &&
+      (part->tp != 1 || part->layer0 != 0 || part->layer1 != c->n_layers || part->slots != 1))
+    return ot_error(OT_EUNSUPPORTED, "%s: a vision transformer runs on one process (tensor and "
+                    "pipeline parallel ViTs are not supported yet)", fn);
   ot_model *m = calloc(1, sizeof *m);
   if (!m) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
   ot__set_dims(m, c, r, part);

@@ -116,6 +116,7 @@ ot_status ot__graph_build(ot_model *m) {
   g->a = arch_of(&m->cfg, m->C, m->Hq, m->Hkv, m->F, m->rope);
   g->a.post = m->cfg.norm_place == OT_PLACE_POST;
   g->a.cross = m->cfg.arch == OT_ARCH_ENCDEC;
+  if (m->cfg.arch == OT_ARCH_VIT) g->a.causal = false;   // bidirectional over the patches
   g->dt = m->run.dt;
   g->L = m->L;
   g->blk = m->blkw;

@@ -21,6 +21,10 @@
 // The HF config of the model, or "" when HF cannot express it.
 static void hf_config(const ot_model_config *c, char *buf, size_t cap) {
   buf[0] = 0;
+  if (c->arch == OT_ARCH_VIT) {
+    ot_vit_hf_config(c, buf, cap);
+    return;
+  }
   if (c->names == OT_NAMES_GPT2 && c->norm == OT_NORM_LAYERNORM && c->mlp == OT_MLP_GELU &&
       c->pos == OT_POS_LEARNED && c->bias && c->n_kv_heads == c->n_heads) {
     snprintf(buf, cap,
@@ -173,10 +177,11 @@ static ot_status write_weights(ot_trainer *t, const char *path, meta_list *m) {
     const ot_hf_tensor *h = ot_model_hf_at(mod, i);
     const size_t k = (size_t)h->shape[0] * (size_t)(h->ndim == 2 ? h->shape[1] : 1);
     s = ot_model_hf_get(mod, i, ot_model_params(mod), buf + off);
-    ts[i] = (ot_st_tensor){.name = h->name, .dtype = OT_F32, .ndim = h->ndim, .data = buf + off,
+    int64_t fs[4];
+    const int fd = ot_model_hf_file_shape(mod, i, fs);   // HF's shape (ViT: 3-D / 4-D tensors)
+    ts[i] = (ot_st_tensor){.name = h->name, .dtype = OT_F32, .ndim = fd, .data = buf + off,
                            .nbytes = k * sizeof(float)};
-    ts[i].shape[0] = h->shape[0];
-    ts[i].shape[1] = h->shape[1];
+    for (int d = 0; d < fd; d++) ts[i].shape[d] = fs[d];
     char key[128];
     snprintf(key, sizeof key, "checksum.%s", h->name);
     meta_add(m, key, "%016" PRIx64, ot__hash_bytes(buf + off, k * sizeof(float)));
@@ -246,7 +251,7 @@ static ot_status write_files(ot_trainer *t, const char *dir, const char *parent)
   meta_add(&o, "rng", "%" PRIu64, t->rng);
   meta_add(&o, "params_checksum", "%016" PRIx64, ot__hash_floats(ot_model_params(t->m), ot_model_n_floats(t->m)));
   ot_loader_state ls;
-  if (ot__trainer_data_state(t, &ls)) {
+  if (t->cls ? ot__cls_data_state(t, &ls) : ot__trainer_data_state(t, &ls)) {
     meta_add(&o, "data_epoch", "%" PRIu64, ls.epoch);
     meta_add(&o, "data_index", "%" PRIu64, ls.index);
     meta_add(&o, "data_fingerprint", "%016" PRIx64, ls.fingerprint);
@@ -558,11 +563,12 @@ static ot_status load_state(ot_trainer *t, const ot_st_file *f) {
     }
   }
   ot_loader_state ls;
-  if (ot__trainer_data_state(t, &ls) && ot_st_meta(f, "data_epoch")) {   // absent: saved without a loader
+  if ((t->cls ? ot__cls_data_state(t, &ls) : ot__trainer_data_state(t, &ls)) &&
+      ot_st_meta(f, "data_epoch")) {   // absent: saved without a loader
     OT_TRY(meta_u64(f, "data_epoch", 10, &ls.epoch));
     OT_TRY(meta_u64(f, "data_index", 10, &ls.index));
     OT_TRY(meta_u64(f, "data_fingerprint", 16, &ls.fingerprint));
-    if (ot__trainer_set_data_state(t, &ls) != OT_OK)
+    if ((t->cls ? ot__cls_set_data_state(t, &ls) : ot__trainer_set_data_state(t, &ls)) != OT_OK)
       return ot_error(OT_EINVAL, "checkpoint %s: its data position does not fit this run's training data "
                       "(other shards, --seq-len, --batch-size, --shuffle or --seed?): %s", ot_st_name(f),
                       ot_last_error());

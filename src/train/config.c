@@ -10,7 +10,7 @@
 
 typedef enum {
   K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
-  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD, K_F3
 } ktype;
 
 typedef struct {
@@ -176,6 +176,23 @@ static const key_def k_keys[] = {
    "dropout on the MLP activation"},
   {"eval-bleu-sentences", K_INT, O(eval_bleu_sentences), 0, 1 << 30, 0, "bleu_sentences",
    "translate: held-out pairs translated for BLEU at each evaluation (0: none)"},
+  // image classification (task = classify); the ViT's shape keys
+  {"image-size", K_INT, O(model.image_size), 0, 65536, F_MODEL, "img_size",
+   "ViT: side of the square images the positions are trained for"},
+  {"patch-size", K_INT, O(model.patch_size), 0, 1024, F_MODEL, "patch", "ViT: side of a patch"},
+  {"channels", K_INT, O(model.channels), 0, 16, F_MODEL, "num_channels in_chans", "ViT: image channels"},
+  {"train-images", K_STR, O(train_images), 0, 0, 0, "train_dir",
+   "classify: training images (an image array file, or a list of '<PGM/PPM file> <label>' lines)"},
+  {"val-images", K_STR, O(val_images), 0, 0, 0, "val_dir eval_images",
+   "classify: held-out images (same forms; \"\": none)"},
+  {"image-mean", K_F3, O(image_mean), -1e6, 1e6, 0, "mean",
+   "classify: per-channel mean of (pixel / maxval), one value or three (0.5,0.5,0.5)"},
+  {"image-std", K_F3, O(image_std), 1e-6, 1e6, 0, "std", "classify: per-channel std, one value or three"},
+  {"crop-min", K_F32, O(crop_min), 0, 1, 0, "scale_min random_resized_crop",
+   "classify: random resized crop from this area fraction up to 1 (0: no crop; torchvision 0.08)"},
+  {"flip", K_BOOL, O(flip), 0, 0, 0, "hflip horizontal_flip", "classify: random horizontal flip"},
+  {"drop-path", K_F32, O(drop_path), 0, 0.999, 0, "drop_path_rate stochastic_depth",
+   "ViT: stochastic depth, linear over the blocks up to this"},
 };
 #define NKEYS ((int)(sizeof k_keys / sizeof k_keys[0]))
 _Static_assert(NKEYS <= OT_TRAIN_KEYS_MAX, "raise OT_TRAIN_KEYS_MAX (ot/train.h)");
@@ -326,6 +343,7 @@ void ot_train_config_default(ot_train_config *c) {
   memset(c, 0, sizeof *c);
   c->model = ot_model_config_default();
   snprintf(c->data, sizeof c->data, "out/data");
+  for (int i = 0; i < 3; i++) c->image_std[i] = 1.0f;
   c->shuffle = true;
   c->batch_size = 8;
   c->grad_accum = 1;
@@ -377,6 +395,30 @@ static void translate_defaults(ot_train_config *c) {
   c->grad_clip = 0.0f;
   c->eval_batches = 1000000;
   c->eval_bleu_sentences = 200;
+}
+
+// The defaults of task = classify: the digits ViT on the bundled digits.
+static void classify_defaults(ot_train_config *c) {
+  if (c->model.arch != OT_ARCH_VIT) ot_model_config_preset(&c->model, "vit-digits");
+  snprintf(c->train_images, sizeof c->train_images, "data/digits/train.otimg");
+  snprintf(c->val_images, sizeof c->val_images, "data/digits/heldout.otimg");
+  snprintf(c->out, sizeof c->out, "out/classify");
+  c->data[0] = 0;
+  c->batch_size = 64;
+  c->lr = 1e-3f;
+  c->lr_decay = OT_LR_COSINE;
+  c->warmup = -1;
+  c->min_lr = -1.0f;
+  c->weight_decay = 0.05f;
+  c->beta2 = 0.999f;
+  c->eval_every = 100;
+  c->eval_batches = 1000000;
+  for (int i = 0; i < 3; i++) {
+    c->image_mean[i] = 0.3f;
+    c->image_std[i] = 0.4f;
+  }
+  c->crop_min = 0.6f;
+  c->flip = false;
 }
 
 // ----------------------------------------------------------------- values ---
@@ -464,7 +506,7 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
   static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh", "relu",
                                      "gelu-erf"};
   static const char *const poss[] = {"learned", "rope", "learned-absolute", "sinusoidal"};
-  static const char *const names[] = {"gpt2", "llama", "marian"};
+  static const char *const names[] = {"gpt2", "llama", "marian", "vit"};
   static const char *const ropes[] = {"neox", "gptj"};
   static const char *const decays[] = {"cosine", "linear", "constant", "inverse-sqrt", "noam",
                                        "rsqrt", "inverse-square-root"};
@@ -518,7 +560,7 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       *(ot_pos_kind *)p = k == 1 ? OT_POS_ROPE : k == 3 ? OT_POS_SINUSOID : OT_POS_LEARNED;
       return OT_OK;
     case K_NAMES:
-      if ((k = parse_choice(value, names, 3)) < 0) BADV("is not a naming (gpt2 | llama | marian)");
+      if ((k = parse_choice(value, names, 4)) < 0) BADV("is not a naming (gpt2 | llama | marian | vit)");
       *(ot_names *)p = (ot_names)k;
       return OT_OK;
     case K_ROPE:
@@ -546,10 +588,38 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       ((float *)p)[1] = (float)b2;
       return OT_OK;
     }
+    case K_F3: {   // "x" (every channel), "a,b,c", "(a, b, c)" or "a b c"
+      char buf[128], *e = buf;
+      if (strlen(value) >= sizeof buf) BADV("is too long");
+      snprintf(buf, sizeof buf, "%s", value);
+      for (char *q = buf; *q; q++)
+        if (*q == '(' || *q == ')' || *q == '[' || *q == ']' || *q == ',') *q = ' ';
+      double v[3];
+      int n = 0;
+      for (;;) {
+        while (*e == ' ') e++;
+        if (!*e) break;
+        char *e2;
+        errno = 0;
+        const double x = strtod(e, &e2);
+        if (e2 == e || errno || n == 3) BADV("is not one or three numbers (\"0.5\" or \"0.5,0.4,0.3\")");
+        v[n++] = x;
+        e = e2;
+      }
+      if (n != 1 && n != 3) BADV("is not one or three numbers (\"0.5\" or \"0.5,0.4,0.3\")");
+      for (int i = 0; i < 3; i++) {
+        const double x = v[n == 1 ? 0 : i];
+        if (!(x >= d->lo && x <= d->hi)) BADV("has a value outside [%g, %g]", d->lo, d->hi);
+        ((float *)p)[i] = (float)x;
+      }
+      return OT_OK;
+    }
     case K_TASK: {
-      static const char *const tasks[] = {"lm", "translate", "translation"};
-      if ((k = parse_choice(value, tasks, 3)) < 0) BADV("is not a task (lm | translate)");
-      k = k ? OT_TASK_TRANSLATE : OT_TASK_LM;
+      static const char *const tasks[] = {"lm", "translate", "translation", "classify",
+                                          "image-classification"};
+      if ((k = parse_choice(value, tasks, 5)) < 0) BADV("is not a task (lm | translate | classify)");
+      k = k >= 3 ? OT_TASK_CLASSIFY : k ? OT_TASK_TRANSLATE : OT_TASK_LM;
+      if (k == OT_TASK_CLASSIFY && c->task != OT_TASK_CLASSIFY) classify_defaults(c);
       if (k == OT_TASK_TRANSLATE && c->task != OT_TASK_TRANSLATE) translate_defaults(c);
       c->task = k;
       return OT_OK;
@@ -601,13 +671,25 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
     }
     case K_NAMES: {
       const ot_names q = *(const ot_names *)p;
-      snprintf(buf, cap, "%s", q == OT_NAMES_LLAMA ? "llama" : q == OT_NAMES_MARIAN ? "marian" : "gpt2");
+      snprintf(buf, cap, "%s", q == OT_NAMES_LLAMA ? "llama" : q == OT_NAMES_MARIAN ? "marian"
+                               : q == OT_NAMES_VIT ? "vit" : "gpt2");
       break;
     }
     case K_ROPE: snprintf(buf, cap, "%s", *(const ot_rope_style *)p == OT_ROPE_GPTJ ? "gptj" : "neox"); break;
     case K_DECAY: snprintf(buf, cap, "%s", ot_lr_decay_name(*(const ot_lr_decay *)p)); break;
     case K_MODEL: snprintf(buf, cap, "%s", c->model.name); break;
-    case K_TASK: snprintf(buf, cap, "%s", *(const int *)p == OT_TASK_TRANSLATE ? "translate" : "lm"); break;
+    case K_TASK:
+      snprintf(buf, cap, "%s", *(const int *)p == OT_TASK_TRANSLATE ? "translate"
+                               : *(const int *)p == OT_TASK_CLASSIFY ? "classify" : "lm");
+      break;
+    case K_F3: {
+      char a[32], b[32], d[32];
+      float_text(a, sizeof a, ((const float *)p)[0]);
+      float_text(b, sizeof b, ((const float *)p)[1]);
+      float_text(d, sizeof d, ((const float *)p)[2]);
+      snprintf(buf, cap, "%s,%s,%s", a, b, d);
+      break;
+    }
     case K_BETAS: {
       char b1[32], b2[32];
       float_text(b1, sizeof b1, ((const float *)p)[0]);
@@ -672,7 +754,24 @@ const char *ot_lr_decay_name(ot_lr_decay d) {
 // The checks of the task: translate needs an encoder-decoder model, its
 // bitext and a data-parallel layout; lm a decoder.
 static ot_status resolve_task(ot_train_config *c) {
-  const bool encdec = c->model.arch == OT_ARCH_ENCDEC;
+  const bool encdec = c->model.arch == OT_ARCH_ENCDEC, vit = c->model.arch == OT_ARCH_VIT;
+  if (c->task == OT_TASK_CLASSIFY) {
+    if (!vit)
+      BAD("--task classify needs a vision transformer, but --model %s is not one (use --model "
+          "vit-digits, vit-tiny/16, vit-small/16 or vit-base/16)", c->model.name);
+    if (c->data_parallel > 1 || c->tensor_parallel > 1 || c->pipeline_stages > 1)
+      BAD("--task classify runs on one process (data, tensor and pipeline parallel vision "
+          "transformers are not supported yet)");
+    if (!c->train_images[0] && !c->eval_only)
+      BAD("--task classify needs --train-images (an image array file or a list of images)");
+    for (int i = 0; i < 3; i++)
+      if (!(c->image_std[i] > 0)) BAD("--image-std %g must be > 0", c->image_std[i]);
+    if (!(c->drop_path >= 0 && c->drop_path < 1)) BAD("--drop-path %g must be in [0, 1)", c->drop_path);
+    c->seq_len = c->model.max_seq;   // tokens per image (the FLOPs and the progress line)
+    return OT_OK;
+  }
+  if (vit)
+    BAD("--model %s is a vision transformer: train it with --task classify (on images)", c->model.name);
   if (c->task != OT_TASK_TRANSLATE) {
     if (encdec)
       BAD("--model %s is an encoder-decoder: train it with --task translate (on a bitext); --task lm "

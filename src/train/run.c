@@ -70,10 +70,14 @@ typedef struct {
 static ot_status do_eval(ot_trainer *t, run_ctx *r, int64_t step, double *val) {
   double l = NAN, nll = NAN, t0 = ot_now();
   int64_t ntok = 0;
-  const bool tr = r->c->task == OT_TASK_TRANSLATE;
+  const bool tr = r->c->task == OT_TASK_TRANSLATE, cls = r->c->task == OT_TASK_CLASSIFY;
   OT_TRY(ot_trainer_eval_nll(t, 0, &l, &nll, &ntok));
   *val = l;
-  if (!r->c->quiet && !tr)
+  const double acc = ot_trainer_accuracy(t);
+  if (!r->c->quiet && cls)
+    fprintf(r->out, "eval  step %6lld | val loss %.4f | top-1 %.2f%% | %lld images | %.1f s\n",
+            (long long)step, l, 100 * acc, (long long)ntok, ot_now() - t0);
+  if (!r->c->quiet && !tr && !cls)
     fprintf(r->out, "eval  step %6lld | val loss %.4f | ppl %.1f | %lld tokens | %.1f s\n", (long long)step,
             l, exp(l), (long long)ntok, ot_now() - t0);
   if (!r->c->quiet && tr)
@@ -98,7 +102,8 @@ static ot_status do_eval(ot_trainer *t, run_ctx *r, int64_t step, double *val) {
     jnum(r->log, "val_loss", l, false);
     if (tr) jnum(r->log, "val_nll", nll, false);
     if (bleu) jnum(r->log, "bleu", bs.score, false);
-    fprintf(r->log, "\"val_tokens\": %lld}\n", (long long)ntok);
+    if (cls) jnum(r->log, "val_top1", acc, false);
+    fprintf(r->log, "\"%s\": %lld}\n", cls ? "val_images" : "val_tokens", (long long)ntok);
     fflush(r->log);
   }
   fflush(r->out);
@@ -118,6 +123,12 @@ static void print_header(ot_trainer *t, run_ctx *r) {
             "max(source, target length)); forwards of at most %d rows, source %d / target %d tokens; "
             "tok/s counts source + target tokens; %s, %d threads, kernels %s\n", c->data_parallel,
             c->grad_accum, c->tokens_per_batch, run.B, run.S, run.T, ot_dtype_name(c->dtype),
+            ot_threads_get(), ot_isa_name(ot_isa_active()));
+  } else if (c->task == OT_TASK_CLASSIFY) {
+    fprintf(o, "global batch: %d x %d images of %dx%d (micro-batches x batch-size), %d tokens each "
+            "(CLS + patches); train %s, held-out %s; %s, %d threads, kernels %s\n", c->grad_accum,
+            c->batch_size, c->model.image_size, c->model.image_size, c->model.max_seq,
+            c->train_images, c->val_images[0] ? c->val_images : "none", ot_dtype_name(c->dtype),
             ot_threads_get(), ot_isa_name(ot_isa_active()));
   } else {
   fprintf(o, "global batch: %d x %d x %d rows x %d tokens = %lld tokens per step (data-parallel x "
@@ -275,10 +286,11 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
       fmt_dur(eta, sizeof eta, ema * (double)(c.steps - st.step));
       char comm[32] = "";
       if (t->par) snprintf(comm, sizeof comm, " | comm %4.1f%%", 100 * ot__par_comm_seconds(t->par) / st.seconds);
-      fprintf(out, "step %6lld/%lld | loss %7.4f | lr %.3e | norm %7.3f | %7.0f tok/s | MFU %5.1f%% | "
+      const bool img = c.task == OT_TASK_CLASSIFY;   // images/s: tokens/s over tokens per image
+      fprintf(out, "step %6lld/%lld | loss %7.4f | lr %.3e | norm %7.3f | %7.0f %s | MFU %5.1f%% | "
               "mem %6.1f MiB%s | %5.2f s | eta %s%s\n", (long long)st.step, (long long)c.steps, st.loss,
-              st.lr, st.grad_norm, tps, 100 * mfu, mem_mib(), comm, st.seconds, eta,
-              st.skipped ? " | SKIPPED" : "");
+              st.lr, st.grad_norm, img ? tps / c.seq_len : tps, img ? "img/s" : "tok/s", 100 * mfu,
+              mem_mib(), comm, st.seconds, eta, st.skipped ? " | SKIPPED" : "");
       fflush(out);
     }
     fprintf(r.log, "{\"step\": %lld, ", (long long)st.step);
@@ -288,6 +300,7 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     jnum(r.log, "clip", st.clip, false);
     fprintf(r.log, "\"tokens\": %lld, ", (long long)st.tokens);
     jnum(r.log, "tok_per_s", tps, false);
+    if (c.task == OT_TASK_CLASSIFY) jnum(r.log, "img_per_s", tps / c.seq_len, false);
     jnum(r.log, "mfu", mfu, false);
     jnum(r.log, "time_s", st.seconds, false);
     jnum(r.log, "mem_mib", mem_mib(), false);

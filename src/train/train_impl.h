@@ -53,6 +53,7 @@ struct ot_trainer {
   ot__par *par;               // the parallel runtime (dist/par.h), NULL for one process
   struct ot__tr *tr;          // task = translate: tokenizer, bitexts, batchers (translate.c); else NULL
   ot_train_hooks hooks;
+  struct ot__cls *cls;        // task = classify: image sets, order, batch buffers (classify.c); else NULL
 };
 
 // ---- the translate task (translate.c)
@@ -74,6 +75,23 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
 // Held-out loss over the first `batches` batches of the held-out bitext.
 ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int64_t *tokens);
 bool ot__tr_has_val(const ot_trainer *t);
+// ---- the classify task (classify.c)
+// Loads the image sets (channels and classes of the model checked), sets the model's
+// dropout and drop-path from the keys and creates the vision transformer for batch_size
+// images into t->m, with the batch buffers.
+ot_status ot__cls_create(ot_trainer *t);
+void ot__cls_free(struct ot__cls *c);
+// grad_accum micro-batches of batch_size images, forward and backward: *loss (sum of the
+// micro-batch losses, each over the step's images), *finite, *tokens = *tgt_tokens (the
+// step's images x tokens per image).
+ot_status ot__cls_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
+                                int64_t *tgt_tokens);
+// Held-out loss (and plain NLL) over the first batches x batch_size held-out images; the
+// top-1 accuracy is kept for ot_trainer_accuracy; *images (may be NULL) = images scored.
+ot_status ot__cls_eval(ot_trainer *t, int batches, double *loss, double *nll, int64_t *images);
+bool ot__cls_has_val(const ot_trainer *t);
+bool ot__cls_data_state(const ot_trainer *t, ot_loader_state *st);
+ot_status ot__cls_set_data_state(ot_trainer *t, const ot_loader_state *st);
 // The training data position (loader or batcher); false without training data.
 bool ot__trainer_data_state(const ot_trainer *t, ot_loader_state *st);
 ot_status ot__trainer_set_data_state(ot_trainer *t, const ot_loader_state *st);

@@ -16,6 +16,7 @@ void ot_trainer_free(ot_trainer *t) {
   ot__par_free(t->par);   // first: its reduction thread reads the model's gradients
   ot_model_free(t->m);
   ot__tr_free(t->tr);
+  ot__cls_free(t->cls);
   ot_mem_free(t->mom[0]);
   ot_mem_free(t->mom[1]);
   free(t->groups);
@@ -136,6 +137,8 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
   ot_run_config run = {c->batch_size, c->seq_len, c->dtype, c->recompute, -1};
   if (c->task == OT_TASK_TRANSLATE) {   // the bitexts first: they size the model's buffers
     s = ot__tr_create(t);
+  } else if (c->task == OT_TASK_CLASSIFY) {   // the image sets and the vision transformer
+    s = ot__cls_create(t);
   } else if (ot__par_wanted(c->data_parallel, c->tensor_parallel, c->pipeline_stages)) {
     const ot__par_config pc = ot__train_par_config(c, &run);
     s = ot__par_create(&pc, &t->m, &t->par);
@@ -143,7 +146,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
     s = ot_model_create(&t->m, &c->model, &run);
   }
   if (s == OT_OK) s = ot_model_init(t->m, c->seed);
-  if (s == OT_OK && c->task != OT_TASK_TRANSLATE && c->label_smoothing > 0.0f)
+  if (s == OT_OK && c->task == OT_TASK_LM && c->label_smoothing > 0.0f)
     s = ot_model_set_label_smoothing(t->m, c->label_smoothing);
   size_t s0 = 0, s1 = s == OT_OK ? ot_model_n_floats(t->m) : 0;
   if (s == OT_OK && t->par) ot__par_shard(t->par, &s0, &s1);   // ZeRO: this rank's share
@@ -162,7 +165,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
     t->y = ot_mem_alloc(bt, OT_MEM_OTHER);
     if (!t->x || !t->y) s = OT_ENOMEM;
   }
-  if (s == OT_OK && !t->tr) s = open_loaders(t);
+  if (s == OT_OK && !t->tr && !t->cls) s = open_loaders(t);
   if (s != OT_OK) {
     ot_trainer_free(t);
     return s;
@@ -180,7 +183,9 @@ int64_t ot_trainer_updates(const ot_trainer *t) { return t ? t->updates : 0; }
 float *ot_trainer_moment(ot_trainer *t, int which) {
   return t && (which == 0 || which == 1) ? t->mom[which] : NULL;
 }
-bool ot_trainer_has_val(const ot_trainer *t) { return t && (t->val || ot__tr_has_val(t)); }
+bool ot_trainer_has_val(const ot_trainer *t) {
+  return t && (t->val || ot__tr_has_val(t) || ot__cls_has_val(t));
+}
 double ot_trainer_flops_per_token(const ot_trainer *t) { return t ? t->flops_tok : 0; }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -220,7 +225,10 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   double loss = 0.0, sumsq = 0.0;
   bool finite = true;
   int64_t ntok = (int64_t)dp * A * B * T, ntgt = ntok;
-  if (t->tr) {   // translate: this rank's part of the bitext batcher's global batch
+  if (t->cls) {   // classify: the step's images (one process)
+    OT_TRY(ot__cls_micro_batches(t, &loss, &finite, &ntok, &ntgt));
+    if (finite) sumsq = ot_sumsq(g, n);
+  } else if (t->tr) {   // translate: this rank's part of the bitext batcher's global batch
     OT_TRY(ot__tr_micro_batches(t, &loss, &finite, &ntok, &ntgt));
     if (par) OT_TRY(ot__par_reduce_norm(par, &loss, &finite, &sumsq));
     else if (finite) sumsq = ot_sumsq(g, n);
@@ -292,8 +300,9 @@ ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *i
   static const char fn[] = "ot_trainer_step_on";
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(rows, fn);
-  if (t->tr)
-    return ot_error(OT_EINVAL, "%s: a translate trainer takes its batches from the bitext (ot_trainer_step)", fn);
+  if (t->tr || t->cls)
+    return ot_error(OT_EINVAL, "%s: a %s trainer takes its batches from its data (ot_trainer_step)", fn,
+                    t->tr ? "translate" : "classify");
   if (t->cfg.eval_only || !t->mom[0])
     return ot_error(OT_EINVAL, "%s: this trainer was created for evaluation only", fn);
   OT_PROF_BEGIN("train_step", t->flops_tok * t->cfg.batch_size * t->cfg.grad_accum * t->cfg.seq_len, 0.0);
@@ -306,7 +315,7 @@ ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *i
 ot_status ot_trainer_step(ot_trainer *t, ot_step_info *info) {
   static const char fn[] = "ot_trainer_step";
   OT_CHECK_PTR(t, fn);
-  if (t->tr) {
+  if (t->tr || t->cls) {
     if (t->cfg.eval_only || !t->mom[0])
       return ot_error(OT_EINVAL, "%s: this trainer was created for evaluation only", fn);
     OT_PROF_BEGIN("train_step", 0.0, 0.0);
@@ -367,9 +376,10 @@ ot_status ot_trainer_eval_nll(ot_trainer *t, int batches, double *loss, double *
   static const char fn[] = "ot_trainer_eval";
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(loss, fn);
-  if (t->tr) {
+  if (t->tr || t->cls) {
     OT_PROF_BEGIN("eval", 0.0, 0.0);
-    ot_status s = ot__tr_eval(t, batches, loss, nll, tokens);
+    ot_status s = t->cls ? ot__cls_eval(t, batches, loss, nll, tokens)
+                         : ot__tr_eval(t, batches, loss, nll, tokens);
     OT_PROF_STOP();
     return s;
   }
@@ -382,7 +392,7 @@ ot_status ot_trainer_eval(ot_trainer *t, int batches, double *loss, int64_t *tok
   static const char fn[] = "ot_trainer_eval";
   OT_CHECK_PTR(t, fn);
   OT_CHECK_PTR(loss, fn);
-  if (t->tr) return ot_trainer_eval_nll(t, batches, loss, NULL, tokens);
+  if (t->tr || t->cls) return ot_trainer_eval_nll(t, batches, loss, NULL, tokens);
   if (!t->val) return ot_error(OT_EINVAL, "%s: no held-out split (no val_*.bin in --data; set --val-data)", fn);
   if (batches <= 0) batches = t->cfg.eval_batches;
   int64_t avail = ot_loader_windows(t->val) / t->cfg.batch_size;

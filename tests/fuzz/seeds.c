@@ -1,5 +1,5 @@
 // Writes the seed corpora of the fuzz targets into DIR/<target>/ (run by hand:
-// build-fuzz/ot_fuzz_seeds tests/fuzz/corpus). The valid seeds come from our
+// build-fuzz/ot_fuzz_seeds tests/fuzz/corpus, from the repository root). The valid seeds come from our
 // own writers (safetensors, shards, BPE, quantized files); the others are small
 // hand-written files and the regression inputs of fixed defects.
 #define _GNU_SOURCE
@@ -198,6 +198,22 @@ static void bitext(void) {
   put("bitext", "unequal", cnt, sizeof cnt - 1);
 }
 
+// A few images of the bundled digits as an array file; small PGM / PPM files; a list.
+static void images(const char *tmp) {
+  ot_images *d = NULL;
+  check(ot_images_load(&d, "data/digits/heldout.otimg", 1, 10));
+  d->n = 3;
+  check(ot_images_save(d, tmp));
+  ot_images_free(d);
+  static const uint8_t flag0 = 0, flag1 = 1;
+  put_file("images", "digits3", tmp, &flag0, 1);
+  static const char pgm[] = "\x01P5\n# c\n2 2\n255\n\x01\x02\x03\xff";
+  put("images", "pgm", pgm, sizeof pgm - 1);
+  static const char ppm[] = "\x01P6 1 1 16\n\x01\x02\x10";
+  put("images", "ppm", ppm, sizeof ppm - 1);
+  puts_("images", "list", "\x00# a list\nmissing.ppm 3\n");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
   g_dir = argv[1];
@@ -211,6 +227,7 @@ int main(int argc, char **argv) {
   quant(tmp);
   texts();
   bitext();
+  images(tmp);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpd);
   return system(cmd) == 0 ? 0 : 1;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `ot train --task classify` then `ot classify` on the bundled digits: a short run
+# writes a checkpoint; classify prints one line per held-out image with top-k
+# classes whose probabilities are descending and sum to at most 1, the accuracy
+# line, the same top-1 in bf16 for nearly every image; an HF directory loads; bad
+# input (int8 weights, images of another channel count, a missing file) is refused.
+# Usage: tests/cli_classify.sh PATH/TO/ot   (from the repository root)
+set -u
+ot=${1:?usage: $0 PATH/TO/ot}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_cli_classify.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+"$ot" train --task classify --steps 40 --batch-size 32 --eval-every 0 --threads 1 --quiet \
+  --out "$tmp/run" > "$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; bad "ot train --task classify"; }
+"$ot" classify --model "$tmp/run" --images data/digits/heldout.otimg --top-k 3 --accuracy --batch 50 \
+  > "$tmp/f32.txt" 2> "$tmp/f32.err" || { cat "$tmp/f32.err"; bad "ot classify f32"; }
+[ "$(grep -c $'^[0-9]*\t' "$tmp/f32.txt")" = 297 ] || bad "297 image lines expected"
+grep -q '^top-1 .*% (.* of 297 images)' "$tmp/f32.txt" || bad "no accuracy line"
+grep -q 'images/s' "$tmp/f32.err" || bad "no timing line"
+awk -F'\t' '/^[0-9]/ { split($2, a, " "); s = 0; prev = 2;
+  for (i = 1; i <= 3; i++) { split(a[i], q, ":"); if (q[2] > prev + 1e-6) exit 1; prev = q[2]; s += q[2] }
+  if (s > 1.0001) exit 1 }' "$tmp/f32.txt" || bad "probabilities not descending / over 1"
+"$ot" classify --model "$tmp/run" --images data/digits/heldout.otimg --top-k 1 --weights bf16 \
+  > "$tmp/bf16.txt" 2>/dev/null || bad "ot classify bf16"
+same=$(paste <(cut -f2 "$tmp/f32.txt" | cut -d: -f1 | head -297) <(cut -f2 "$tmp/bf16.txt" | cut -d: -f1) |
+       awk '$1 == $2' | wc -l)
+[ "$same" -ge 280 ] || bad "bf16 top-1 agrees with f32 on only $same of 297 images"
+"$ot" classify --model tests/golden/hf_vit_b --images data/digits/heldout.otimg --top-k 2 --quiet \
+  > /dev/null 2>&1 || bad "an HF ViT directory (1 channel) classifies the digits"
+"$ot" classify --model "$tmp/run" --images data/digits/heldout.otimg --weights int8 > /dev/null 2> "$tmp/e1"
+[ $? = 2 ] && grep -q "int8 is not supported" "$tmp/e1" || bad "int8 refused with rc 2"
+"$ot" classify --model tests/golden/hf_vit_a --images data/digits/heldout.otimg > /dev/null 2> "$tmp/e2"
+[ $? = 1 ] && grep -q "the model takes 3" "$tmp/e2" || bad "1-channel images for an RGB model refused: $(cat "$tmp/e2")"
+"$ot" classify --model "$tmp/run" --images "$tmp/missing.otimg" > /dev/null 2> "$tmp/e3"
+[ $? = 1 ] && grep -q "missing.otimg" "$tmp/e3" || bad "a missing file named"
+[ "$fail" = 0 ] && echo "cli classify: ok"
+exit "$fail"
