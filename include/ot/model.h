@@ -395,8 +395,12 @@ ot_status ot_model_set_label_smoothing(ot_model *m, float eps);
 double ot_model_nll(const ot_model *m);
 // The encoder output of the last ot_model_forward_s2s: [B*S, *ld] (dt of the run), or NULL.
 const void *ot_model_encoder_out(const ot_model *m, int *ld);
-// Writes <dir>/config.json and <dir>/model.safetensors (F32) that
-// MarianMTModel.from_pretrained loads (dir must exist; whole models only).
+// Writes <dir>/config.json, <dir>/generation_config.json and <dir>/model.safetensors
+// (F32) that MarianMTModel.from_pretrained loads (dir must exist; whole models
+// only). Decoding settings are the model's own: forced_eos_token_id is null in
+// both JSON files (MarianConfig's default would force eos at the length limit),
+// generation max_length = max_seq, so ot and transformers decode the directory as
+// ot decodes the model.
 // Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other
 // than 1e-5) and decoder-only models: OT_EUNSUPPORTED (ot_model_export writes
 // their weights).

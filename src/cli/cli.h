@@ -20,6 +20,7 @@ int ot_cmd_quantize(int argc, char **argv);  // quantize.c
 int ot_cmd_average(int argc, char **argv);   // average.c
 int ot_cmd_bleu(int argc, char **argv);      // bleu.c
 int ot_cmd_translate(int argc, char **argv); // translate.c
+int ot_cmd_export(int argc, char **argv);    // export.c
 
 // Each command's flag table (its synopsis and summary make `ot help`).
 extern const cli_command cli_info_command, cli_bench_command, cli_prepare_command, cli_tokenize_command,
@@ -27,6 +28,7 @@ extern const cli_command cli_info_command, cli_bench_command, cli_prepare_comman
 extern const cli_command cli_average_command;
 extern const cli_command cli_bleu_command;
 extern const cli_command cli_translate_command;
+extern const cli_command cli_export_command;
 
 // generate.c, shared with serve.c: loads an `ot train` checkpoint (or its run
 // directory, or a config.json + model.safetensors directory); ckpt receives the

@@ -17,6 +17,7 @@ static const command k_commands[] = {
     {"average", ot_cmd_average, &cli_average_command},
     {"bleu", ot_cmd_bleu, &cli_bleu_command},
     {"translate", ot_cmd_translate, &cli_translate_command},
+    {"export", ot_cmd_export, &cli_export_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 

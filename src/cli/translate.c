@@ -63,12 +63,13 @@ typedef struct {
   int *olen, *order;
   long long lines, skipped, tokens;
   double busy_s;
+  char ckpt[OT_PATH_MAX + 64], data[OT_PATH_MAX];   // a checkpoint's directory and data directory
 } tr_run;
 
 static int load_model(tr_run *r, ot_model **m, ot_qmodel **q) {
   const tr_opts *o = &r->o;
   ot_run_config run = {1, 1, o->dtype == OT_BF16 ? OT_BF16 : OT_F32, OT_RECOMPUTE_NONE, -100, 1};
-  char cfg[OT_PATH_MAX + 32], ckpt[OT_PATH_MAX + 64], data[OT_PATH_MAX];
+  char cfg[OT_PATH_MAX + 32];
   snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
   FILE *f = fopen(cfg, "r");
   ot_status s;
@@ -76,7 +77,7 @@ static int load_model(tr_run *r, ot_model **m, ot_qmodel **q) {
     fclose(f);
     s = ot_model_load_hf(m, o->model, &run);
   } else {
-    s = cli_load_checkpoint(o->model, &run, m, ckpt, data);
+    s = cli_load_checkpoint(o->model, &run, m, r->ckpt, r->data);
   }
   if (s == OT_OK && ot_model_config_of(*m)->arch != OT_ARCH_ENCDEC)
     s = ot_error(OT_EINVAL, "%s: '%s' is a decoder-only model (translate needs an "
@@ -209,9 +210,10 @@ int ot_cmd_translate(int argc, char **argv) {
     }
     if (o->min_length) r.bc.min_length = o->min_length;
   }
-  if (rc == 0 && !o->ids) {
-    const char *d = o->tok_dir ? o->tok_dir : o->model;
-    char vj[OT_PATH_MAX + 32], mt[OT_PATH_MAX + 32];
+  if (rc == 0 && !o->ids) {   // --tokenizer, else the model's directory, else the checkpoint's data
+    const char *d = o->tok_dir ? o->tok_dir : r.ckpt[0] ? r.ckpt : o->model;
+    if (!o->tok_dir && r.data[0] && !cli_file_exists(d, "vocab.json")) d = r.data;
+    char vj[OT_PATH_MAX + 128], mt[OT_PATH_MAX + 128];
     snprintf(vj, sizeof vj, "%s/vocab.json", d);
     snprintf(mt, sizeof mt, "%s/merges.txt", d);
     if (ot_bpe_load(&r.bpe, vj, mt) != OT_OK) {
