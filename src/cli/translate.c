@@ -41,6 +41,8 @@ static const cli_flag k_flags[] = {
     CLI_B("--no-generation-config", tr_opts, no_gen_config, "ignore the model directory's "
           "generation settings (bad_words_ids,\nforced_eos_token_id, ...)"),
     CLI_I("--threads", tr_opts, threads, 1, 4096, "N", "threads (default: OMP_NUM_THREADS)"),
+    CLI_S("--profile", tr_opts, profile, "FILE", "profile the translation: a Chrome trace to FILE "
+          "and the per-span\nsummary on standard error"),
     CLI_B("--quiet", tr_opts, quiet, "no summary on standard error"),
 };
 
@@ -248,7 +250,14 @@ int ot_cmd_translate(int argc, char **argv) {
   if (rc == 0) {
     const double t0 = ot_now();
     const bool stream = o->batch == 1 || (in == stdin && isatty(fileno(stdin)));
+    if (o->profile) { ot_prof_enable(true); ot_prof_reset(); }
     rc = translate_stream(&r, in, stream);
+    if (o->profile) {
+      ot_prof_enable(false);
+      if (ot_prof_write_trace(o->profile) != OT_OK)
+        fprintf(stderr, "ot translate: --profile: %s\n", ot_last_error());
+      ot_prof_summary(stderr);
+    }
     if (!o->quiet)
       fprintf(stderr, "ot translate: %lld lines (%lld skipped), %lld tokens out, %.2f s "
               "(%.1f sentences/s translating), beam %d, %s\n", r.lines, r.skipped, r.tokens,
