@@ -25,7 +25,10 @@ The script checks the converted vocabulary against vocab.json. int8 is CTranslat
 compute_type="int8" at load time (int8 weights and activations); ot's int8 is --dtype int8
 (int8 weights per output row, f32 activations).
 
-Same settings on both sides: beam size, length_penalty (HF's: score / length^alpha),
+Same settings on both sides: beam size, length_penalty (HF's: score / length^alpha), the
+stopping rule (--early-stopping true: a sentence is done once it holds beam finished
+hypotheses, CTranslate2's rule with patience 1 and HF's early_stopping=True; ot's default is
+HF's early_stopping=False heuristic, which searches on while a live beam could still win),
 min length 0, no other logits processor, and the length limit ot uses, per sentence:
 L = min(floor(a * source tokens with eos + b), max_position_embeddings) counting the decoder
 start, i.e. CTranslate2's max_decoding_length = L - 1 (it counts generated tokens, the eos
@@ -59,7 +62,7 @@ import ctranslate2  # noqa: E402
 COMPUTE = {"f32": "float32", "int8": "int8"}
 OT_CMD = ("build/ot translate --model {model} --ids --beam {beam} --batch {batch} --dtype {dtype} "
           "--length-penalty {length_penalty} --max-len-a {max_len_a} --max-len-b {max_len_b} "
-          "--threads {threads} --quiet")
+          "--threads {threads} {early_stopping} --quiet")
 
 
 def convert(model_dir, vocab, out_dir, force):
@@ -123,7 +126,8 @@ def ct2_pass(tr, toks, lens, a, bs, beam):
 def run_ot(a, srcs, bs, dtype, beam):
     """Runs the --ot-cmd template on the source id lines -> (seconds, output id lists, stderr)."""
     cmd = a.ot_cmd.format(model=a.model, batch=bs, dtype=dtype, beam=beam, threads=a.threads,
-                          length_penalty=a.length_penalty, max_len_a=a.max_len_a, max_len_b=a.max_len_b)
+                          length_penalty=a.length_penalty, max_len_a=a.max_len_a, max_len_b=a.max_len_b,
+                          early_stopping="--early-stopping" if a.early_stopping == "true" else "")
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     text = "".join(" ".join(map(str, s + [a.eos])) + "\n" for s in srcs)
     t0 = time.perf_counter()
@@ -213,6 +217,11 @@ def main():
     p.add_argument("--length-penalty", type=float, default=1.0)
     p.add_argument("--max-len-a", type=float, default=1.2, help="limit a * source + b (ot's defaults)")
     p.add_argument("--max-len-b", type=float, default=10)
+    p.add_argument("--early-stopping", choices=("true", "false"), default="true",
+                   help="true: ot --early-stopping (HF early_stopping=True: a sentence is done once it "
+                   "has beam finished hypotheses), CTranslate2's rule (patience 1: 'decoding continues "
+                   "until beam_size * patience hypotheses are finished'); false: ot's default "
+                   "(HF's heuristic: it may search on, never stopping earlier)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--show", type=int, default=3, help="differing sentences printed per run")
@@ -220,7 +229,7 @@ def main():
     p.add_argument("--validate-only", action="store_true")
     p.add_argument("--ot-cmd", default=OT_CMD, help="command reading source id lines (eos included) "
                    "on stdin and writing output ids; fields {model} {batch} {dtype} {beam} {threads} "
-                   "{length_penalty} {max_len_a} {max_len_b}")
+                   "{length_penalty} {max_len_a} {max_len_b} {early_stopping}")
     a = p.parse_args()
     vocab = Vocab(a.model)
     with open(os.path.join(a.model, "config.json")) as f:
@@ -244,7 +253,7 @@ def main():
     toks = [vocab.tokens(s + [a.eos]) for s in srcs]
     lens = [len(s) for s in srcs]
     print(f"{len(srcs)} sentences, {sum(lens)} source tokens (+ eos each); beam {a.beam}, length_penalty "
-          f"{a.length_penalty}, limit min({a.max_len_a} * (source + 1) + {a.max_len_b}, {a.max_len}) with "
+          f"{a.length_penalty}, early_stopping {a.early_stopping}, limit min({a.max_len_a} * (source + 1) + {a.max_len_b}, {a.max_len}) with "
           f"the start token; {a.threads} threads; uptime: {os.getloadavg()[0]:.2f} "
           f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     if not a.no_validate:
