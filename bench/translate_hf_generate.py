@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A translator with `ot translate`'s stdin/stdout shape, over Hugging Face transformers'
-MarianMTModel.generate: a third opinion for bench/translate_ct2.py (its --ot-cmd accepts
-this command too), and a way to test that harness without ot. Not run by CI.
+MarianMTModel.generate (text in, text out): a third opinion beside bench/translate_ct2.py
+(which feeds token ids to both CTranslate2 and `ot translate --ids`). Not run by CI.
 
   /tmp/peers/bin/python bench/translate_hf_generate.py --model DIR [--beam 4] [--batch 16]
       [--dtype f32|int8] < source.txt > translations.txt

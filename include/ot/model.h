@@ -477,9 +477,12 @@ typedef enum {
   OT_S2S_ENC_IN, OT_S2S_DEC_IN, OT_S2S_ENC_OUT, OT_S2S_DEC_OUT, OT_S2S_GRAD, OT_S2S_ENC_GRAD
 } ot_s2s_stage_buf;
 void *ot_model_s2s_stage_buf(ot_model *m, int slot, ot_s2s_stage_buf which);
-// Writes <dir>/config.json and <dir>/model.safetensors (F32) that
-// MarianMTModel.from_pretrained (ViTForImageClassification.from_pretrained for a vision
-// transformer) loads (dir must exist; whole models only).
+// Writes <dir>/config.json, <dir>/generation_config.json and <dir>/model.safetensors
+// (F32) that MarianMTModel.from_pretrained (ViTForImageClassification.from_pretrained
+// for a vision transformer) loads (dir must exist; whole models only). Decoding settings
+// are the model's own: forced_eos_token_id is null in both JSON files (MarianConfig's
+// default would force eos at the length limit), generation max_length = max_seq, so ot
+// and transformers decode the directory as ot decodes the model.
 // Models HF Marian cannot express (pre-norm, SwiGLU, no biases, RMSNorm, eps other
 // than 1e-5) and decoder-only models: OT_EUNSUPPORTED (ot_model_export writes
 // their weights).

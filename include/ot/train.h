@@ -338,6 +338,13 @@ ot_status ot_ckpt_read_config(const char *dir, ot_settings *l);
 // True if the (resolved) directory holds `ot train` settings, false for a
 // plain Hugging Face directory.
 bool ot_ckpt_has_settings(const char *dir);
+// The configuration to load a (resolved) checkpoint directory outside the trainer:
+// defaults + its stored keys (a plain Hugging Face directory: the model of its
+// config.json). For task translate also what the trainer takes from the tokenizer
+// rather than from keys: vocab and eos = decoder start = pad = <|endoftext|> of the
+// checkpoint's vocab.json + merges.txt (else its data directory's); no tokenizer,
+// or one of another size, is OT_EINVAL naming the checkpoint.
+ot_status ot_ckpt_train_config(const char *dir, ot_train_config *tc);
 // Opens <dir>/model.safetensors (dir resolved) after checking it: the
 // checksums when it has them, finite values, config.json (when present) must
 // parse, config.json / vocab.json / merges.txt must match their checksums.

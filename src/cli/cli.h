@@ -23,6 +23,7 @@ int ot_cmd_translate(int argc, char **argv); // translate.c
 int ot_cmd_launch(int argc, char **argv);    // launch.c
 bool cli_is_command(const char *name);       // main.c: `ot <name>` exists
 int ot_cmd_classify(int argc, char **argv);  // classify.c
+int ot_cmd_export(int argc, char **argv);    // export.c
 
 // Each command's flag table (its synopsis and summary make `ot help`).
 extern const cli_command cli_info_command, cli_bench_command, cli_prepare_command, cli_tokenize_command,
@@ -32,6 +33,7 @@ extern const cli_command cli_bleu_command;
 extern const cli_command cli_translate_command;
 extern const cli_command cli_launch_command;
 extern const cli_command cli_classify_command;
+extern const cli_command cli_export_command;
 
 // generate.c, shared with serve.c: loads an `ot train` checkpoint (or its run
 // directory, or a config.json + model.safetensors directory); ckpt receives the

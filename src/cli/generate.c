@@ -87,20 +87,11 @@ bool cli_file_exists(const char *dir, const char *name) {
 ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model **m, char *ckpt,
                               char *data_dir) {
   OT_TRY(ot_ckpt_resolve(dir, ckpt, OT_PATH_MAX + 64));
-  ot_settings *l = calloc(1, sizeof *l);
   ot_train_config *tc = calloc(1, sizeof *tc);
-  ot_status s = l && tc ? OT_OK : ot_error(OT_ENOMEM, "out of memory");
+  ot_status s = tc ? OT_OK : ot_error(OT_ENOMEM, "out of memory");
   data_dir[0] = 0;
-  if (s == OT_OK) ot_train_config_default(tc);
-  if (s == OT_OK && ot_ckpt_has_settings(ckpt)) {
-    s = ot_ckpt_read_config(ckpt, l);
-    if (s == OT_OK) s = ot_train_config_apply(tc, l, NULL);
-    if (s == OT_OK) snprintf(data_dir, OT_PATH_MAX, "%s", tc->data);
-  } else if (s == OT_OK) {   // weights only / HF layout
-    char path[OT_PATH_MAX + 96];
-    snprintf(path, sizeof path, "%s/config.json", ckpt);
-    s = ot_model_config_from_hf(&tc->model, path);
-  }
+  if (s == OT_OK) s = ot_ckpt_train_config(ckpt, tc);   // keys, or config.json; translate: ids
+  if (s == OT_OK && ot_ckpt_has_settings(ckpt)) snprintf(data_dir, OT_PATH_MAX, "%s", tc->data);
   ot_run_config run = *r;
   if (tc && tc->model.arch == OT_ARCH_ENCDEC && run.S == 0) run.S = run.T;   // as ot_model_load_hf
   if (s == OT_OK) s = ot_model_create(m, &tc->model, &run);
@@ -111,7 +102,6 @@ ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model 
     ot_st_close(f);
     if (s != OT_OK) { ot_model_free(*m); *m = NULL; }
   }
-  free(l);
   free(tc);
   return s;
 }

@@ -19,6 +19,7 @@ static const command k_commands[] = {
     {"translate", ot_cmd_translate, &cli_translate_command},
     {"launch", ot_cmd_launch, &cli_launch_command},
     {"classify", ot_cmd_classify, &cli_classify_command},
+    {"export", ot_cmd_export, &cli_export_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 

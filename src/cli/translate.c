@@ -41,6 +41,8 @@ static const cli_flag k_flags[] = {
     CLI_B("--no-generation-config", tr_opts, no_gen_config, "ignore the model directory's "
           "generation settings (bad_words_ids,\nforced_eos_token_id, ...)"),
     CLI_I("--threads", tr_opts, threads, 1, 4096, "N", "threads (default: OMP_NUM_THREADS)"),
+    CLI_S("--profile", tr_opts, profile, "FILE", "profile the translation: a Chrome trace to FILE "
+          "and the per-span\nsummary on standard error"),
     CLI_B("--quiet", tr_opts, quiet, "no summary on standard error"),
 };
 
@@ -63,12 +65,13 @@ typedef struct {
   int *olen, *order;
   long long lines, skipped, tokens;
   double busy_s;
+  char ckpt[OT_PATH_MAX + 64], data[OT_PATH_MAX];   // a checkpoint's directory and data directory
 } tr_run;
 
 static int load_model(tr_run *r, ot_model **m, ot_qmodel **q) {
   const tr_opts *o = &r->o;
   ot_run_config run = {1, 1, o->dtype == OT_BF16 ? OT_BF16 : OT_F32, OT_RECOMPUTE_NONE, -100, 1};
-  char cfg[OT_PATH_MAX + 32], ckpt[OT_PATH_MAX + 64], data[OT_PATH_MAX];
+  char cfg[OT_PATH_MAX + 32];
   snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
   FILE *f = fopen(cfg, "r");
   ot_status s;
@@ -76,7 +79,7 @@ static int load_model(tr_run *r, ot_model **m, ot_qmodel **q) {
     fclose(f);
     s = ot_model_load_hf(m, o->model, &run);
   } else {
-    s = cli_load_checkpoint(o->model, &run, m, ckpt, data);
+    s = cli_load_checkpoint(o->model, &run, m, r->ckpt, r->data);
   }
   if (s == OT_OK && ot_model_config_of(*m)->arch != OT_ARCH_ENCDEC)
     s = ot_error(OT_EINVAL, "%s: '%s' is a decoder-only model (translate needs an "
@@ -209,9 +212,10 @@ int ot_cmd_translate(int argc, char **argv) {
     }
     if (o->min_length) r.bc.min_length = o->min_length;
   }
-  if (rc == 0 && !o->ids) {
-    const char *d = o->tok_dir ? o->tok_dir : o->model;
-    char vj[OT_PATH_MAX + 32], mt[OT_PATH_MAX + 32];
+  if (rc == 0 && !o->ids) {   // --tokenizer, else the model's directory, else the checkpoint's data
+    const char *d = o->tok_dir ? o->tok_dir : r.ckpt[0] ? r.ckpt : o->model;
+    if (!o->tok_dir && r.data[0] && !cli_file_exists(d, "vocab.json")) d = r.data;
+    char vj[OT_PATH_MAX + 128], mt[OT_PATH_MAX + 128];
     snprintf(vj, sizeof vj, "%s/vocab.json", d);
     snprintf(mt, sizeof mt, "%s/merges.txt", d);
     if (ot_bpe_load(&r.bpe, vj, mt) != OT_OK) {
@@ -246,7 +250,14 @@ int ot_cmd_translate(int argc, char **argv) {
   if (rc == 0) {
     const double t0 = ot_now();
     const bool stream = o->batch == 1 || (in == stdin && isatty(fileno(stdin)));
+    if (o->profile) { ot_prof_enable(true); ot_prof_reset(); }
     rc = translate_stream(&r, in, stream);
+    if (o->profile) {
+      ot_prof_enable(false);
+      if (ot_prof_write_trace(o->profile) != OT_OK)
+        fprintf(stderr, "ot translate: --profile: %s\n", ot_last_error());
+      ot_prof_summary(stderr);
+    }
     if (!o->quiet)
       fprintf(stderr, "ot translate: %lld lines (%lld skipped), %lld tokens out, %.2f s "
               "(%.1f sentences/s translating), beam %d, %s\n", r.lines, r.skipped, r.tokens,

@@ -5,7 +5,7 @@
 #include "cli.h"
 
 typedef struct {
-  const char *model, *tok_dir, *input, *output;
+  const char *model, *tok_dir, *input, *output, *profile;
   int beam, max_length, min_length, batch, dtype, group, long_mode, threads;
   float length_penalty, max_len_a, max_len_b;
   bool early_stopping, ids, no_gen_config, quiet;
