@@ -24,6 +24,10 @@ the ReLU. Loss: F.cross_entropy(label_smoothing=eps, ignore_index=-1, reduction=
 the real vocabulary, divided by the number of target tokens. Adam (0.9, 0.98, 1e-9), fairseq
 inverse_sqrt schedule: lr*(s+1)/warmup for s < warmup, then lr*sqrt(warmup/(s+1)).
 
+Checkpoints: --save-every N --save-dir DIR writes DIR/step_<N>.pt (weights, Adam, step, random
+state); --resume FILE continues that run exactly, --load FILE takes the weights only (with
+--steps 0: evaluate, export, decode).
+
 Data: the special id (<|endoftext|>) is eos = decoder start = source pad. Source = dump ids
 (+ eos unless --no-src-eos); decoder input = start + tgt; labels = tgt + eos, padding -1.
 Token-budget batches as ot's batcher: length max(S, T) in buckets of --bucket tokens, longest
@@ -230,19 +234,39 @@ def lr_at(a, s):
     return a.lr * (s + 1) / a.warmup if s < a.warmup else a.lr * math.sqrt(a.warmup / (s + 1))
 
 
-def save_state(model, a, s):
-    """--save-every: the model's weights after step s as <save-dir>/step_<s>.pt."""
+def save_state(model, opt, a, s):
+    """--save-every: <save-dir>/step_<s>.pt after step s: the weights, Adam's state, the step
+    and torch's random state (dropout), so --resume continues the run exactly."""
     os.makedirs(a.save_dir, exist_ok=True)
-    torch.save(model.state_dict(), os.path.join(a.save_dir, f"step_{s}.pt"))
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": s,
+                "rng": torch.get_rng_state()}, os.path.join(a.save_dir, f"step_{s}.pt"))
 
 
-def train(model, step_fn, opt, pairs, a, pad, steps, log_every):
-    """Runs steps steps over the epoch stream; returns (per-step tok/s, last losses)."""
-    rates, losses, s, epoch = [], [], 0, 0
+def load_state(model, opt, path, resume):
+    """Loads a --save-every file (or a bare state_dict): the weights; with resume also Adam's
+    state and the random state. Returns the step to continue from (0 without resume)."""
+    ck = torch.load(path)
+    model.load_state_dict(ck["model"] if "model" in ck else ck)
+    if not resume:
+        return 0
+    if "opt" not in ck:
+        raise SystemExit(f"--resume {path}: no optimizer state in it (a --load file only)")
+    opt.load_state_dict(ck["opt"])
+    torch.set_rng_state(ck["rng"])
+    return ck["step"]
+
+
+def train(model, step_fn, opt, pairs, a, pad, steps, log_every, start=0):
+    """Runs steps start..steps-1 over the epoch stream (the first `start` batches skipped);
+    returns (per-step tok/s, last losses)."""
+    rates, losses, s, epoch, seen = [], [], start, 0, 0
     while s < steps:
         for b in batches(pairs, a.tokens, a.bucket, a.seed, epoch):
             if s >= steps:
                 break
+            seen += 1
+            if seen <= start:
+                continue
             t = to_tensors(pairs, b, pad)
             for g in opt.param_groups:
                 g["lr"] = lr_at(a, s)
@@ -253,7 +277,7 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every):
             losses.append(loss)
             s += 1
             if a.save_every and a.save_dir and s % a.save_every == 0:
-                save_state(model, a, s)
+                save_state(model, opt, a, s)
             if log_every and (s % log_every == 0 or s == steps):
                 print(f"step {s:5d}  loss {median(losses[-log_every:]):.4f}  lr {lr_at(a, s - 1):.2e}"
                       f"  B {t[0].shape[0]} S {t[0].shape[1]} T {t[2].shape[1]}  {t[4] / dt:.0f} tok/s",
@@ -326,6 +350,8 @@ def args():
     p.add_argument("--save-dir", help="--save-every's directory (step_<N>.pt)")
     p.add_argument("--load", help="start from these weights (a --save-every file); with --steps 0 "
                                   "only evaluates and decodes")
+    p.add_argument("--resume", help="continue a run from a --save-every file (weights, Adam, step, "
+                                    "random state) up to --steps, the same flags given")
     p.add_argument("--hf-limit", action="store_true",
                    help="length limit as `ot translate` / HF max_length: floor(a * (source + eos) "
                         "+ b) counting the decoder start")
@@ -368,10 +394,11 @@ def main():
           f"{torch.__version__}, {torch.get_num_threads()} threads, {a.dtype}"
           f"{', compiled' if a.compile else ''}")
     Opt = torch.optim.Adam
-    if a.load:
-        model.load_state_dict(torch.load(a.load))
-        print(f"loaded {a.load}")
     opt = Opt(model.parameters(), lr=a.lr, betas=tuple(a.adam_betas), eps=a.adam_eps)
+    start = 0
+    if a.load or a.resume:
+        start = load_state(model, opt, a.resume or a.load, bool(a.resume))
+        print(f"loaded {a.resume or a.load}" + (f", continuing after step {start}" if a.resume else ""))
     step = make_step(model, opt, a)
     load = lambda f, n: make_pairs(read_dump(f, V), pad, a.src_eos, a.max_len, n) if f else None
     train_p = load(a.train, "train")
@@ -388,7 +415,7 @@ def main():
         raise SystemExit("--train is required (or --bench)")
     print(f"train: {len(train_p)} pairs; tokens per batch {a.tokens} (rows * max(S, T)); "
           f"{a.steps} steps, lr {a.lr}, warmup {a.warmup}, seed {a.seed}")
-    rates, losses = train(model, step, opt, train_p, a, pad, a.steps, a.log_every)
+    rates, losses = train(model, step, opt, train_p, a, pad, a.steps, a.log_every, start)
     wall = time.perf_counter() - t_start
     timed = rates[3:] if len(rates) > 3 else rates
     if losses:
