@@ -7,11 +7,16 @@ dropout (check_incremental compares it with the full forward).
 
 Beam search as Hugging Face generate (transformers 4.40) with num_beams K: each step takes the
 2K best (beam score + log p) continuations; an eos among the first K closes a hypothesis with
-score sum(log p) / L^length_penalty, L = tokens generated before the eos; the other K best
+score sum(log p) / L^length_penalty, L = tokens generated with the eos (HF's cur_len + 1 -
+decoder_prompt_len, as ot's beam search); the other K best
 continue. A sentence is done when it has K hypotheses (--no-early-stop: when no open beam
 can beat the worst of them, HF early_stopping=False) or at its length limit
-min(a * src_len + b, max_len - 1), where the open beams close as hypotheses. K = 1 is greedy.
+min(a * src_len + b, max_len - 1) new tokens (--hf-limit: floor(a * (src_len + eos) + b) - 1,
+`ot translate --max-len-a a --max-len-b b` and HF max_length counting the decoder start), where
+the open beams close as hypotheses. K = 1 is greedy.
 """
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -65,7 +70,7 @@ def step(model, st, tok, t):
         q = _heads(_proj(ca, x, 0), st.H)
         x = l.norm2(x + _attend(ca, q, st.cross[i][0], st.cross[i][1], st.mask))
         x = l.norm3(x + l.linear2(l.activation(l.linear1(x))))
-    logits = F.linear(x[:, 0], model.emb.weight)[:, : model.V]
+    logits = model.head(x[:, 0])
     return F.log_softmax(logits.float(), -1)
 
 
@@ -82,7 +87,11 @@ def check_incremental(model, src, src_pad, dec_in):
 def _search(model, src, src_pad, src_lens, eos, a):
     """One batch: src [N, S] -> N lists of generated ids (without the final eos)."""
     N, K, lp = src.shape[0], a.beam, a.length_penalty
-    limit = [min(int(a.max_len_a * n + a.max_len_b), a.max_len - 1) for n in src_lens]
+    if getattr(a, "hf_limit", False):   # HF max_length / ot translate: counts the decoder start
+        e = 1 if a.src_eos else 0         # and a source length with its eos
+        limit = [min(math.floor(a.max_len_a * (n + e) + a.max_len_b) - 1, a.max_len - 1) for n in src_lens]
+    else:
+        limit = [min(int(a.max_len_a * n + a.max_len_b), a.max_len - 1) for n in src_lens]
     mem = model.encode(src, src_pad)
     rep = torch.arange(N).repeat_interleave(K)
     st = State(model, mem[rep], src_pad[rep])
@@ -106,7 +115,7 @@ def _search(model, src, src_pad, src_lens, eos, a):
                     b, w = divmod(idx[n][j], V)
                     if w == eos:
                         if j < K:
-                            L = t
+                            L = t + 1   # tokens generated, the eos included (HF, ot)
                             hyps[n].append((val[n][j] / (L ** lp if L else 1.0), seqs[n * K + b]))
                         continue
                     rows.append(n * K + b), toks.append(w), scs.append(val[n][j])

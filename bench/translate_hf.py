@@ -8,7 +8,8 @@ Names: nn.MultiheadAttention's fused in_proj [3d, d] splits into q_proj / k_proj
 linear1 / linear2 are fc1 / fc2; encoder norm1 / norm2 are self_attn_layer_norm /
 final_layer_norm; decoder norm1 / norm2 / norm3 are self_attn_layer_norm /
 encoder_attn_layer_norm / final_layer_norm; the one embedding is model.shared.weight (encoder,
-decoder and head all tied, as Marian stores it), final_logits_bias zeros. Marian's sinusoid
+decoder and head all tied, as Marian stores it), final_logits_bias the trained bias
+(--logits-bias) or zeros. Marian's sinusoid
 table is rebuilt on load and not stored.
 """
 import json
@@ -35,7 +36,8 @@ def _copy(out, pre, m):
 def state_dict_hf(model):
     d, V, out = model.d, model.V, {}
     out["model.shared.weight"] = model.emb.weight.detach()[:V]
-    out["final_logits_bias"] = torch.zeros(1, V)
+    lb = getattr(model, "lbias", None)
+    out["final_logits_bias"] = torch.zeros(1, V) if lb is None else lb.detach()[None, :V]
     for i, l in enumerate(model.enc.layers):
         p = f"model.encoder.layers.{i}"
         _attn(out, p + ".self_attn", l.self_attn, d)

@@ -24,6 +24,10 @@ the ReLU. Loss: F.cross_entropy(label_smoothing=eps, ignore_index=-1, reduction=
 the real vocabulary, divided by the number of target tokens. Adam (0.9, 0.98, 1e-9), fairseq
 inverse_sqrt schedule: lr*(s+1)/warmup for s < warmup, then lr*sqrt(warmup/(s+1)).
 
+Checkpoints: --save-every N --save-dir DIR writes DIR/step_<N>.pt (weights, Adam, step, random
+state); --resume FILE continues that run exactly, --load FILE takes the weights only (with
+--steps 0: evaluate, export, decode).
+
 Data: the special id (<|endoftext|>) is eos = decoder start = source pad. Source = dump ids
 (+ eos unless --no-src-eos); decoder input = start + tgt; labels = tgt + eos, padding -1.
 Token-budget batches as ot's batcher: length max(S, T) in buckets of --bucket tokens, longest
@@ -78,6 +82,8 @@ class Seq2Seq(nn.Module):
         self.emb = nn.Embedding(Vp, a.d)
         self.scale = math.sqrt(a.d)
         self.register_buffer("pos", sinusoid_table(a.max_len, a.d), persistent=False)
+        # Marian's final_logits_bias, trained as ot trains it (--logits-bias); None: no bias
+        self.lbias = nn.Parameter(torch.zeros(V)) if a.logits_bias else None
         self.drop = nn.Dropout(a.dropout)
         el = nn.TransformerEncoderLayer(a.d, a.heads, a.ff, a.dropout, activation="relu",
                                         batch_first=True, norm_first=False)
@@ -95,14 +101,15 @@ class Seq2Seq(nn.Module):
     def init_weights(self, a):
         """xavier: nn.Transformer's xavier_uniform on every matrix, embedding normal(0, d^-1/2)
         (fairseq); normal: GPT-2 style as ot's default init, matrices normal(0, std), output
-        projections of attention / feed-forward std / sqrt(2 L) (L = all layers), biases 0."""
+        projections of attention / feed-forward std / sqrt(2 L) (L = --init-res-layers, default
+        all layers; ot's init takes the decoder's layer count), biases 0."""
         if a.init == "xavier":
             for n, p in self.named_parameters():
                 if p.dim() > 1 and not n.startswith("emb."):
                     nn.init.xavier_uniform_(p)
             nn.init.normal_(self.emb.weight, 0.0, a.d ** -0.5)
             return
-        L = a.enc_layers + a.dec_layers
+        L = a.init_res_layers or a.enc_layers + a.dec_layers
         for n, p in self.named_parameters():
             if "norm" in n:
                 nn.init.ones_(p) if n.endswith("weight") else nn.init.zeros_(p)
@@ -126,7 +133,12 @@ class Seq2Seq(nn.Module):
         causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=src.device), 1)
         h = self.dec(self.embed(dec_in), mem, tgt_mask=causal, tgt_is_causal=True,
                      memory_key_padding_mask=src_pad)
-        return F.linear(h, self.emb.weight)[..., : self.V]   # padded vocabulary rows dropped
+        return self.head(h)
+
+    def head(self, h):
+        """h [..., d] -> logits [..., V] (padded vocabulary rows dropped)."""
+        y = F.linear(h, self.emb.weight)[..., : self.V]
+        return y if self.lbias is None else y + self.lbias
 
 
 def make_pairs(pairs, eos, src_eos, max_len, name):
@@ -222,13 +234,39 @@ def lr_at(a, s):
     return a.lr * (s + 1) / a.warmup if s < a.warmup else a.lr * math.sqrt(a.warmup / (s + 1))
 
 
-def train(model, step_fn, opt, pairs, a, pad, steps, log_every):
-    """Runs steps steps over the epoch stream; returns (per-step tok/s, last losses)."""
-    rates, losses, s, epoch = [], [], 0, 0
+def save_state(model, opt, a, s):
+    """--save-every: <save-dir>/step_<s>.pt after step s: the weights, Adam's state, the step
+    and torch's random state (dropout), so --resume continues the run exactly."""
+    os.makedirs(a.save_dir, exist_ok=True)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": s,
+                "rng": torch.get_rng_state()}, os.path.join(a.save_dir, f"step_{s}.pt"))
+
+
+def load_state(model, opt, path, resume):
+    """Loads a --save-every file (or a bare state_dict): the weights; with resume also Adam's
+    state and the random state. Returns the step to continue from (0 without resume)."""
+    ck = torch.load(path)
+    model.load_state_dict(ck["model"] if "model" in ck else ck)
+    if not resume:
+        return 0
+    if "opt" not in ck:
+        raise SystemExit(f"--resume {path}: no optimizer state in it (a --load file only)")
+    opt.load_state_dict(ck["opt"])
+    torch.set_rng_state(ck["rng"])
+    return ck["step"]
+
+
+def train(model, step_fn, opt, pairs, a, pad, steps, log_every, start=0):
+    """Runs steps start..steps-1 over the epoch stream (the first `start` batches skipped);
+    returns (per-step tok/s, last losses)."""
+    rates, losses, s, epoch, seen = [], [], start, 0, 0
     while s < steps:
         for b in batches(pairs, a.tokens, a.bucket, a.seed, epoch):
             if s >= steps:
                 break
+            seen += 1
+            if seen <= start:
+                continue
             t = to_tensors(pairs, b, pad)
             for g in opt.param_groups:
                 g["lr"] = lr_at(a, s)
@@ -238,6 +276,8 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every):
             rates.append(t[4] / dt)
             losses.append(loss)
             s += 1
+            if a.save_every and a.save_dir and s % a.save_every == 0:
+                save_state(model, opt, a, s)
             if log_every and (s % log_every == 0 or s == steps):
                 print(f"step {s:5d}  loss {median(losses[-log_every:]):.4f}  lr {lr_at(a, s - 1):.2e}"
                       f"  B {t[0].shape[0]} S {t[0].shape[1]} T {t[2].shape[1]}  {t[4] / dt:.0f} tok/s",
@@ -300,6 +340,21 @@ def args():
     p.add_argument("--adam-eps", type=float, default=1e-9)
     p.add_argument("--init", choices=("xavier", "normal"), default="xavier")
     p.add_argument("--init-std", type=float, default=0.02)
+    p.add_argument("--init-res-layers", type=int, default=0,
+                   help="L of the residual projections' std / sqrt(2 L) (0: encoder + decoder "
+                        "layers; ot: the decoder's)")
+    p.add_argument("--logits-bias", action="store_true",
+                   help="a trained output bias over the vocabulary, zero-initialized (Marian's "
+                        "final_logits_bias, as ot's transformer presets)")
+    p.add_argument("--save-every", type=int, default=0, help="write the weights every N steps")
+    p.add_argument("--save-dir", help="--save-every's directory (step_<N>.pt)")
+    p.add_argument("--load", help="start from these weights (a --save-every file); with --steps 0 "
+                                  "only evaluates and decodes")
+    p.add_argument("--resume", help="continue a run from a --save-every file (weights, Adam, step, "
+                                    "random state) up to --steps, the same flags given")
+    p.add_argument("--hf-limit", action="store_true",
+                   help="length limit as `ot translate` / HF max_length: floor(a * (source + eos) "
+                        "+ b) counting the decoder start")
     p.add_argument("--dtype", choices=("f32", "bf16"), default="f32", help="bf16 = CPU autocast")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--log-every", type=int, default=50)
@@ -340,6 +395,10 @@ def main():
           f"{', compiled' if a.compile else ''}")
     Opt = torch.optim.Adam
     opt = Opt(model.parameters(), lr=a.lr, betas=tuple(a.adam_betas), eps=a.adam_eps)
+    start = 0
+    if a.load or a.resume:
+        start = load_state(model, opt, a.resume or a.load, bool(a.resume))
+        print(f"loaded {a.resume or a.load}" + (f", continuing after step {start}" if a.resume else ""))
     step = make_step(model, opt, a)
     load = lambda f, n: make_pairs(read_dump(f, V), pad, a.src_eos, a.max_len, n) if f else None
     train_p = load(a.train, "train")
@@ -356,17 +415,19 @@ def main():
         raise SystemExit("--train is required (or --bench)")
     print(f"train: {len(train_p)} pairs; tokens per batch {a.tokens} (rows * max(S, T)); "
           f"{a.steps} steps, lr {a.lr}, warmup {a.warmup}, seed {a.seed}")
-    rates, losses = train(model, step, opt, train_p, a, pad, a.steps, a.log_every)
+    rates, losses = train(model, step, opt, train_p, a, pad, a.steps, a.log_every, start)
     wall = time.perf_counter() - t_start
     timed = rates[3:] if len(rates) > 3 else rates
-    print(f"train loss (mean of last {min(100, len(losses))} steps): "
-          f"{sum(losses[-100:]) / len(losses[-100:]):.4f}")
+    if losses:
+        print(f"train loss (mean of last {min(100, len(losses))} steps): "
+              f"{sum(losses[-100:]) / len(losses[-100:]):.4f}")
     valid_p = load(a.valid, "valid")
     if valid_p:
         ls, nll = evaluate(model, valid_p, a, pad)
         print(f"valid loss {ls:.4f} (label-smoothed), nll {nll:.4f}, ppl {math.exp(nll):.2f}")
-    print(f"train tokens/s (source + target, median over {len(timed)} steps): {median(timed):.1f}; "
-          f"train wall {wall:.1f} s")
+    if timed:
+        print(f"train tokens/s (source + target, median over {len(timed)} steps): {median(timed):.1f}; "
+              f"train wall {wall:.1f} s")
     if a.save_hf:
         save_hf(model, a, voc, pad, a.save_hf)
     if a.test:
