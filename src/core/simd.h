@@ -267,23 +267,42 @@ static inline void vstx2_bf16_bfsrc(uint16_t *p, vf a, vf b) { vstore2_bf16(p, a
 // vq: VQ int8 values (x86: 32 in a 256-bit register, under AVX-512 too, so
 // that a step never spans two weight groups of 32; portable: 4 packed in an
 // int32), or as an accumulator VQ / 4 int32 lanes; vqf: VQ / 4 f32 lanes.
-// vq_dot(acc, wa, w, x): lane i of acc += sum_{j<4} w[4 i + j] x[4 i + j] for
-// signed int8 w and x, wa = vq_wabs(w) (hoisted: one per weight vector, shared
-// by the activation rows). Exact while no x is -128 and the lane fits int32:
-// vpmaddubsw multiplies |w| (unsigned) by x with w's sign (vpsignb), so each
-// pair sum is at most 2 * 127 * 127 < 32767 and cannot saturate (unsigned
-// activations with an offset of 128 could: 2 * 255 * 127 > 32767); vpmaddwd
-// with ones widens the pairs to int32.
+// Activations are stored as int8 plus VQ_XOFF (as unsigned bytes when 128).
+// vq_dot(acc, wa, w, x): lane i of acc += sum_{j<4} w[4 i + j] x[4 i + j] with
+// x the stored activations, wa = vq_wabs(w) (hoisted: one per weight vector,
+// shared by the activation rows). The true sum is that minus VQ_XOFF times the
+// sum of the weights: vq_wsum(cs, w) accumulates those sums, and an
+// accumulator started at vq_unoff(cs) (cs: the sums over the columns it will
+// take) ends exact (VQ_XOFF 0: both no-ops). Exact while the lanes fit int32.
+//  - AVX2 (and AVX-512 without VNNI: kern/qgemm.c runs the AVX2 variant there):
+//    VQ_XOFF 0, no activation is -128; vpmaddubsw multiplies |w| (unsigned)
+//    by x with w's sign (vpsignb), each pair sum at most 2 * 127 * 127 < 32767
+//    (unsigned activations with an offset would saturate: 2 * 255 * 127 >
+//    32767), then vpmaddwd with ones widens the pairs to int32.
+//  - AVX-512 with VNNI (where the including source enables it): VQ_XOFF 128,
+//    vpdpbusd sums the four u8 x s8 products straight into int32, one
+//    instruction and no saturation.
 #if defined(OT_ARCH_AVX2) || defined(OT_ARCH_AVX512)
 #define VQ 32
 typedef __m256i vq;
 typedef __m256 vqf;
 static inline vq vq_zero(void) { return _mm256_setzero_si256(); }
 static inline vq vq_load(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+#if defined(OT_ARCH_AVX512) && defined(__AVX512VNNI__)
+#define VQ_XOFF 128
+static inline vq vq_wabs(vq w) { return w; }
+static inline vq vq_dot(vq acc, vq wa, vq w, vq x) { (void)wa; return _mm256_dpbusd_epi32(acc, x, w); }
+static inline vq vq_wsum(vq cs, vq w) { return _mm256_dpbusd_epi32(cs, _mm256_set1_epi8(1), w); }
+static inline vq vq_unoff(vq cs) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(cs, 7)); }
+#else
+#define VQ_XOFF 0
 static inline vq vq_wabs(vq w) { return _mm256_abs_epi8(w); }
 static inline vq vq_dot(vq acc, vq wa, vq w, vq x) {
   const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, w));
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1))); }
+static inline vq vq_wsum(vq cs, vq w) { (void)w; return cs; }
+static inline vq vq_unoff(vq cs) { (void)cs; return _mm256_setzero_si256(); }
+#endif
 static inline vqf vqf_zero(void) { return _mm256_setzero_ps(); }
 static inline vqf vqf_fma(vqf f, vq acc, float s) {   // f + float(acc) * s
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(s), f); }
@@ -294,6 +313,7 @@ static inline float vqf_sum(vqf a) {
   return _mm_cvtss_f32(s); }
 #else
 #define VQ 4
+#define VQ_XOFF 0
 typedef int32_t vq;
 typedef float vqf;
 static inline vq vq_zero(void) { return 0; }
@@ -305,6 +325,8 @@ static inline vq vq_dot(vq acc, vq wa, vq w, vq x) {
   memcpy(a, &w, 4);
   memcpy(b, &x, 4);
   return acc + a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]; }
+static inline vq vq_wsum(vq cs, vq w) { (void)w; return cs; }
+static inline vq vq_unoff(vq cs) { (void)cs; return 0; }
 static inline vqf vqf_zero(void) { return 0.0f; }
 static inline vqf vqf_fma(vqf f, vq acc, float s) { return fmaf((float)acc, s, f); }
 static inline float vqf_sum(vqf a) { return a; }

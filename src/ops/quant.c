@@ -189,8 +189,13 @@ static ot_status qlinear_i8(float *y, const float *x, const ot_qweight *W, const
   int8_t *xq = ot_scratch(xb + (size_t)M * sizeof(float) + 16);
   if (!xq) return OT_ENOMEM;
   float *sx = (float *)(xq + ((xb + 15) & ~(size_t)15));
-  if (!OT_KPICK(k_qx_i8)(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
   const ot__qk_weight kw = kview(W);
+  if (ot_isa_active() == OT_ISA_AVX512 && !ot_cpu()->avx512_vnni) {   // its AVX-512 variant needs VNNI
+    if (!k_qx_i8_avx2(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
+    k_qgemm_i8_avx2(y, xq, sx, M, Kp, &kw, bias);
+    return OT_OK;
+  }
+  if (!OT_KPICK(k_qx_i8)(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
   OT_KPICK(k_qgemm_i8)(y, xq, sx, M, Kp, &kw, bias);
   return OT_OK;
 }

@@ -8,20 +8,33 @@
 // rows keeps QM_NR * QM_MR vector accumulators whose lanes hold partial sums
 // over K. Each step of VQ columns loads QM_NR weight vectors (|w| once per
 // vector, vq_wabs) and QM_MR activation vectors and issues QM_NR * QM_MR
-// vq_dot (AVX2: vpsignb, vpmaddubsw, vpmaddwd, vpaddd). At the end of each weight
+// vq_dot (AVX2: vpsignb, vpmaddubsw, vpmaddwd, vpaddd; AVX-512 with VNNI: one
+// vpdpbusd over activations offset by 128, the accumulators starting at -128
+// times the weights' sums, themselves one vpdpbusd per weight vector and group,
+// computed in a pass over the group's weights before it). At the end of each weight
 // group the int32 lanes are converted and multiplied by the group's scale into
 // f32 lanes (per-channel: once, at the end of the row); the lanes are summed
 // and scaled by the activation row's scale last, then the bias is added.
 // Blocking: the threads share the weight rows in chunks; within a chunk the
 // activation rows go in blocks of QM_XBLOCK bytes (kept in L2 while every
 // weight row pair of the chunk passes over them).
+#if defined(OT_ARCH_AVX512)
+// VNNI (vpdpbusd) in this file's AVX-512 variant: ops/quant.c runs it only on
+// CPUs that have it (the AVX2 variant otherwise). Before simd.h, which then
+// defines the VNNI form of the int8 dot products.
+#pragma GCC target("avx512vnni")
+#endif
 #include "core/simd.h"
 #include "qgemm_k.h"
 #include <omp.h>
 
 #define AI static inline __attribute__((always_inline))
 #define QM_MR 4                   // activation rows per register tile
-#define QM_NR 2                   // weight rows per register tile
+#if defined(OT_ARCH_AVX512)
+#define QM_NR 4                   // weight rows per register tile (32 vector registers)
+#else
+#define QM_NR 2                   // weight rows per register tile (16 vector registers)
+#endif
 #define QM_XBLOCK (96 << 10)      // bytes of xq per block of activation rows
 #define QM_CHUNKS 32              // chunks of weight row pairs the threads share dynamically
 #define QM_PAR_MIN 65536          // MACs below which one thread does everything
@@ -55,6 +68,9 @@ bool OT_K(k_qx_i8)(int8_t *xq, float *sx, const float *x, int M, int K, int Kp) 
     for (k = 0; k + VL <= K; k += VL) vstore_i8_round(q + k, vmul(vload(xr + k), s));
     for (; k < K; k++) q[k] = (int8_t)nearbyintf(xr[k] * inv);
     memset(q + K, 0, (size_t)(Kp - K));
+#if VQ_XOFF == 128
+    for (k = 0; k < Kp; k++) q[k] = (int8_t)((uint8_t)q[k] ^ 0x80);   // + 128 as unsigned bytes
+#endif
   }
   return !bad;
 }
@@ -67,7 +83,7 @@ AI void tile(int R, int MT, int GC, const ot__qk_weight *W, int n, const int8_t 
   const int8_t *wr[QM_NR], *xr[QM_MR];
   const float *sw[QM_NR];
   vqf f[QM_NR][QM_MR];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; r++) {
     wr[r] = (const int8_t *)W->data + (size_t)(n + r) * K;
     sw[r] = W->scales + (size_t)(n + r) * ng;
@@ -75,21 +91,40 @@ AI void tile(int R, int MT, int GC, const ot__qk_weight *W, int n, const int8_t 
 #pragma GCC unroll 4
   for (int i = 0; i < MT; i++) {
     xr[i] = xq + (size_t)(m + i) * Kp;
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int r = 0; r < R; r++) f[r][i] = vqf_zero();
   }
   for (int g = 0; g < ng; g++) {
     const int k1 = (g + 1) * G;
     vq a[QM_NR][QM_MR];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; r++)
+    if (VQ_XOFF) {   // the group's weight sums first: the accumulators start at -VQ_XOFF times them
+      vq cs[QM_NR];
 #pragma GCC unroll 4
-      for (int i = 0; i < MT; i++) a[r][i] = vq_zero();
+      for (int r = 0; r < R; r++) cs[r] = vq_zero();
+      int k = g * G;
+#pragma GCC unroll 4
+      for (; k + VQ <= k1; k += VQ)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) cs[r] = vq_wsum(cs[r], vq_load(wr[r] + k));
+      if (!GC && k < k1)
+        for (int r = 0; r < R; r++) cs[r] = vq_wsum(cs[r], vq_load_part(wr[r] + k, k1 - k));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const vq s = vq_unoff(cs[r]);
+#pragma GCC unroll 4
+        for (int i = 0; i < MT; i++) a[r][i] = s;
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int i = 0; i < MT; i++) a[r][i] = vq_zero();
+    }
     int k = g * G;
 #pragma GCC unroll 2
     for (; k + VQ <= k1; k += VQ) {
       vq w[QM_NR], wa[QM_NR];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         w[r] = vq_load(wr[r] + k);
         wa[r] = vq_wabs(w[r]);
@@ -97,7 +132,7 @@ AI void tile(int R, int MT, int GC, const ot__qk_weight *W, int n, const int8_t 
 #pragma GCC unroll 4
       for (int i = 0; i < MT; i++) {
         const vq xv = vq_load(xr[i] + k);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int r = 0; r < R; r++) a[r][i] = vq_dot(a[r][i], wa[r], w[r], xv);
       }
     }
@@ -112,12 +147,12 @@ AI void tile(int R, int MT, int GC, const ot__qk_weight *W, int n, const int8_t 
         for (int r = 0; r < R; r++) a[r][i] = vq_dot(a[r][i], wa[r], w[r], xv);
       }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
       for (int i = 0; i < MT; i++) f[r][i] = vqf_fma(f[r][i], a[r][i], sw[r][g]);
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int i = 0; i < MT; i++)
@@ -145,8 +180,12 @@ AI void chunk(int GC, const ot__qk_weight *W, int p0, int p1, const int8_t *xq, 
     const int m1 = M - m0 < MB ? M : m0 + MB;
     for (int p = p0; p < p1; p++) {
       const int n = p * QM_NR;
-      if (n + QM_NR <= N) rows(QM_NR, GC, W, n, xq, Kp, sx, m0, m1, y, bias);
-      else rows(1, GC, W, n, xq, Kp, sx, m0, m1, y, bias);
+      if (n + QM_NR <= N && GC && QM_NR == 4) {   // per group: tiles of 2 rows (f32 sums in registers too)
+        rows(2, GC, W, n, xq, Kp, sx, m0, m1, y, bias);
+        rows(2, GC, W, n + 2, xq, Kp, sx, m0, m1, y, bias);
+      } else if (n + QM_NR <= N) rows(QM_NR, GC, W, n, xq, Kp, sx, m0, m1, y, bias);
+      else
+        for (int i = n; i < N; i++) rows(1, GC, W, i, xq, Kp, sx, m0, m1, y, bias);
     }
   }
 }

@@ -13,8 +13,10 @@
 // Each row m of x [M, K] f32 -> xq [M, Kp] int8 and sx [M] f32 (Kp >= K, a
 // multiple of 32): amax = max |x[m, :]| (0 when below OT__QX_TINY), sx[m] =
 // amax / 127, xq[m, k] = x[m, k] * (127 / amax) rounded to nearest even (both
-// products f32), in [-127, 127]; xq[m, K..Kp) = 0. false when x holds a NaN or
-// an infinity (xq, sx then undefined).
+// products f32), in [-127, 127]; xq[m, K..Kp) = 0; each stored plus VQ_XOFF
+// of the variant (simd.h; AVX-512 with VNNI: + 128 as unsigned bytes), so the
+// xq of one variant goes to k_qgemm_i8 of the same. false when x holds a NaN
+// or an infinity (xq, sx then undefined). The AVX-512 variants need VNNI.
 OT_KDECL(bool, k_qx_i8, (int8_t *xq, float *sx, const float *x, int M, int K, int Kp));
 // y[M, N] = sx[m] * sum_g sw[n, g] * sum_{k in g} xq[m, k] W[n, k] (+ bias[n]),
 // W int8 [N = rows, K = cols] (per-channel: one group of K), xq [M, Kp] from
