@@ -55,15 +55,18 @@ ot_status ot_qweight_dequantize(const ot_qweight *w, float *out);
 // pass over W for all M rows (GEMV kernels, output rows split over the OpenMP
 // threads); larger M: int8 weights go through the int8 GEMM
 // (ot_qlinear_i8_fwd), f32 / bf16 ones through tiles of W converted to f32
-// feeding the oneDNN GEMM. Allocates nothing after the first call of a shape
-// (per-thread scratch).
+// feeding the oneDNN GEMM, and so do int8 weights with groups of 32 (there the
+// int8 GEMM's per-group epilogue costs as much as it saves: measured 0.94x to
+// 1.04x the dequantized path at M = 128 on GPT-2's shapes, `bench_qgemv
+// --i8gemm`). Allocates nothing after the first call of a shape (per-thread
+// scratch).
 #define OT_QLINEAR_GEMV_MAX 16
 ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
 // Plain scalar reference of the same (double accumulation over dequantized weights).
 ot_status ot_ref_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
 
-// The int8 x int8 -> int32 GEMM over an int8 weight (any M >= 1; the path of
-// ot_qlinear_fwd for M > OT_QLINEAR_GEMV_MAX). Each row of x is quantized on
+// The int8 x int8 -> int32 GEMM over an int8 weight (any M >= 1, any group; the
+// path of ot_qlinear_fwd for M > OT_QLINEAR_GEMV_MAX, groups other than 32). Each row of x is quantized on
 // the fly: amax = max |x[m, :]| (a row below 2^-100 counts as zero), sx =
 // amax / 127, xq = round_even(x * (127 / amax)) in [-127, 127] (f32 products);
 // then y[m, n] = sx[m] * sum_g sw[n, g] * sum_{k in g} xq[m, k] W[n, k]

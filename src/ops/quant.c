@@ -210,7 +210,7 @@ ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const fl
   if (M <= OT_QLINEAR_GEMV_MAX) {
     const ot__qk_weight kw = kview(W);
     s = OT_KPICK(k_qgemv)(y, x, &kw, bias, M);
-  } else if (W->kind == OT_QW_INT8) {
+  } else if (W->kind == OT_QW_INT8 && W->group != 32) {   // group 32: see OT_QLINEAR_GEMV_MAX in ot/quant.h
     s = qlinear_i8(y, x, W, bias, M, fn);
   } else {
     s = qlinear_gemm(y, x, W, bias, M, fn);
