@@ -16,12 +16,15 @@
 // src/ops/kern/qgemv.c): 256 MiB summed by the threads, each splitting its half
 // into S = 1, 2, 4, 8 contiguous streams read side by side one 64-byte line of
 // each at a time (prefetch 512 bytes ahead); median GB/s of 9 per S.
+// --i8gemm [--rows M] [--reps N] [--cpu-time]: only the int8 GEMM against dequantize + f32 (see
+// i8gemm_probe); --cpu-time: timed by thread CPU time (use with OMP_NUM_THREADS=1 on a busy machine).
 //   OMP_NUM_THREADS=2 ./build/bench_qgemv [--quick] [--only SUBSTRING] [--m M] [--no-prefill] [--streams]
 #include "internal.h"
 #include "ot/ot.h"
 #include "ot/quant.h"
 #include <omp.h>
 #include <stdlib.h>
+#include <time.h>
 
 static size_t POOL_BYTES = (size_t)256 << 20;   // weight copies per case: >= 8x a 32 MiB L3
 
@@ -150,6 +153,67 @@ static void stream_probe(void) {
   ot_mem_free(a);
 }
 
+// --i8gemm: the int8 GEMM (ot_qlinear_i8_fwd) against dequantize + f32 GEMM (the
+// int8 prefill path before it: the weight dequantized to f32, then oneDNN), at
+// M = 128 (--rows M) on GPT-2 124M's shapes, per-channel and per group, the two
+// alternated call by call (one weight, cache-resident: the compute bound);
+// median ms and GOPS (2 M N K / time) of `reps` calls each.
+// cpu: time the calls by this thread's CPU time instead of the wall clock
+// (with OMP_NUM_THREADS=1 that is all the work of a call, and a process that
+// shares its core with others still reads its own cost).
+static double thread_cpu(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static void i8gemm_probe(int M, int reps, bool cpu) {
+  double (*clk)(void) = cpu ? thread_cpu : ot_now;
+  static const shape shapes[] = {{"mlp.fc", 3072, 768}, {"mlp.proj", 768, 3072}, {"qkv", 2304, 768},
+                                 {"attn.proj", 768, 768}};
+  static const int groups[] = {0, 64, 128, 32};
+  printf("int8 GEMM vs dequantize + f32 GEMM: %d threads, kernels %s, M = %d, median of %d calls each, "
+         "alternated, %s\n", ot_threads_get(), ot_isa_name(ot_isa_active()), M, reps,
+         cpu ? "thread CPU time" : "wall clock");
+  printf("%-10s %-12s %-6s %12s %12s %12s %12s %8s\n", "shape", "[N, K]", "group", "i8 ms", "i8 GOPS",
+         "deq+f32 ms", "deq+f32 GOPS", "speedup");
+  double *ta = malloc(sizeof(double) * (size_t)reps), *tb = malloc(sizeof(double) * (size_t)reps);
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const shape sh = shapes[si];
+    float *w = must_alloc((size_t)sh.N * sh.K * 4), *x = must_alloc((size_t)M * sh.K * 4);
+    float *y = must_alloc((size_t)M * sh.N * 4), *wd = must_alloc((size_t)sh.N * sh.K * 4);
+    fill(w, (size_t)sh.N * sh.K, 1 + (uint32_t)si);
+    fill(x, (size_t)M * sh.K, 100 + (uint32_t)si);
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
+      ot_qweight q;
+      must(ot_qweight_quantize(&q, OT_QW_INT8, groups[gi], w, sh.N, sh.K), "quantize");
+      ot_qweight f = {OT_QW_F32, sh.N, sh.K, 0, wd, NULL, false};
+      must(ot_qlinear_i8_fwd(y, x, &q, NULL, M), "warm-up");
+      must(ot_qweight_dequantize(&q, wd), "warm-up");
+      must(ot_qlinear_fwd(y, x, &f, NULL, M), "warm-up");
+      for (int r = 0; r < reps; r++) {
+        double t0 = clk();
+        must(ot_qlinear_i8_fwd(y, x, &q, NULL, M), "ot_qlinear_i8_fwd");
+        double t1 = clk();
+        must(ot_qweight_dequantize(&q, wd), "dequantize");
+        must(ot_qlinear_fwd(y, x, &f, NULL, M), "ot_qlinear_fwd f32");
+        double t2 = clk();
+        ta[r] = t1 - t0;
+        tb[r] = t2 - t1;
+      }
+      const double a = median(ta, reps), b = median(tb, reps), ops = 2.0 * M * sh.N * sh.K;
+      char dims[32], gname[16];
+      snprintf(dims, sizeof dims, "[%d, %d]", sh.N, sh.K);
+      snprintf(gname, sizeof gname, groups[gi] ? "g%d" : "ch", groups[gi]);
+      printf("%-10s %-12s %-6s %12.3f %12.1f %12.3f %12.1f %7.2fx\n", sh.name, dims, gname, a * 1e3, ops / a * 1e-9,
+             b * 1e3, ops / b * 1e-9, b / a);
+      fflush(stdout);
+      ot_qweight_free(&q);
+    }
+    ot_mem_free(w); ot_mem_free(x); ot_mem_free(y); ot_mem_free(wd);
+  }
+  free(ta); free(tb);
+}
+
 int main(int argc, char **argv) {
   bool quick = false;
   bool prefill = true;
@@ -162,9 +226,22 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-prefill")) prefill = false;
     else if (!strcmp(argv[i], "--pool") && i + 1 < argc) POOL_BYTES = (size_t)atoi(argv[++i]) << 20;
     else if (!strcmp(argv[i], "--streams")) { stream_probe(); return 0; }
+    else if (!strcmp(argv[i], "--i8gemm")) {
+      int M = 128, reps = 21;
+      bool cpu = false;
+      for (int j = i + 1; j < argc; j++) {
+        if (!strcmp(argv[j], "--rows") && j + 1 < argc) M = atoi(argv[++j]);
+        else if (!strcmp(argv[j], "--reps") && j + 1 < argc) reps = atoi(argv[++j]);
+        else if (!strcmp(argv[j], "--cpu-time")) cpu = true;
+        else { fprintf(stderr, "bench_qgemv --i8gemm: unknown option '%s' (--rows M, --reps N, --cpu-time)\n", argv[j]); return 2; }
+      }
+      if (M < 1 || reps < 1) { fprintf(stderr, "bench_qgemv: --rows and --reps take positive counts\n"); return 2; }
+      i8gemm_probe(M, reps, cpu);
+      return 0;
+    }
     else {
       fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING] [--m 1|8] [--no-prefill] [--pool MIB] "
-                      "[--streams]\n");
+                      "[--streams] [--i8gemm [--rows M] [--reps N] [--cpu-time]]\n");
       return 2;
     }
   }

@@ -6,6 +6,7 @@
 // errors).
 #include "harness.h"
 #include "ot/quant.h"
+#include "quant_i8_bound.h"
 #include <unistd.h>
 
 static th_rng g_rng = {0x5eed0071};
@@ -98,7 +99,9 @@ static void test_quantize_bounds(void) {
 
 // ----------------------------------------------------------- qlinear -------
 // The quantized linear against the reference: normalized error <= 1e-5 (f32
-// accumulation), except int8 weights at M = 1 on AVX2, where the activations
+// accumulation), except int8 weights at M > OT_QLINEAR_GEMV_MAX (the int8 GEMM:
+// the activations quantized to int8 per row, tests/quant_i8_bound.h; the GEMM
+// itself is tested in test_quant_i8.c) and at M = 1 on AVX2, where the activations
 // are rounded to int16 per chunk (kern/qgemv.c; for x uniform on [-1, 1] that
 // is a normalized error of ~1 / (2 * 32767) = 1.5e-5, more for one row of
 // few columns): every output within the exact rounding bound below instead.
@@ -214,6 +217,10 @@ static void test_qlinear_vs_ref(void) {
               const int bad = over_x16_bound(y, want, wd, x, bias, N, K, s.group);
               th_check(bad == 0, "qlinear %s %s N=%d K=%d M=1 bias=%d: %d outputs over the int16 bound",
                        sname(s, nm), ot_isa_name(isas[ii]), N, K, bias != NULL, bad);
+            } else if (s.kind == OT_QW_INT8 && M > OT_QLINEAR_GEMV_MAX) {   // the int8 GEMM
+              const int bad = th_over_i8_bound(y, want, wd, x, bias, M, N, K);
+              th_check(bad == 0, "qlinear %s %s N=%d K=%d M=%d bias=%d: %d outputs over the int8 bound",
+                       sname(s, nm), ot_isa_name(isas[ii]), N, K, M, bias != NULL, bad);
             } else {
               th_check_nerr(y, want, (size_t)M * N, 1e-5, "qlinear %s %s N=%d K=%d M=%d bias=%d", sname(s, nm),
                             ot_isa_name(isas[ii]), N, K, M, bias != NULL);

@@ -1,11 +1,14 @@
 // ops-transformer weight-only quantization for inference: a weight matrix
 // stored as f32, bf16 or symmetric int8 (per-channel or per-group scales), the
-// linear layer over it (GEMV kernels that stream the weight once for decode,
-// tiles dequantized into the oneDNN GEMM for prefill). The quantized model
-// (every matrix of a model, and the file `ot quantize` writes) is in ot/model.h.
+// linear layer over it (GEMV kernels that stream the weight once for decode;
+// for prefill an int8 GEMM over int8 weights, tiles converted for the oneDNN
+// GEMM otherwise). The quantized model (every matrix of a model, and the file
+// `ot quantize` writes) is in ot/model.h.
 //
-// Arithmetic is f32 with f32 activations in every case ("weight-only"): the
-// result equals x @ dequant(W)^T up to f32 accumulation order.
+// Arithmetic is f32 with f32 activations ("weight-only": the result equals
+// x @ dequant(W)^T up to f32 accumulation order), except the int8 GEMM, which
+// quantizes the activations per row to int8 (ot_qlinear_i8_fwd: its bound),
+// and the int8 GEMV on AVX2, which rounds them to int16 per chunk.
 #ifndef OT_QUANT_H
 #define OT_QUANT_H
 #include "ot/ops.h"
@@ -50,12 +53,32 @@ ot_status ot_qweight_dequantize(const ot_qweight *w, float *out);
 // y[M, rows] = x[M, cols] @ W^T (+ bias[rows] if non-NULL); x, y f32 row-major
 // (ldx = cols, ldy = rows), y must not overlap x. M <= OT_QLINEAR_GEMV_MAX: one
 // pass over W for all M rows (GEMV kernels, output rows split over the OpenMP
-// threads); larger M: tiles of W dequantized to f32 feed the oneDNN GEMM.
-// Allocates nothing after the first call of a shape (per-thread scratch).
+// threads); larger M: int8 weights go through the int8 GEMM
+// (ot_qlinear_i8_fwd), f32 / bf16 ones through tiles of W converted to f32
+// feeding the oneDNN GEMM, and so do int8 weights with groups of 32 (there the
+// int8 GEMM's per-group epilogue costs as much as it saves: measured 0.94x to
+// 1.04x the dequantized path at M = 128 on GPT-2's shapes, `bench_qgemv
+// --i8gemm`). Allocates nothing after the first call of a shape (per-thread
+// scratch).
 #define OT_QLINEAR_GEMV_MAX 16
 ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
 // Plain scalar reference of the same (double accumulation over dequantized weights).
 ot_status ot_ref_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
+
+// The int8 x int8 -> int32 GEMM over an int8 weight (any M >= 1, any group; the
+// path of ot_qlinear_fwd for M > OT_QLINEAR_GEMV_MAX, groups other than 32). Each row of x is quantized on
+// the fly: amax = max |x[m, :]| (a row below 2^-100 counts as zero), sx =
+// amax / 127, xq = round_even(x * (127 / amax)) in [-127, 127] (f32 products);
+// then y[m, n] = sx[m] * sum_g sw[n, g] * sum_{k in g} xq[m, k] W[n, k]
+// (+ bias[n]): exact int32 sums per weight group (per channel: the whole row),
+// scales applied in f32. Error against x @ dequant(W)^T: at most
+// sum_k |dequant(W)[n, k]| sx[m] / 2 per output, plus f32 rounding. An x
+// holding a NaN or an infinity takes the f32 path (ot_qlinear_fwd's for
+// f32 weights) so that they propagate. Weights other than int8: OT_EINVAL.
+ot_status ot_qlinear_i8_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
+// Its scalar reference: the same activation quantization (scalar code), int64
+// sums per group, the epilogue in double.
+ot_status ot_ref_qlinear_i8_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,10 @@
 Weights are quantized by libot (ot_qweight_quantize: symmetric, scale = absmax / 127 per row
 or per group of 32 / 64 / 128 inputs, round half to even) and multiplied by its quantized
 linear kernels (ot_qlinear_fwd: GEMV that streams the int8 weight once for up to 16 rows,
-dequantized tiles into the GEMM beyond). Activations stay float32 ("weight-only").
+with float32 activations ("weight-only"); beyond, for groups other than 32, an int8 x int8
+GEMM that quantizes the activations to int8 per row on the fly, scale absmax / 127, so each
+output is off the float32 product by at most sum |w| * scale / 2; group 32: dequantized
+tiles into the float32 GEMM).
 
 Calibrated post-training quantization (scales searched on data) and quantization-aware
 training are not implemented here yet: quantize_model refuses them with a message.

@@ -30,7 +30,14 @@ def test_int8_linear(group, M):
     y = lin(x)
     wd = quant.dequantize_weight(q, s)
     ref = x @ wd.t() + b
-    assert rel_err(y, ref) < 1e-5
+    if M > 16:   # the int8 GEMM: x quantized to int8 per row, scale absmax / 127, error <= scale / 2
+        xa = x.detach().abs()
+        sx = xa.amax(dim=1, keepdim=True) / 127
+        bound = sx / 2 * wd.abs().sum(dim=1) * (1 + 2**-20) + 1e-5 * (xa @ wd.abs().t() + b.abs())
+        assert bool(((y - ref).abs() <= bound).all())
+        assert rel_err(y, ref) < 2e-2
+    else:
+        assert rel_err(y, ref) < 1e-5
     assert (wd - w).abs().max() <= s.max() / 2 + 1e-6  # |w - q s| <= s / 2
     (dx,) = torch.autograd.grad(y.sum(), x)
     assert rel_err(dx, torch.ones(M, N) @ wd) < 1e-5

@@ -56,6 +56,9 @@ static inline vf vload_i8(const int8_t *p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 static inline vf vload_i8_part(const int8_t *p, int n) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << n) - 1), p))); }
+// f32 -> int8: the VL values rounded to nearest even (the caller keeps |x| <= 127.5)
+static inline void vstore_i8_round(int8_t *p, vf x) {
+  _mm_storeu_si128((__m128i *)p, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(x))); }
 // f32 -> bf16 bits in the low half of each 32-bit lane: round to nearest even
 // (add 0x7fff + lsb, keep the high half); any NaN -> the quiet NaN 0x7fc0.
 static inline __m512i ot__bf16_bits_512(vf x) {
@@ -136,6 +139,11 @@ static inline vf vload_i8(const int8_t *p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
 static inline vf vload_i8_part(const int8_t *p, int n) {
   int8_t t[8] = {0}; memcpy(t, p, (size_t)n); return vload_i8(t); }
+// f32 -> int8: the VL values rounded to nearest even (the caller keeps |x| <= 127.5)
+static inline void vstore_i8_round(int8_t *p, vf x) {
+  const __m256i i = _mm256_cvtps_epi32(x);
+  const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64((__m128i *)p, _mm_packs_epi16(h, h)); }
 // f32 -> bf16 bits in the low half of each 32-bit lane: round to nearest even
 // (add 0x7fff + lsb, keep the high half); any NaN -> the quiet NaN 0x7fc0
 // (one compare + blend: the rounding add could carry a NaN into inf or -0).
@@ -244,6 +252,7 @@ static inline vf vload_bf16(const uint16_t *p) { return ot_bf16_to_f32(*p); }
 static inline vf vload_bf16_part(const uint16_t *p, int n) { return n > 0 ? ot_bf16_to_f32(*p) : 0.0f; }
 static inline vf vload_i8(const int8_t *p) { return (float)*p; }
 static inline vf vload_i8_part(const int8_t *p, int n) { return n > 0 ? (float)*p : 0.0f; }
+static inline void vstore_i8_round(int8_t *p, vf x) { *p = (int8_t)nearbyintf(x); }   // |x| <= 127.5
 static inline void vstore_bf16(uint16_t *p, vf x) { *p = ot_f32_to_bf16(x); }
 static inline void vstore_bf16_part(uint16_t *p, vf x, int n) { if (n > 0) *p = ot_f32_to_bf16(x); }
 static inline void vstore2_bf16(uint16_t *p, vf a, vf b) { p[0] = ot_f32_to_bf16(a); p[1] = ot_f32_to_bf16(b); }
@@ -253,6 +262,78 @@ static inline void vstx2_bf16_bfsrc(uint16_t *p, vf a, vf b) { vstore2_bf16(p, a
 #else
 #  error "compile kernel sources with one of OT_ARCH_AVX512, OT_ARCH_AVX2, OT_ARCH_PORTABLE"
 #endif
+
+// ---- int8 dot products (the int8 GEMM, src/ops/kern/qgemm.c) -------------
+// vq: VQ int8 values (x86: 32 in a 256-bit register, under AVX-512 too, so
+// that a step never spans two weight groups of 32; portable: 4 packed in an
+// int32), or as an accumulator VQ / 4 int32 lanes; vqf: VQ / 4 f32 lanes.
+// Activations are stored as int8 plus VQ_XOFF (as unsigned bytes when 128).
+// vq_dot(acc, wa, w, x): lane i of acc += sum_{j<4} w[4 i + j] x[4 i + j] with
+// x the stored activations, wa = vq_wabs(w) (hoisted: one per weight vector,
+// shared by the activation rows). The true sum is that minus VQ_XOFF times the
+// sum of the weights: vq_wsum(cs, w) accumulates those sums, and an
+// accumulator started at vq_unoff(cs) (cs: the sums over the columns it will
+// take) ends exact (VQ_XOFF 0: both no-ops). Exact while the lanes fit int32.
+//  - AVX2 (and AVX-512 without VNNI: kern/qgemm.c runs the AVX2 variant there):
+//    VQ_XOFF 0, no activation is -128; vpmaddubsw multiplies |w| (unsigned)
+//    by x with w's sign (vpsignb), each pair sum at most 2 * 127 * 127 < 32767
+//    (unsigned activations with an offset would saturate: 2 * 255 * 127 >
+//    32767), then vpmaddwd with ones widens the pairs to int32.
+//  - AVX-512 with VNNI (where the including source enables it): VQ_XOFF 128,
+//    vpdpbusd sums the four u8 x s8 products straight into int32, one
+//    instruction and no saturation.
+#if defined(OT_ARCH_AVX2) || defined(OT_ARCH_AVX512)
+#define VQ 32
+typedef __m256i vq;
+typedef __m256 vqf;
+static inline vq vq_zero(void) { return _mm256_setzero_si256(); }
+static inline vq vq_load(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+#if defined(OT_ARCH_AVX512) && defined(__AVX512VNNI__)
+#define VQ_XOFF 128
+static inline vq vq_wabs(vq w) { return w; }
+static inline vq vq_dot(vq acc, vq wa, vq w, vq x) { (void)wa; return _mm256_dpbusd_epi32(acc, x, w); }
+static inline vq vq_wsum(vq cs, vq w) { return _mm256_dpbusd_epi32(cs, _mm256_set1_epi8(1), w); }
+static inline vq vq_unoff(vq cs) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(cs, 7)); }
+#else
+#define VQ_XOFF 0
+static inline vq vq_wabs(vq w) { return _mm256_abs_epi8(w); }
+static inline vq vq_dot(vq acc, vq wa, vq w, vq x) {
+  const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, w));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1))); }
+static inline vq vq_wsum(vq cs, vq w) { (void)w; return cs; }
+static inline vq vq_unoff(vq cs) { (void)cs; return _mm256_setzero_si256(); }
+#endif
+static inline vqf vqf_zero(void) { return _mm256_setzero_ps(); }
+static inline vqf vqf_fma(vqf f, vq acc, float s) {   // f + float(acc) * s
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(s), f); }
+static inline float vqf_sum(vqf a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s); }
+#else
+#define VQ 4
+#define VQ_XOFF 0
+typedef int32_t vq;
+typedef float vqf;
+static inline vq vq_zero(void) { return 0; }
+static inline vq vq_load(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+static inline vq vq_wabs(vq w) { return w; }
+static inline vq vq_dot(vq acc, vq wa, vq w, vq x) {
+  (void)wa;
+  int8_t a[4], b[4];
+  memcpy(a, &w, 4);
+  memcpy(b, &x, 4);
+  return acc + a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]; }
+static inline vq vq_wsum(vq cs, vq w) { (void)w; return cs; }
+static inline vq vq_unoff(vq cs) { (void)cs; return 0; }
+static inline vqf vqf_zero(void) { return 0.0f; }
+static inline vqf vqf_fma(vqf f, vq acc, float s) { return fmaf((float)acc, s, f); }
+static inline float vqf_sum(vqf a) { return a; }
+#endif
+// The first n (< VQ) int8 at p, the rest zero.
+static inline vq vq_load_part(const int8_t *p, int n) {
+  int8_t t[VQ] = {0}; memcpy(t, p, (size_t)n); return vq_load(t); }
 
 // ---- dtype-generic access: `bf16` selects bf16 storage, else f32 ----------
 static inline vf vld(const void *p, size_t i, int bf16) {

@@ -1,10 +1,11 @@
 // Weight-only quantization: quantize / dequantize a weight matrix (f32, bf16,
 // symmetric int8 per channel or per group) and the linear layer over it: GEMV
-// kernels (kern/qgemv.c) for decode-sized M, dequantized tiles through the
-// oneDNN GEMM (gemm.c) for prefill-sized M, and the scalar reference.
+// kernels (kern/qgemv.c) for decode-sized M; for prefill-sized M the int8 GEMM
+// (kern/qgemm.c) over int8 weights, f32 / bf16 tiles through the oneDNN GEMM
+// (gemm.c); the scalar references (int8 GEMM: quant_ref.c).
 #include "gemm_impl.h"
 #include "ot/quant.h"
-#include "kern/qgemv_k.h"
+#include "kern/qgemm_k.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -178,6 +179,27 @@ static ot_status qlinear_gemm(float *y, const float *x, const ot_qweight *W, con
   return OT_OK;
 }
 
+// The int8 GEMM: x quantized per row into this thread's scratch (xq [M, Kp],
+// Kp = cols rounded up to 32, then sx [M]), then k_qgemm_i8. x with a NaN or an
+// infinity: the f32 path (qlinear_gemm) instead, so that they propagate.
+static ot_status qlinear_i8(float *y, const float *x, const ot_qweight *W, const float *bias, int M,
+                            const char *fn) {
+  const int K = W->cols, Kp = (K + 31) & ~31;
+  const size_t xb = (size_t)M * Kp;
+  int8_t *xq = ot_scratch(xb + (size_t)M * sizeof(float) + 16);
+  if (!xq) return OT_ENOMEM;
+  float *sx = (float *)(xq + ((xb + 15) & ~(size_t)15));
+  const ot__qk_weight kw = kview(W);
+  if (ot_isa_active() == OT_ISA_AVX512 && !ot_cpu()->avx512_vnni) {   // its AVX-512 variant needs VNNI
+    if (!k_qx_i8_avx2(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
+    k_qgemm_i8_avx2(y, xq, sx, M, Kp, &kw, bias);
+    return OT_OK;
+  }
+  if (!OT_KPICK(k_qx_i8)(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
+  OT_KPICK(k_qgemm_i8)(y, xq, sx, M, Kp, &kw, bias);
+  return OT_OK;
+}
+
 ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M) {
   static const char fn[] = "ot_qlinear_fwd";
   OT_TRY(check_fwd(y, x, W, M, fn));
@@ -188,9 +210,24 @@ ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const fl
   if (M <= OT_QLINEAR_GEMV_MAX) {
     const ot__qk_weight kw = kview(W);
     s = OT_KPICK(k_qgemv)(y, x, &kw, bias, M);
+  } else if (W->kind == OT_QW_INT8 && W->group != 32) {   // group 32: see OT_QLINEAR_GEMV_MAX in ot/quant.h
+    s = qlinear_i8(y, x, W, bias, M, fn);
   } else {
     s = qlinear_gemm(y, x, W, bias, M, fn);
   }
+  OT_PROF_STOP();
+  return s;
+}
+
+ot_status ot_qlinear_i8_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M) {
+  static const char fn[] = "ot_qlinear_i8_fwd";
+  OT_TRY(check_fwd(y, x, W, M, fn));
+  if (W->kind != OT_QW_INT8)
+    return ot_error(OT_EINVAL, "%s: weight is %s (the int8 GEMM takes int8 weights; use ot_qlinear_fwd)", fn,
+                    ot_qw_kind_name(W->kind));
+  OT_PROF_BEGIN("qlinear_i8_fwd", 2.0 * M * W->rows * W->cols,
+                (double)ot_qweight_bytes(W) + 4.0 * M * ((double)W->cols + W->rows) + (bias ? 4.0 * W->rows : 0.0));
+  ot_status s = qlinear_i8(y, x, W, bias, M, fn);
   OT_PROF_STOP();
   return s;
 }

@@ -1,0 +1,28 @@
+// The int8 x int8 -> int32 GEMM of the quantized linear (kern/qgemm.c, called
+// by ops/quant.c for prefill and batched rows over int8 weights): activations
+// quantized per row, integer dot products per weight group, scales in an f32
+// epilogue. One variant per ISA.
+#ifndef OT_KERN_QGEMM_K_H
+#define OT_KERN_QGEMM_K_H
+#include "qgemv_k.h"
+
+// Below this largest |x| a row of activations is quantized as zero (its
+// outputs are then the bias: an error below 2^-100 sum |w|).
+#define OT__QX_TINY 0x1p-100f
+
+// Each row m of x [M, K] f32 -> xq [M, Kp] int8 and sx [M] f32 (Kp >= K, a
+// multiple of 32): amax = max |x[m, :]| (0 when below OT__QX_TINY), sx[m] =
+// amax / 127, xq[m, k] = x[m, k] * (127 / amax) rounded to nearest even (both
+// products f32), in [-127, 127]; xq[m, K..Kp) = 0; each stored plus VQ_XOFF
+// of the variant (simd.h; AVX-512 with VNNI: + 128 as unsigned bytes), so the
+// xq of one variant goes to k_qgemm_i8 of the same. false when x holds a NaN
+// or an infinity (xq, sx then undefined). The AVX-512 variants need VNNI.
+OT_KDECL(bool, k_qx_i8, (int8_t *xq, float *sx, const float *x, int M, int K, int Kp));
+// y[M, N] = sx[m] * sum_g sw[n, g] * sum_{k in g} xq[m, k] W[n, k] (+ bias[n]),
+// W int8 [N = rows, K = cols] (per-channel: one group of K), xq [M, Kp] from
+// k_qx_i8. Integer sums exact (int32 per group); the epilogue in f32. Threaded
+// over the rows of W; every output computed by one thread in a fixed order.
+OT_KDECL(void, k_qgemm_i8, (float *y, const int8_t *xq, const float *sx, int M, int Kp, const ot__qk_weight *W,
+                            const float *bias));
+
+#endif
