@@ -15,12 +15,16 @@ struct ot__tr {
   ot_bitext_batcher *tb, *vb;
   ot_loader_state v0;        // the held-out batcher's first batch (evaluation restarts there)
   int max_rows;              // rows of one forward (= run.B)
+  int32_t *csrc, *cin, *ctgt;  // [max_rows * S], [max_rows * T] x 2: a micro-batch cut to its own lengths
 };
 
 void ot__tr_free(struct ot__tr *tr) {
   if (!tr) return;
   ot_bitext_batcher_close(tr->tb);
   ot_bitext_batcher_close(tr->vb);
+  ot_mem_free(tr->csrc);
+  ot_mem_free(tr->cin);
+  ot_mem_free(tr->ctgt);
   ot_bitext_close(tr->train);
   ot_bitext_close(tr->valid);
   ot_bpe_free(tr->bpe);
@@ -88,6 +92,11 @@ ot_status ot__tr_create(ot_trainer *t) {
                     "raise it to at least %d", c->tokens_per_batch, L, L);
   tr->max_rows = c->max_rows > 0 ? c->max_rows : c->tokens_per_batch / L;
   if (tr->max_rows < 1) tr->max_rows = 1;
+  tr->csrc = ot_mem_alloc((size_t)tr->max_rows * S * sizeof(int32_t), OT_MEM_OTHER);
+  tr->cin = ot_mem_alloc((size_t)tr->max_rows * T * sizeof(int32_t), OT_MEM_OTHER);
+  tr->ctgt = ot_mem_alloc((size_t)tr->max_rows * T * sizeof(int32_t), OT_MEM_OTHER);
+  if (!tr->csrc || !tr->cin || !tr->ctgt)
+    return ot_error(OT_ENOMEM, "trainer: out of memory for micro-batches of %d rows", tr->max_rows);
   // the model's dropout (ot_model_config.dropout / attn_dropout / act_dropout) from the keys
   c->model.dropout = c->dropout;
   c->model.attn_dropout = c->attn_dropout;
@@ -123,9 +132,22 @@ static int chunk_rows(const ot_trainer *t, int S, int T) {
   return r < t->tr->max_rows ? r : t->tr->max_rows;
 }
 
-static ot_s2s_batch chunk(const ot_bitext_batch *b, int r0, int rows) {
-  ot_s2s_batch s = {rows, b->S, b->T, b->src + (size_t)r0 * b->S, b->src_len + r0,
-                    b->dec_in + (size_t)r0 * b->T, b->dec_tgt + (size_t)r0 * b->T};
+// Rows [r0, r0 + rows) of b as one forward's batch, padded only to their own longest
+// source and target (the batcher orders a batch's rows by length; copies in tr's buffers).
+static ot_s2s_batch chunk(struct ot__tr *tr, const ot_bitext_batch *b, int r0, int rows) {
+  int S = 1, T = 1;
+  for (int r = r0; r < r0 + rows; r++) {
+    if (b->src_len[r] > S) S = b->src_len[r];
+    if (b->tgt_len[r] > T) T = b->tgt_len[r];
+  }
+  if (S > b->S) S = b->S;
+  if (T > b->T) T = b->T;
+  for (int r = 0; r < rows; r++) {
+    memcpy(tr->csrc + (size_t)r * S, b->src + (size_t)(r0 + r) * b->S, (size_t)S * sizeof(int32_t));
+    memcpy(tr->cin + (size_t)r * T, b->dec_in + (size_t)(r0 + r) * b->T, (size_t)T * sizeof(int32_t));
+    memcpy(tr->ctgt + (size_t)r * T, b->dec_tgt + (size_t)(r0 + r) * b->T, (size_t)T * sizeof(int32_t));
+  }
+  ot_s2s_batch s = {rows, S, T, tr->csrc, b->src_len + r0, tr->cin, tr->ctgt};
   return s;
 }
 
@@ -155,7 +177,7 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
   *finite = true;
   for (int k = 0; k < all; k++) {
     const int r0 = k * rows;
-    const ot_s2s_batch sb = k < mine ? chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows) : empty;
+    const ot_s2s_batch sb = k < mine ? chunk(tr, &b, r0, b.B - r0 < rows ? b.B - r0 : rows) : empty;
     // dropout masks: one counter per micro-batch of the run (the model's dropout API)
     ot_model_set_dropout_step(t->m, t->cfg.seed, ((uint64_t)t->step << 20) | (uint64_t)k);
     double l = 0.0;
@@ -191,7 +213,7 @@ ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int
     const int rows = chunk_rows(t, b.S, b.T);
     for (int r0 = 0; r0 < b.B; r0 += rows, j++) {
       if (j % dp != dr) continue;
-      const ot_s2s_batch sb = chunk(&b, r0, b.B - r0 < rows ? b.B - r0 : rows);
+      const ot_s2s_batch sb = chunk(tr, &b, r0, b.B - r0 < rows ? b.B - r0 : rows);
       int64_t n = 0;
       for (int j = 0; j < sb.B; j++) n += b.tgt_len[r0 + j];
       if (n == 0) continue;
