@@ -87,7 +87,7 @@ static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p) {
     p->act_saved_enc_layer = w->act_bytes - b0;
   }
   m->src = take(w, true, NS * sizeof(int32_t));
-  m->src_len = take(w, true, (size_t)m->run.B * sizeof(int32_t));
+  m->src_len = take(w, true, NS * sizeof(int32_t));   // rows: up to one per source token
   m->tgt = take(w, true, (size_t)m->run.B * m->run.T * sizeof(int32_t));
   const bool pre = m->cfg.norm_place == OT_PLACE_PRE;
   m->enc_res = pre ? take(w, true, NS * C * es) : NULL;

@@ -14,8 +14,10 @@ struct ot__tr {
   ot_bitext *train, *valid;
   ot_bitext_batcher *tb, *vb;
   ot_loader_state v0;        // the held-out batcher's first batch (evaluation restarts there)
-  int max_rows;              // rows of one forward (= run.B)
+  int max_rows;              // the plan's rows (run.B): a forward holds run.B * S, run.B * T tokens
   int32_t *csrc, *cin, *ctgt;  // [max_rows * S], [max_rows * T] x 2: a micro-batch cut to its own lengths
+  int *cut, *arg;            // [rows + 1]: the forwards' first rows; the cut planner's choices
+  double *best;              // [rows + 1]: its costs (rows: the most a batch can have)
 };
 
 void ot__tr_free(struct ot__tr *tr) {
@@ -25,6 +27,9 @@ void ot__tr_free(struct ot__tr *tr) {
   ot_mem_free(tr->csrc);
   ot_mem_free(tr->cin);
   ot_mem_free(tr->ctgt);
+  ot_mem_free(tr->cut);
+  ot_mem_free(tr->arg);
+  ot_mem_free(tr->best);
   ot_bitext_close(tr->train);
   ot_bitext_close(tr->valid);
   ot_bpe_free(tr->bpe);
@@ -95,7 +100,11 @@ ot_status ot__tr_create(ot_trainer *t) {
   tr->csrc = ot_mem_alloc((size_t)tr->max_rows * S * sizeof(int32_t), OT_MEM_OTHER);
   tr->cin = ot_mem_alloc((size_t)tr->max_rows * T * sizeof(int32_t), OT_MEM_OTHER);
   tr->ctgt = ot_mem_alloc((size_t)tr->max_rows * T * sizeof(int32_t), OT_MEM_OTHER);
-  if (!tr->csrc || !tr->cin || !tr->ctgt)
+  const size_t nr = (size_t)c->tokens_per_batch * c->grad_accum * c->data_parallel + 1;
+  tr->cut = ot_mem_alloc(nr * sizeof(int), OT_MEM_OTHER);
+  tr->arg = ot_mem_alloc(nr * sizeof(int), OT_MEM_OTHER);
+  tr->best = ot_mem_alloc(nr * sizeof(double), OT_MEM_OTHER);
+  if (!tr->csrc || !tr->cin || !tr->ctgt || !tr->cut || !tr->arg || !tr->best)
     return ot_error(OT_ENOMEM, "trainer: out of memory for micro-batches of %d rows", tr->max_rows);
   // the model's dropout (ot_model_config.dropout / attn_dropout / act_dropout) from the keys
   c->model.dropout = c->dropout;
@@ -123,13 +132,40 @@ ot_status ot__tr_create(ot_trainer *t) {
   return OT_OK;
 }
 
-// Rows of one forward over a batch of padded lengths S, T: the token budget
-// (and the buffers' rows).
-static int chunk_rows(const ot_trainer *t, int S, int T) {
-  const int L = S > T ? S : T;
-  int r = t->cfg.tokens_per_batch / (L > 0 ? L : 1);
-  if (r < 1) r = 1;
-  return r < t->tr->max_rows ? r : t->tr->max_rows;
+// A forward costs about as much as this many padded tokens more (reading every weight,
+// accumulating every gradient, smaller GEMMs): the planner below trades it against padding.
+#define FWD_COST_TOKENS 256
+
+// Cuts the rows of b (the batcher orders them by length) into forwards that fit the plan
+// (B*S <= run.B*run.S, B*T <= run.B*run.T; at most --max-rows rows when given) with the
+// fewest padded source + target tokens plus FWD_COST_TOKENS per forward (exact, by dynamic
+// programming over the cut points). Forward k is rows [cut[k], cut[k + 1]); returns their count.
+static int plan_chunks(const ot_trainer *t, const ot_bitext_batch *b) {
+  struct ot__tr *tr = t->tr;
+  const ot_run_config *run = ot_model_run_of(t->m);
+  const int64_t cs = (int64_t)run->B * run->S, ct = (int64_t)run->B * run->T;
+  const int rmax = t->cfg.max_rows > 0 ? t->cfg.max_rows : b->B;
+  tr->best[0] = 0.0;
+  for (int j = 1; j <= b->B; j++) {
+    int ms = 0, mt = 0;
+    tr->best[j] = INFINITY;
+    tr->arg[j] = j - 1;
+    for (int i = j - 1; i >= 0 && j - i <= rmax; i--) {
+      if (b->src_len[i] > ms) ms = b->src_len[i];
+      if (b->tgt_len[i] > mt) mt = b->tgt_len[i];
+      if ((int64_t)(j - i) * ms > cs || (int64_t)(j - i) * mt > ct) break;
+      const double v = tr->best[i] + (double)(j - i) * (ms + mt) + FWD_COST_TOKENS;
+      if (v < tr->best[j]) {
+        tr->best[j] = v;
+        tr->arg[j] = i;
+      }
+    }
+  }
+  int n = 0;
+  for (int j = b->B; j > 0; j = tr->arg[j]) n++;
+  tr->cut[n] = b->B;
+  for (int j = b->B, k = n; j > 0; j = tr->arg[j]) tr->cut[--k] = tr->arg[j];
+  return n;
 }
 
 // Rows [r0, r0 + rows) of b as one forward's batch, padded only to their own longest
@@ -168,16 +204,14 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
   *tokens = b.global_src_tokens + b.global_tgt_tokens;
   *tgt_tokens = b.global_tgt_tokens;
   const float count = b.global_tgt_tokens > 0 ? (float)b.global_tgt_tokens : 1.0f;
-  const int rows = chunk_rows(t, b.S, b.T);
-  int mine = (b.B + rows - 1) / rows, all = mine;   // this rank's micro-batches, the most of any rank
+  int mine = plan_chunks(t, &b), all = mine;   // this rank's micro-batches, the most of any rank
   if (ot__par_zero(par) == 2) OT_TRY(ot__par_max_int(par, &all, "micro-batch count all-reduce"));
   int32_t eos[1] = {t->cfg.model.eos_id}, one[1] = {1};
   const ot_s2s_batch empty = {1, 1, 1, eos, one, eos, k_none};
   *loss = 0.0;
   *finite = true;
   for (int k = 0; k < all; k++) {
-    const int r0 = k * rows;
-    const ot_s2s_batch sb = k < mine ? chunk(tr, &b, r0, b.B - r0 < rows ? b.B - r0 : rows) : empty;
+    const ot_s2s_batch sb = k < mine ? chunk(tr, &b, tr->cut[k], tr->cut[k + 1] - tr->cut[k]) : empty;
     // dropout masks: one counter per micro-batch of the run (the model's dropout API)
     ot_model_set_dropout_step(t->m, t->cfg.seed, ((uint64_t)t->step << 20) | (uint64_t)k);
     double l = 0.0;
@@ -210,10 +244,11 @@ ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int
   for (int i = 0, j = 0; i < batches; i++) {
     ot_bitext_batch b;
     OT_TRY(ot_bitext_next(tr->vb, &b));
-    const int rows = chunk_rows(t, b.S, b.T);
-    for (int r0 = 0; r0 < b.B; r0 += rows, j++) {
+    const int nc = plan_chunks(t, &b);
+    for (int k = 0; k < nc; k++, j++) {
       if (j % dp != dr) continue;
-      const ot_s2s_batch sb = chunk(tr, &b, r0, b.B - r0 < rows ? b.B - r0 : rows);
+      const int r0 = tr->cut[k];
+      const ot_s2s_batch sb = chunk(tr, &b, r0, tr->cut[k + 1] - r0);
       int64_t n = 0;
       for (int j = 0; j < sb.B; j++) n += b.tgt_len[r0 + j];
       if (n == 0) continue;
