@@ -131,6 +131,22 @@ static uint64_t batch_hash(const ot_bitext_batch *b) {
 }
 
 // Row contents against the pair's ids; returns the number of bad rows.
+static int cmp_i64(const void *x, const void *y) {
+  const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+// Rows out of the batcher's order: (max(ns, nt) + 1, ns + 1) non-decreasing.
+static int unordered(const ot_bitext_batch *b) {
+  int bad = 0;
+  for (int r = 1; r < b->B; r++) {
+    const int l0 = b->src_len[r - 1] > b->tgt_len[r - 1] ? b->src_len[r - 1] : b->tgt_len[r - 1];
+    const int l1 = b->src_len[r] > b->tgt_len[r] ? b->src_len[r] : b->tgt_len[r];
+    bad += l1 < l0 || (l1 == l0 && b->src_len[r] < b->src_len[r - 1]);
+  }
+  return bad;
+}
+
 static int check_rows(const ot_bitext *bt, const ot_bitext_batch *b) {
   int bad = 0;
   const int32_t eos = ot_bitext_eos(bt);
@@ -167,7 +183,7 @@ static void test_batcher(const ot_bitext *bt) {
       if (x.epoch != e || x.index != (uint64_t)k) { over += 1000000; break; }
       int L = x.S > x.T ? x.S : x.T;
       over += (int64_t)x.B * L > budget;
-      badrows += check_rows(bt, &x);
+      badrows += check_rows(bt, &x) + unordered(&x);
       int64_t tt = 0;
       for (int r = 0; r < x.B; r++) { seen[x.pair[r]]++; tt += x.tgt_len[r]; real += x.src_len[r]; }
       badtok += tt != x.tgt_tokens || x.global_tgt_tokens != tt || x.global_rows != x.B;
@@ -257,21 +273,32 @@ static void test_partition(const ot_bitext *bt) {
       ok = ok && ot_bitext_batcher_open(&rk[r], bt, &c) == OT_OK;
     }
     if (!th_check(ok, "world %d: open every rank: %s", W, ot_last_error())) return;
-    int64_t bad = 0, empty = 0, counts = 0;
+    int64_t bad = 0, empty = 0, counts = 0, pp[4096];
     for (uint64_t e = 0; e < 2; e++) {
       int64_t nb = ot_bitext_batches(one, e);
       for (int r = 0; r < W; r++) counts += ot_bitext_batches(rk[r], e) != nb;
       for (int64_t k = 0; k < nb; k++) {
         ot_bitext_batch g, p;
         ot_bitext_next(one, &g);
+        // the ranks' parts hold the one-process batch's pairs (each part ordered by length)
         int at = 0;
         for (int r = 0; r < W; r++) {
           ot_bitext_next(rk[r], &p);
           empty += p.B == 0;
           bad += check_rows(bt, &p) + (p.global_rows != g.B) + (p.global_tgt_tokens != g.global_tgt_tokens);
-          for (int i = 0; i < p.B; i++, at++) bad += at >= g.B || p.pair[i] != g.pair[at];
+          bad += unordered(&p);
+          for (int i = 0; i < p.B; i++, at++) {
+            if (at < (int)(sizeof pp / sizeof *pp)) pp[at] = p.pair[i];
+          }
         }
-        bad += at != g.B;
+        bad += at != g.B || at > (int)(sizeof pp / sizeof *pp);
+        if (at == g.B && at <= (int)(sizeof pp / sizeof *pp)) {
+          int64_t gp[sizeof pp / sizeof *pp];
+          memcpy(gp, g.pair, (size_t)g.B * sizeof *gp);
+          qsort(gp, (size_t)g.B, sizeof *gp, cmp_i64);
+          qsort(pp, (size_t)at, sizeof *pp, cmp_i64);
+          for (int i = 0; i < at; i++) bad += pp[i] != gp[i];
+        }
       }
     }
     th_check(bad == 0 && empty == 0 && counts == 0,

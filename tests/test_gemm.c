@@ -68,13 +68,23 @@ static void test_shapes(const char *tag, ot_dtype ab, ot_dtype cdt) {
     run_case(ab, cdt, t & 1, t >> 1, 129, 769, 65, t == 3 ? 5 : 0, 1.0f, t == 2 ? 1.0f : 0.0f, tag);
 }
 
-// beta = 0 must not read C (NaN there stays out of the result).
+// beta = 0 must not read C (NaN there stays out of the result), also with a transposed A
+// (the sgemm path) on both of its paths.
 static void test_beta0_ignores_c(void) {
   float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4] = {NAN, NAN, NAN, NAN}, R[4];
   ot_ref_gemm(false, false, 2, 2, 3, 1, A, 3, B, 2, 0, R, 2);
   ot_status s = ot_gemm(OT_F32, OT_F32, false, false, 2, 2, 3, 1, A, 3, B, 2, 0, C, 2);
   th_check(s == OT_OK, "beta=0 gemm ok");
   th_check_nerr(C, R, 4, 1e-7, "beta=0 ignores NaN in C");
+  for (int mode = 0; mode < 2; mode++) {
+    float Ct[4] = {NAN, NAN, NAN, NAN}, Rt[4];
+    ot__gemm_ta_set_mode(mode);
+    ot_ref_gemm(true, false, 2, 2, 3, 1, A, 2, B, 2, 0, Rt, 2);
+    s = ot_gemm(OT_F32, OT_F32, true, false, 2, 2, 3, 1, A, 2, B, 2, 0, Ct, 2);
+    th_check(s == OT_OK, "beta=0 transposed-A gemm ok (mode %d)", mode);
+    th_check_nerr(Ct, Rt, 4, 1e-7, "beta=0 transposed-A (mode %d) ignores NaN in C", mode);
+  }
+  ot__gemm_ta_set_mode(-1);
   th_check(R[0] == 4 && R[1] == 5 && R[2] == 10 && R[3] == 11, "reference gemm on a hand example");
 }
 
@@ -246,6 +256,9 @@ int main(void) {
   printf("bf16 GEMM path by default here: %s\n", ot__gemm_bf16_native() ? "oneDNN native" : "convert to f32");
   test_beta0_ignores_c();
   test_shapes("f32", OT_F32, OT_F32);
+  ot__gemm_ta_set_mode(0);   // transposed A through the matmul primitive too (default: sgemm)
+  test_shapes("f32 ta-matmul", OT_F32, OT_F32);
+  ot__gemm_ta_set_mode(-1);
   ot_isa isas[OT_ISA_COUNT];
   int n = th_isas(isas);
   for (int i = 0; i < n; i++) {  // the bf16 conversion kernels are per ISA

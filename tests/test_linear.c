@@ -221,6 +221,9 @@ int main(void) {
         ot__linear_set_gelu_fused(-1);
         test_fwd(isa, dt, SHAPES[s], true, OT_ACT_GELU, true);
         test_bwd(isa, dt, SHAPES[s], OT_ACT_NONE, true, true);
+        ot__gemm_ta_set_mode(0);   // dW through the matmul primitive (default: oneDNN sgemm)
+        test_bwd(isa, dt, SHAPES[s], OT_ACT_NONE, true, true);
+        ot__gemm_ta_set_mode(-1);
         test_bwd(isa, dt, SHAPES[s], OT_ACT_GELU, s & 1, !(s & 1));
         test_dw_rows(isa, dt, SHAPES[s], 1 + s * 7);
       }

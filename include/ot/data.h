@@ -246,7 +246,9 @@ ot_status ot_bitext_train_bpe(ot_bpe **out, const char *src_path, const char *tg
 // Data-parallel: rank r takes rows [r*R/world, (r+1)*R/world) of each global
 // batch, so all ranks see the same number of batches and their union is the
 // one-process batch. Without shuffle: longest bucket first, ties by pair
-// index, batches in that order (evaluation).
+// index, batches in that order (evaluation). The rows of a rank's part are
+// ordered by (max(ns, nt), ns, position in the plan), so consecutive rows have
+// similar lengths: micro-batches cut from them pad little.
 typedef struct {
   int64_t max_tokens;    // budget per global batch (all ranks): rows * max(S, T)
   int bucket;            // length-bucket width in tokens; 0: 8

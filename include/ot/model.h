@@ -430,7 +430,8 @@ ot_status ot_model_forward_images(ot_model *m, const ot_image_batch *b, float co
 // One batch of an encoder-decoder model: src [B, S] source ids (row b valid up
 // to src_len[b] in [1, S], the rest ignored), tgt_in [B, T] decoder inputs
 // (decoder_start_id first), targets [B, T] (ignore_index: no loss; NULL: logits
-// only). B <= run.B, S <= run.S, T <= run.T.
+// only). S <= run.S, T <= run.T, and the tokens fit the plan: B*S <= run.B*run.S,
+// B*T <= run.B*run.T (B may exceed run.B when the rows are shorter).
 typedef struct {
   int B, S, T;
   const int32_t *src, *src_len, *tgt_in, *targets;

@@ -2,9 +2,11 @@
 // length bucket (longest first) with a seeded key inside each bucket (a
 // stable merge sort over buffers sized at open), cut greedily under the
 // budget, the last batch topped up to `world` rows, and the batch order
-// shuffled. The plan is a function of (pairs, config, epoch) only, so the
+// shuffled; each rank's rows of a batch come ordered by length. The plan is
+// a function of (pairs, config, epoch) only, so the
 // state is (epoch, index) and every rank computes the same plan.
 #include "bitext_impl.h"
+#include <stdlib.h>
 
 struct ot_bitext_batcher {
   const ot_bitext *bt;
@@ -58,6 +60,11 @@ static void sort_keys(ot_bitext_batcher *b) {
     memcpy(b->key, k, (size_t)n * sizeof *k);
     memcpy(b->ord, o, (size_t)n * sizeof *o);
   }
+}
+
+static int cmp_u64(const void *x, const void *y) {
+  const uint64_t a = *(const uint64_t *)x, c = *(const uint64_t *)y;
+  return (a > c) - (a < c);
 }
 
 static void plan(ot_bitext_batcher *b, uint64_t epoch) {
@@ -176,8 +183,18 @@ ot_status ot_bitext_next(ot_bitext_batcher *b, ot_bitext_batch *out) {
     if (bt->tn[i] + 1 > T) T = bt->tn[i] + 1;
   }
   const int B = (int)(hi - lo);
-  for (int row = 0; row < B; row++) {
+  // rows by (length, source length, plan position): a trainer cutting the rows into
+  // micro-batches pads each to its own longest pair (key2: the merge buffer, free after plan)
+  uint64_t *rk = b->key2;
+  const bool sorted = B < (1 << 24);
+  for (int row = 0; sorted && row < B; row++) {
     const int64_t i = b->ord[lo + row];
+    const uint64_t l = (uint64_t)pair_len(bt, i), s = (uint64_t)bt->sn[i] + 1, cap = (1u << 20) - 1;
+    rk[row] = (l < cap ? l : cap) << 44 | (s < cap ? s : cap) << 24 | (uint64_t)row;
+  }
+  if (sorted) qsort(rk, (size_t)B, sizeof *rk, cmp_u64);
+  for (int row = 0; row < B; row++) {
+    const int64_t i = b->ord[lo + (sorted ? (int64_t)(rk[row] & 0xffffff) : row)];
     const int ns = bt->sn[i], ntg = bt->tn[i];
     const int32_t *s = bt->ids + bt->so[i], *t = bt->ids + bt->to[i];
     int32_t *ps = b->src + (size_t)row * S, *pi = b->dec_in + (size_t)row * T, *pt = b->dec_tgt + (size_t)row * T;

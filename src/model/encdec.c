@@ -242,11 +242,14 @@ static ot_status s2s_check(const ot_model *m, const ot_s2s_batch *b, float count
   if (m->cfg.arch != OT_ARCH_ENCDEC)
     return ot_error(OT_EINVAL, "%s: '%s' is a decoder-only model (use ot_model_forward)", fn,
                     m->cfg.name);
-  if (b->B <= 0 || b->B > m->run.B || b->S <= 0 || b->S > m->run.S || b->T <= 0 ||
-      b->T > m->run.T)
-    return ot_error(OT_EINVAL, "%s: B=%d, S=%d, T=%d outside the planned [1, %d] x [1, %d] x "
-                    "[1, %d] (create the model with a larger run)", fn, b->B, b->S, b->T, m->run.B,
-                    m->run.S, m->run.T);
+  // the plan holds tokens: any B rows whose B*S source and B*T target tokens fit
+  const int64_t ns = (int64_t)b->B * b->S, nt = (int64_t)b->B * b->T;
+  if (b->B <= 0 || b->S <= 0 || b->S > m->run.S || b->T <= 0 || b->T > m->run.T ||
+      ns > (int64_t)m->run.B * m->run.S || nt > (int64_t)m->run.B * m->run.T)
+    return ot_error(OT_EINVAL, "%s: B=%d, S=%d, T=%d outside the plan: S <= %d, T <= %d, B*S <= "
+                    "%lld and B*T <= %lld tokens (run B=%d; create the model with a larger run)",
+                    fn, b->B, b->S, b->T, m->run.S, m->run.T, (long long)m->run.B * m->run.S,
+                    (long long)m->run.B * m->run.T, m->run.B);
   OT_CHECK_PTR(b->src, fn);
   OT_CHECK_PTR(b->src_len, fn);
   OT_CHECK_PTR(b->tgt_in, fn);

@@ -87,7 +87,7 @@ static void walk_encoder(walker *w, ot_model *m, ot_mem_plan *p, ot__slot *sl) {
     p->act_saved_enc_layer = w->act_bytes - b0;
   }
   sl->src = take(w, true, NS * sizeof(int32_t));
-  sl->src_len = take(w, true, (size_t)m->run.B * sizeof(int32_t));
+  sl->src_len = take(w, true, NS * sizeof(int32_t));   // rows: up to one per source token
   sl->tgt = take(w, true, (size_t)m->run.B * m->run.T * sizeof(int32_t));
   // (pipeline stages: the final encoder norm on the stage of the last encoder block, the
   // embedding norms where the stacks embed; enc_out everywhere: the encoder output, or

@@ -39,6 +39,9 @@ void ot__gemm_cache_set_max(int n);
 // Overrides that choice (1 native, 0 convert, -1 back to the default); for
 // benchmarks and tests, not to be called while GEMMs run.
 void ot__gemm_bf16_set_mode(int mode);
+// f32 GEMMs with a transposed A (weight gradients): 1 oneDNN sgemm (the default), 0 the
+// matmul primitive, -1 back to the default (OT_GEMM_TA=matmul). For tests and benchmarks.
+void ot__gemm_ta_set_mode(int mode);
 // Linear forward's GELU without pre: 1 fused into the GEMM, 0 separate pass,
 // -1 back to the default (fused only with oneDNN's avx512 brgemm kernels).
 void ot__linear_set_gelu_fused(int mode);

@@ -165,7 +165,7 @@ static const key_def k_keys[] = {
    "translate: token budget of one micro-batch, rows x max(source, target length) (fairseq "
    "--max-tokens); a step takes grad-accum x data-parallel of them"},
   {"max-rows", K_INT, O(max_rows), 0, 1 << 20, 0, "max_sentences",
-   "translate: most rows per forward (0: tokens-per-batch / the longest sequence)"},
+   "translate: most rows per forward, and the plan's rows (0: no limit; the plan holds tokens-per-batch / the longest sequence rows of it)"},
   {"label-smoothing", K_F32, O(label_smoothing), 0, 0.999, 0, "label_smoothing_factor smoothing",
    "eps of the label-smoothed cross-entropy (0: plain)"},
   {"dropout", K_F32, O(dropout), 0, 0.999, 0, "hidden_dropout residual_dropout",

@@ -120,8 +120,9 @@ static void print_header(ot_trainer *t, run_ctx *r) {
   ot_model_plan_print(o, &c->model, &run);
   if (c->task == OT_TASK_TRANSLATE) {
     fprintf(o, "global batch: %d x %d x %d tokens (data-parallel x micro-batches x tokens-per-batch, rows x "
-            "max(source, target length)); forwards of at most %d rows, source %d / target %d tokens; "
-            "tok/s counts source + target tokens; %s, %d threads, kernels %s\n", c->data_parallel,
+            "max(source, target length)); forwards of at most %d rows x source %d / target %d tokens "
+            "(shorter rows: more of them); tok/s counts source + target tokens; %s, %d threads, "
+            "kernels %s\n", c->data_parallel,
             c->grad_accum, c->tokens_per_batch, run.B, run.S, run.T, ot_dtype_name(c->dtype),
             ot_threads_get(), ot_isa_name(ot_isa_active()));
   } else if (c->task == OT_TASK_CLASSIFY) {

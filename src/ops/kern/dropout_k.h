@@ -53,23 +53,32 @@ static inline void ot__philox_lanes(uint32_t *w, uint64_t seed, uint64_t blk0) {
 
 // m[e] = (element c0 + e of stream seed kept) ? s : 0 for e in [0, n) (the
 // keep rule of ot/core.h with threshold thr). Counters c0 .. c0 + n - 1 lie in
-// the blocks c0 >> 2 ..; runs of OT__PHX_N blocks go through the lane-wise
-// generator, a short tail through the single-block one.
+// the blocks c0 >> 2 ..: a partial first block and the tail go through the
+// single-block generator, whole runs of OT__PHX_N blocks through the lane-wise
+// one, their words written back in counter order (4 interleaved stores per
+// block, which the compiler turns into vector shuffles).
 static inline void ot__drop_mask(float *m, int n, uint64_t seed, uint64_t c0, uint32_t thr,
                                  float s) {
   uint32_t w[4 * OT__PHX_N];
   uint64_t blk = c0 >> 2;
   int e = 0, k = (int)(c0 & 3);
-  while (n - e >= 4 * OT__PHX_N - k) {  // a whole run of blocks
+  if (k && n > 0) {  // the rest of the first block
+    ot__philox_blk(w, seed, blk++);
+    for (; k < 4 && e < n; k++, e++) m[e] = w[k] >= thr ? s : 0.0f;
+  }
+  for (; n - e >= 4 * OT__PHX_N; e += 4 * OT__PHX_N, blk += OT__PHX_N) {  // whole runs
     ot__philox_lanes(w, seed, blk);
-    for (int l = 0; l < OT__PHX_N; l++, k = 0)
-      for (; k < 4; k++, e++) m[e] = w[k * OT__PHX_N + l] >= thr ? s : 0.0f;
-    blk += OT__PHX_N;
+    float *o = m + e;
+    for (int l = 0; l < OT__PHX_N; l++) {
+      o[4 * l] = w[l] >= thr ? s : 0.0f;
+      o[4 * l + 1] = w[OT__PHX_N + l] >= thr ? s : 0.0f;
+      o[4 * l + 2] = w[2 * OT__PHX_N + l] >= thr ? s : 0.0f;
+      o[4 * l + 3] = w[3 * OT__PHX_N + l] >= thr ? s : 0.0f;
+    }
   }
   while (e < n) {
     ot__philox_blk(w, seed, blk++);
-    for (; k < 4 && e < n; k++, e++) m[e] = w[k] >= thr ? s : 0.0f;
-    k = 0;
+    for (k = 0; k < 4 && e < n; k++, e++) m[e] = w[k] >= thr ? s : 0.0f;
   }
 }
 
