@@ -26,6 +26,24 @@ void ot__add_pair(ot_dtype dt, void *y, const void *a, const void *b, size_t n) 
 }
 
 // ------------------------------------------------------------- model --------
+// The current slot's pre-norm self-attention blocks over la[0].res [B*T, C]: each one's
+// output (res2 + abuf) is added by the next one's first norm; the last one's pair is left
+// in io->x, io->r (decoder-only models and the vision transformer).
+ot_status ot__stack_fwd(ot_model *m, int B, int T, ot__block_io *io) {
+  ot__kv_self src = ot__kv_self_make(NULL);
+  src.drop = &m->ddrop;
+  *io = (ot__block_io){B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base,
+                       NULL, &m->ddrop};
+  for (int l = 0; l < m->L; l++) {
+    io->A = &m->la[l];
+    OT_TRY(ot__block_fwd(&m->graph, l, io, true));
+    io->x = m->la[l].res2;
+    io->r = m->abuf;
+  }
+  io->kv = NULL;   // (src lived on this stack)
+  return OT_OK;
+}
+
 static int lm_index(const ot_model *m) { return m->cfg.tied ? m->wte : m->lm_head; }
 
 static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
@@ -42,17 +60,8 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
     OT_TRY(ot__drop_fwd(&m->ddrop, m->ddrop.resid, dt, m->la[0].res, (size_t)N * m->C, 0,
                         OT__DROP_EMBED));
   }
-  // blocks: each one's output (res2 + abuf) is added by the next one's first norm
-  ot__kv_self src = ot__kv_self_make(NULL);
-  src.drop = &m->ddrop;
-  ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base,
-                     NULL, &m->ddrop};
-  for (int l = 0; l < m->L; l++) {
-    io.A = &m->la[l];
-    OT_TRY(ot__block_fwd(g, l, &io, true));
-    io.x = m->la[l].res2;
-    io.r = m->abuf;
-  }
+  ot__block_io io;
+  OT_TRY(ot__stack_fwd(m, B, T, &io));
   if (!m->last) {   // the stage output, materialized for the next stage
     ot__add_pair(dt, m->resf, io.x, io.r, (size_t)N * m->C);
     m->have_grad_state = want_grad;

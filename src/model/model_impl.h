@@ -172,6 +172,9 @@ ot_status ot__graph_build(ot_model *m);
 // Backward of block l of the current slot (block.c): m->dres holds the gradient of
 // the block output on entry and of its input on exit; parameter gradients accumulate.
 ot_status ot__block_bwd(ot_model *m, const ot__stack *st, int l, int B, int T);
+// Forward of the current slot's pre-norm self-attention blocks over la[0].res (B rows of
+// T); the last block's output pair (x + r) left in io->x, io->r (forward.c).
+ot_status ot__stack_fwd(ot_model *m, int B, int T, ot__block_io *io);
 // The decoder-only stack of the current slot.
 ot__stack ot__stack_decoder(ot_model *m);
 // MLP activation h = act(pre) for RELU / GELU_ERF / SWIGLU / GELU (encdec_ops.c, block.c),

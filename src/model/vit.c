@@ -188,16 +188,8 @@ static ot_status vit_forward(ot_model *m, const ot_image_batch *b, float count, 
   const int N = B * T, C = m->C;
   const size_t es = ot_dtype_size(m->run.dt);
   OT_TRY(vit_embed_fwd(m, b, Hp, Wp));
-  ot__kv_self src = ot__kv_self_make(NULL);
-  src.drop = &m->ddrop;
-  ot__block_io io = {B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base,
-                     NULL, &m->ddrop};
-  for (int l = 0; l < m->L; l++) {
-    io.A = &m->la[l];
-    OT_TRY(ot__block_fwd(g, l, &io, true));
-    io.x = m->la[l].res2;
-    io.r = m->abuf;
-  }
+  ot__block_io io;
+  OT_TRY(ot__stack_fwd(m, B, T, &io));
   OT_TRY(ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, m->resf, io.x, io.r, g->lnf_w, g->lnf_b, N));
   // the CLS rows (b, 0) -> rows b of yf (row b*T >= b: increasing b reads before it writes)
   for (int i = 1; i < B; i++)
