@@ -64,9 +64,10 @@ static void test_bad(void) {
   ot_train_config c;
   ot_train_config_default(&c);
   th_check_error(set(&c, "optimizer_shard", "maybe"), OT_EINVAL,
-                 "optimizer_shard 'maybe' is not a ZeRO stage (0 | 1 | 2) or a boolean", "optimizer_shard maybe");
-  th_check_error(set(&c, "optimizer_shard", "3"), OT_EINVAL, "optimizer_shard '3' is not a ZeRO stage",
-                 "optimizer_shard 3");
+                 "optimizer_shard 'maybe' is not a ZeRO stage (0 | 1 | 2 | 3) or a boolean", "optimizer_shard maybe");
+  th_check(set(&c, "optimizer_shard", "3") == OT_OK && c.optimizer_shard == 3, "optimizer_shard 3 = ZeRO-3");
+  th_check_error(set(&c, "optimizer_shard", "4"), OT_EINVAL, "optimizer_shard '4' is not a ZeRO stage",
+                 "optimizer_shard 4");
   th_check_error(set(&c, "vocab_emb_dp", "sometimes"), OT_EINVAL,
                  "vocab_emb_dp (our --no-vocab-parallel) 'sometimes' is not a boolean", "vocab_emb_dp bad");
   th_check_error(set(&c, "model_parallel", "two"), OT_EINVAL,

@@ -316,6 +316,10 @@ typedef struct {
   void (*vocab_chunk)(void *ctx, int param, int row0, int rows);
   float *chunk_buf;
   int chunk_rows;
+  // ZeRO-3 (param_slots parts): called before block l (local index) runs, in the forward
+  // (backward = false) and in the backward (true, also before a recompute); on return the
+  // block's parameters must be in its slot (ot_model_block_range). May be NULL.
+  void (*need_block)(void *ctx, int l, bool backward);
 } ot_model_comm;
 
 typedef struct {
@@ -327,6 +331,10 @@ typedef struct {
   int slots;                // micro-batches whose activations are held at once (>= 1)
   bool external_grads;      // no gradient buffer: the caller binds every parameter's
                             // gradient storage (ot_model_bind_grad) before a backward
+  bool param_slots;         // ZeRO-3: the part stores its global tensors (those outside the
+                            // blocks) and two block slots, not every block (see
+                            // ot_model_block_range); needs external_grads, a decoder-only
+                            // or vision model; comm.need_block fills the slots
   ot_model_comm comm;       // required when tp > 1
 } ot_model_part;
 
@@ -358,6 +366,22 @@ ot_status ot_model_bind_grad(ot_model *m, int i, float *g);
 // True for parameters this tp rank holds a private slice of (false: replicated
 // over the tensor group: norms, row-parallel biases, the replicated embedding).
 bool ot_model_param_is_split(const ot_model *m, int i);
+
+// ZeRO-3 parts (part.param_slots). The layout [0, n_floats) is the global tensors before
+// the blocks [0, b0), the blocks [b0, b1) and the global tensors after them [b1, n_floats);
+// the part stores only [0, b0) and [b1, n_floats) and two slots of one block each, block
+// l (local index) always in slot l % 2. ot_model_block_range: block l's layout range
+// [*o0, *o1) (l = -1: [0, b0), l = -2: [b1, n_floats)); its storage is contiguous at
+// ot_model_storage(m, *o0) (f32; the bf16 copy at the same index of
+// ot_model_params_bf16, refreshed by ot_model_sync_bf16_range). ot_model_params(m)
+// is then the storage of ot_model_n_stored(m) floats (every layout offset for a whole part).
+void ot_model_block_range(const ot_model *m, int l, size_t *o0, size_t *o1);
+float *ot_model_storage(ot_model *m, size_t off);
+size_t ot_model_n_stored(const ot_model *m);
+ot_status ot_model_sync_bf16_range(ot_model *m, size_t o0, size_t o1);
+// The initial values of every tensor of the part (as ot_model_init) into buf [n_floats]
+// in the layout (works for param_slots parts, whose storage cannot hold them all).
+ot_status ot_model_init_into(const ot_model *m, uint64_t seed, float *buf);
 
 // Pipeline steps of micro-batch `slot` (in [0, slots)). A stage that is not
 // first reads its input from ot_model_stage_input(slot) (the caller fills it,

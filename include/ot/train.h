@@ -95,6 +95,8 @@ typedef struct {
   bool vocab_parallel;         // embedding / head rows split over the tensor group
   int optimizer_shard;         // ZeRO stage 0 | 1 (optimizer state split over data-parallel ranks)
                                // | 2 (also the reduced gradients; per-micro-batch reduction)
+                               // | 3 (also the weights, each block gathered before it runs)
+  bool zero_prefetch;          // ZeRO-3: gather the next block while the current one computes
   int grad_buckets;            // data-parallel gradient all-reduces per step
   int comm_fusion_layers;      // > 0: each all-reduce fuses the gradients of that many
                                // consecutive blocks (MindSpore set_comm_fusion), else

@@ -125,6 +125,19 @@ struct ot__par {
   size_t *u0;                // [nu + 1] unit k = layout floats [u0[k], u0[k + 1])
   int *unit_of;              // [n_params] a block parameter's unit
   bool *unit_done;           // [nu] reduced in the running micro-batch
+  // ZeRO-3 (zero == 3, zero3.c; the gradients as ZeRO-2, units reduce-scattered)
+  float *ps;                 // [s1 - s0] this rank's shard of the master weights
+  size_t *zb;                // [L + 1] block l's layout range [zb[l], zb[l + 1])
+  int zres[2];               // the block each slot holds (-1: none or stale)
+  int zjob;                  // block the gather thread is gathering (-1: none)
+  bool zth_up, zstop;
+  pthread_t zth;
+  pthread_mutex_t zmu;
+  pthread_cond_t zcv;
+  MPI_Comm zcomm;            // duplicate of dp_comm for the gathers
+  ot_status zerr;
+  char zmsg[512];
+  double zgather_s, zwait_s; // seconds gathering blocks / the main thread waiting for them
 };
 
 // Length of the name prefix that names q's block ("model.encoder.layers.3." -> up to
@@ -147,6 +160,17 @@ ot_status ot__z2_before_backward(ot__par *p);
 ot_status ot__z2_finish(ot__par *p);
 // Sum of squares of the shard's gradients this rank counts.
 double ot__z2_sumsq(const ot__par *p);
+// ZeRO-3 (zero3.c). setup: the master shard, the block ranges, the gather communicator
+// and (prefetch) the gather thread; need_block: the model's hook; refresh: after the
+// update, the global tensors gathered, the slots stale (block 0 prefetched); set: the
+// shard and the global tensors from the whole stage layout full [n]; unit_reduce:
+// unit k's staging st (layout range [a, a + n)) reduce-scattered into gs.
+ot_status ot__z3_setup(ot__par *p, bool prefetch);
+void ot__z3_free(ot__par *p);
+void ot__z3_need_block(ot__par *p, int l, bool backward);
+ot_status ot__z3_refresh(ot__par *p);
+ot_status ot__z3_set(ot__par *p, const float *full);
+ot_status ot__z3_unit_reduce(ot__par *p, int k, float *st, size_t a, size_t n);
 // Waits until at most `left` reduction jobs are pending; the thread's error if any.
 ot_status ot__par_wait_jobs(ot__par *p, int left);
 ot_status ot__par_launch_job(ot__par *p, int k);

@@ -21,7 +21,8 @@ typedef struct {
   int dp, tp, pp;             // data, tensor, pipeline parallel sizes
   int micro_batches;          // per step and data-parallel rank (grad_accum)
   bool gpipe, overlap, vocab_parallel;
-  int zero;                   // ZeRO stage 0 | 1 | 2
+  int zero;                   // ZeRO stage 0 | 1 | 2 | 3
+  bool zero_prefetch;         // ZeRO-3: gather the next block while the current one runs
   int grad_buckets;
   int fusion_layers;          // > 0: buckets of that many consecutive blocks (else grad_buckets)
   float comm_timeout;         // seconds (0: never)
@@ -88,8 +89,23 @@ ot_status ot__par_reduce_norm(ot__par *p, double *loss, bool *finite, double *su
 float *ot__par_shard_grads(ot__par *p);
 // True when the optimizer may write the bf16 copy itself (no ZeRO: every rank updates all).
 bool ot__par_update_writes_bf16(const ot__par *p);
-// After the shard's update: the shards gathered over dp and the bf16 copy refreshed (ZeRO).
+// After the shard's update: the shards gathered over dp and the bf16 copy refreshed (ZeRO;
+// ZeRO-3: the global tensors, the blocks when they next run).
 ot_status ot__par_gather(ot__par *p);
+// The master weights of the shard [s1 - s0] the optimizer updates (ZeRO-3: the only copy
+// of them on this rank; else the model's buffer from s0).
+float *ot__par_shard_params(ot__par *p);
+// Initial weights (as ot_model_init; ZeRO-3: the layout initialized into a temporary
+// buffer, this rank's shard and the global tensors kept), and weights set from the
+// stage's whole layout full [n_floats] (checkpoint loads).
+ot_status ot__par_init_params(ot__par *p, uint64_t seed);
+ot_status ot__par_set_params(ot__par *p, const float *full);
+// full [n_floats] := the stage's master weights this rank holds (ZeRO-3: its shard,
+// zeros elsewhere; else the whole buffer).
+void ot__par_local_params(const ot__par *p, float *full);
+// ZeRO-3 over the run so far: seconds spent gathering blocks' weights, and the part of
+// them the main thread waited for (not hidden behind compute). Zeros otherwise.
+void ot__par_gather_stats(const ot__par *p, double *gather_s, double *exposed_s);
 // Zeroes the step's gradients (ZeRO-2: the shard accumulator).
 void ot__par_zero_grads(ot__par *p);
 

@@ -30,7 +30,7 @@ enum { TAG_FWD = 11, TAG_BWD = 12 };
 // --------------------------------------------------------------- buckets ----
 // One reduction job: bucket k (ZeRO 0/1) or unit k (ZeRO-2).
 static ot_status run_job(ot__par *p, int k) {
-  if (p->zero == 2) return ot__z2_unit_reduce(p, k);
+  if (p->zero >= 2) return ot__z2_unit_reduce(p, k);
   char what[96];
   snprintf(what, sizeof what, "data-parallel gradient all-reduce (bucket %d of %d)", k + 1, p->nb);
   return ot__allreduce(&p->g, p->g.dp_comm, ot_model_grads(p->m) + p->bstart[k],
@@ -87,7 +87,7 @@ ot_status ot__par_wait_jobs(ot__par *p, int left) {
 // Model callback: every gradient at offsets >= from is final for this micro-batch.
 static void grads_ready(void *ctx, size_t from) {
   ot__par *p = ctx;
-  if (p->zero == 2) {
+  if (p->zero >= 2) {
     ot__z2_grads_ready(p, from);
     return;
   }
@@ -103,9 +103,11 @@ static void vocab_chunk(void *ctx, int param, int row0, int rows) {
   ot__z2_vocab_chunk(ctx, param, row0, rows);
 }
 
+static void need_block(void *ctx, int l, bool backward) { ot__z3_need_block(ctx, l, backward); }
+
 // Completes every bucket's reduction (launching the rest).
 static ot_status finish_buckets(ot__par *p) {
-  if (p->zero == 2) return ot__z2_finish(p);
+  if (p->zero >= 2) return ot__z2_finish(p);
   if (p->g.dp == 1) return OT_OK;
   for (int k = p->nb - 1; k >= 0; k--)
     if (!p->launched[k]) OT_TRY(ot__par_launch_job(p, k));
@@ -132,6 +134,7 @@ void ot__par_free(ot__par *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
   }
+  ot__z3_free(p);
   ot__z2_free(p);
   ot__grid_free(&p->g);
   free(p->counts);
@@ -245,8 +248,10 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   part.comm.ctx = p;
   part.comm.allreduce = tp_allreduce;
   part.comm.grads_ready = grads_ready;
-  part.external_grads = p->zero == 2;
-  if (p->zero == 2) {   // the embedding / head gradients in chunks of rows
+  part.external_grads = p->zero >= 2;
+  part.param_slots = p->zero == 3;
+  if (p->zero == 3) part.comm.need_block = need_block;
+  if (p->zero >= 2) {   // the embedding / head gradients in chunks of rows
     const int vp = ot_model_vocab_padded(&c->model);
     const int vl = part.vocab_parallel ? (vp + part.tp - 1) / part.tp : vp;
     p->chunk_rows = ot__z2_chunk_rows(c->model.d_model);
@@ -308,7 +313,8 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
                             OT_MEM_WORKSPACE);
     if (!p->dsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   }
-  if (p->zero == 2) OT_TRY(ot__z2_setup(p));
+  if (p->zero >= 2) OT_TRY(ot__z2_setup(p));
+  if (p->zero == 3) OT_TRY(ot__z3_setup(p, c->zero_prefetch));
   p->comm0 = ot__comm_seconds();
   if (p->overlap && dp > 1) {
     pthread_mutex_init(&p->mu, NULL);
@@ -366,7 +372,7 @@ static ot_status bwd(stepctx *x, int mb) {
     OT_TRY(ot__recv(&p->g, ot_model_stage_grad(m), p->act_bytes, st + 1, TAG_BWD,
                     "pipeline receive of gradients"));
   p->last_mb = mb == p->M - 1;
-  if (p->zero == 2) OT_TRY(ot__z2_before_backward(p));
+  if (p->zero >= 2) OT_TRY(ot__z2_before_backward(p));
   OT_TRY(ot_model_backward_slot(m, slot));
   p->last_mb = false;
   if (!ot_model_is_first(m)) {
@@ -404,7 +410,7 @@ ot_status ot__par_finish_backward(ot__par *p) {
   OT_TRY(finish_buckets(p));
   ot_model *m = p->m;
   float *g = ot_model_grads(m);
-  if (p->g.embed_comm != MPI_COMM_NULL && p->zero != 2) {   // tied embedding: both stages' copies
+  if (p->g.embed_comm != MPI_COMM_NULL && p->zero < 2) {   // tied embedding: both stages' copies
     for (int i = 0; i < ot_model_param_count(m); i++) {
       const ot_param *q = ot_model_param_at(m, i);
       if (q->kind == OT_PT_EMBED)
@@ -418,7 +424,7 @@ ot_status ot__par_finish_backward(ot__par *p) {
 ot_status ot__par_before_backward(ot__par *p, bool last) {
   if (p->th_err != OT_OK) return ot_error(p->th_err, "%s", p->th_msg);
   p->last_mb = last;
-  if (p->zero == 2) OT_TRY(ot__z2_before_backward(p));
+  if (p->zero >= 2) OT_TRY(ot__z2_before_backward(p));
   return OT_OK;
 }
 
@@ -442,7 +448,7 @@ ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *xb, in
 
 // Sum of squares of the gradients this rank counts (see own).
 static double owned_sumsq(const ot__par *p) {
-  if (p->zero == 2) return ot__z2_sumsq(p);
+  if (p->zero >= 2) return ot__z2_sumsq(p);
   const ot_model *m = p->m;
   const float *g = ot_model_grads((ot_model *)m);
   double s = 0.0;
@@ -470,20 +476,56 @@ ot_status ot__par_reduce_norm(ot__par *p, double *loss, bool *finite, double *su
 }
 
 float *ot__par_shard_grads(ot__par *p) {
-  return p->zero == 2 ? p->gs : ot_model_grads(p->m) + p->s0;
+  return p->zero >= 2 ? p->gs : ot_model_grads(p->m) + p->s0;
 }
 
 bool ot__par_update_writes_bf16(const ot__par *p) { return !p->zero; }
 
+float *ot__par_shard_params(ot__par *p) {
+  return p->zero == 3 ? p->ps : ot_model_params(p->m) + p->s0;
+}
+
+ot_status ot__par_set_params(ot__par *p, const float *full) {
+  if (p->zero == 3) return ot__z3_set(p, full);
+  float *w = ot_model_params(p->m);
+  if (w != full) memcpy(w, full, p->n * sizeof(float));
+  return ot_model_sync_bf16(p->m);
+}
+
+ot_status ot__par_init_params(ot__par *p, uint64_t seed) {
+  if (p->zero != 3) return ot_model_init(p->m, seed);
+  float *full = ot_mem_alloc((p->n ? p->n : 1) * sizeof(float), OT_MEM_OTHER);
+  if (!full) return ot_error(OT_ENOMEM, "ZeRO-3: out of memory for the initial weights (%zu floats)", p->n);
+  ot_status s = ot_model_init_into(p->m, seed, full);
+  if (s == OT_OK) s = ot__z3_set(p, full);
+  ot_mem_free(full);
+  return s;
+}
+
+void ot__par_local_params(const ot__par *p, float *full) {
+  if (p->zero == 3) {
+    memset(full, 0, p->n * sizeof(float));
+    memcpy(full + p->s0, p->ps, (p->s1 - p->s0) * sizeof(float));
+  } else {
+    memcpy(full, ot_model_params(p->m), p->n * sizeof(float));
+  }
+}
+
+void ot__par_gather_stats(const ot__par *p, double *gather_s, double *exposed_s) {
+  *gather_s = p ? p->zgather_s : 0.0;
+  *exposed_s = p ? p->zwait_s : 0.0;
+}
+
 ot_status ot__par_gather(ot__par *p) {
   if (!p->zero) return OT_OK;
+  if (p->zero == 3) return ot__z3_refresh(p);
   OT_TRY(ot__allgather_f32(&p->g, p->g.dp_comm, ot_model_params(p->m), p->counts, p->displs,
                            "ZeRO parameter all-gather"));
   return ot_model_sync_bf16(p->m);
 }
 
 void ot__par_zero_grads(ot__par *p) {
-  if (p->zero == 2) memset(p->gs, 0, (p->s1 - p->s0) * sizeof(float));
+  if (p->zero >= 2) memset(p->gs, 0, (p->s1 - p->s0) * sizeof(float));
   else ot_model_zero_grad(p->m);
   p->comm_s = ot__comm_seconds() - p->comm0;
   p->comm0 = ot__comm_seconds();   // the next step's communication counts from here
@@ -569,7 +611,12 @@ ot_status ot__par_report(ot__par *p, FILE *out) {
             (double)p->comm_timeout);
     if (g->dp > 1) {   // the collectives of a step (this rank's stage)
       fprintf(out, "  data-parallel gradient reduction per step (stage %d): ", g->pp_rank);
-      if (p->zero == 2) {
+      if (p->zero == 3) {
+        fprintf(out, "ZeRO-3, one reduce-scatter per unit of %d (a block matrix and what follows "
+                "it) per micro-batch; one all-gather of each block's weights before its forward "
+                "and its backward (%s), of the global tensors after the update\n", p->nu,
+                p->zth_up ? "the next block prefetched while one runs" : "no prefetch");
+      } else if (p->zero == 2) {
         fprintf(out, "ZeRO-2, one all-reduce per unit of %d (a block matrix and what follows "
                 "it) per micro-batch\n", p->nu);
       } else {

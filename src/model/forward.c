@@ -36,6 +36,7 @@ ot_status ot__stack_fwd(ot_model *m, int B, int T, ot__block_io *io) {
                        NULL, &m->ddrop};
   for (int l = 0; l < m->L; l++) {
     io->A = &m->la[l];
+    ot__need_block(m, l, false);
     OT_TRY(ot__block_fwd(&m->graph, l, io, true));
     io->x = m->la[l].res2;
     io->r = m->abuf;
@@ -211,6 +212,7 @@ static ot_status backward(ot_model *m) {
   }
   const ot__stack st = ot__stack_decoder(m);
   for (int l = m->L - 1; l >= 0; l--) {
+    ot__need_block(m, l, true);
     OT_TRY(ot__block_bwd(m, &st, l, B, T));
     if (l > 0 || m->first) ot__grads_ready(m, block_start(m, l));
   }

@@ -47,8 +47,9 @@ static void init_whole(const ot_model *m, const ot__slice *s, ot_param_kind kind
   init_tensor(m, kind, s->gidx, x, (size_t)(s->shape[0] * (s->shape[1] ? s->shape[1] : 1)), seed);
 }
 
-static ot_status init_params(ot_model *m, uint64_t seed) {
-  memset(m->w, 0, m->n_floats * sizeof(float));
+// Every tensor of the part into buf [n_floats] (the layout).
+static ot_status init_params(const ot_model *m, uint64_t seed, float *buf) {
+  memset(buf, 0, m->n_floats * sizeof(float));
   int64_t big = 0;
   for (int i = 0; i < m->n_params; i++)
     if (!m->slices[i].whole && ot_model_part_whole_numel(m, i) > big) big = ot_model_part_whole_numel(m, i);
@@ -57,22 +58,31 @@ static ot_status init_params(ot_model *m, uint64_t seed) {
   // whole tensors in parallel (each from its own stream); slices one at a time via tmp
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < m->n_params; i++)
-    if (m->slices[i].whole) init_whole(m, &m->slices[i], m->params[i].kind, m->w + m->params[i].offset, seed);
+    if (m->slices[i].whole) init_whole(m, &m->slices[i], m->params[i].kind, buf + m->params[i].offset, seed);
   for (int i = 0; i < m->n_params; i++) {
     if (m->slices[i].whole) continue;
     int64_t n = ot_model_part_whole_numel(m, i);
     memset(tmp, 0, (size_t)n * sizeof(float));
     init_whole(m, &m->slices[i], m->params[i].kind, tmp, seed);
-    ot__slice_copy(&m->slices[i], &m->params[i], m->w + m->params[i].offset, tmp, false);
+    ot__slice_copy(&m->slices[i], &m->params[i], buf + m->params[i].offset, tmp, false);
   }
   free(tmp);
   return OT_OK;
+}
+
+ot_status ot_model_init_into(const ot_model *m, uint64_t seed, float *buf) {
+  OT_CHECK_PTR(m, "ot_model_init_into");
+  OT_CHECK_PTR(buf, "ot_model_init_into");
+  return init_params(m, seed, buf);
 }
 
 ot_status ot_model_init(ot_model *m, uint64_t seed) {
   OT_CHECK_PTR(m, "ot_model_init");
   // each tensor draws from its own stream (seed, index in the whole model):
   // independent of the others' shapes and of the partition
-  OT_TRY(init_params(m, seed));
+  if (m->part.param_slots)
+    return ot_error(OT_EINVAL, "ot_model_init: a ZeRO-3 part stores two blocks at a time; initialize "
+                    "the layout with ot_model_init_into and hand each rank its shard");
+  OT_TRY(init_params(m, seed, m->w));
   return ot_model_sync_bf16(m);
 }

@@ -81,8 +81,12 @@ struct ot_model {
   size_t n_floats;
   // storage
   ot_arena a_params, a_grads, a_act, a_ws;
-  float *w;                   // master weights [n_floats]
-  uint16_t *wb;               // bf16 copy or NULL
+  float *w;                   // master weights [n_floats] (param_slots: the storage [n_stored])
+  uint16_t *wb;               // bf16 copy or NULL (same indices as w)
+  size_t *wpos;               // [n_params] index of each parameter in w / wb (= its offset
+                              // unless param_slots)
+  size_t n_stored;            // floats of w
+  size_t sb0, sb1, sblk;      // param_slots: blocks [sb0, sb1) of the layout, slot size
   float *g;                   // gradients [n_floats] (NULL with external_grads)
   float **gp;                 // [n_params] where each parameter's gradient accumulates
   // activations (saved)
@@ -165,6 +169,8 @@ void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
                   const ot_model_part *p);
 // Slices of every parameter (part.c), after the layout is built.
 ot_status ot__slices_build(ot_model *m);
+// Where each parameter is stored (slots.c): wpos, n_stored; the ZeRO-3 slots.
+ot_status ot__slots_build(ot_model *m);
 // Copies between whole tensor `s` (whole) and local parameter p (local) (part.c).
 void ot__slice_copy(const ot__slice *s, const ot_param *p, float *local, float *whole, bool to_whole);
 // The model's graph over its buffers (weights.c), after the layout and the buffers.
@@ -229,15 +235,19 @@ ot_status ot__vp_xent(ot_model *m, void *logits, const int32_t *targets, int N, 
                       float *row_loss, bool want_grad, float *red);
 // True when m holds the whole model (no tensor or pipeline split).
 static inline bool ot__is_whole(const ot_model *m) {
-  return m->part.tp == 1 && m->first && m->last;
+  return m->part.tp == 1 && m->first && m->last && !m->part.param_slots;
+}
+// ZeRO-3 parts: block l (local) is about to run (comm.need_block).
+static inline void ot__need_block(const ot_model *m, int l, bool backward) {
+  if (m->part.comm.need_block) m->part.comm.need_block(m->part.comm.ctx, l, backward);
 }
 
 // Pointers to a parameter in the master (f32), weights-as-used (dt) or grads buffer.
-static inline float *ot__pw(const ot_model *m, int i) { return i < 0 ? NULL : m->w + m->params[i].offset; }
+static inline float *ot__pw(const ot_model *m, int i) { return i < 0 ? NULL : m->w + m->wpos[i]; }
 static inline float *ot__pg(const ot_model *m, int i) { return i < 0 ? NULL : m->gp[i]; }
 static inline const void *ot__pdt(const ot_model *m, int i) {
   if (i < 0) return NULL;
-  return m->wb ? (const void *)(m->wb + m->params[i].offset) : (const void *)(m->w + m->params[i].offset);
+  return m->wb ? (const void *)(m->wb + m->wpos[i]) : (const void *)(m->w + m->wpos[i]);
 }
 
 // bf16 <-> f32 inline (round to nearest even; NaN stays a quiet NaN), and element i of an

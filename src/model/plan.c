@@ -272,9 +272,10 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
 }
 
 static void plan_params(ot_model *m, ot_mem_plan *p) {
+  const size_t ns = m->n_stored ? m->n_stored : m->n_floats;   // ZeRO-3 parts store less
   p->n_floats = m->n_floats;
-  p->params = ot_align64(m->n_floats * sizeof(float));
-  p->params_bf16 = m->run.dt == OT_BF16 ? ot_align64(m->n_floats * sizeof(uint16_t)) : 0;
+  p->params = ot_align64(ns * sizeof(float));
+  p->params_bf16 = m->run.dt == OT_BF16 ? ot_align64(ns * sizeof(uint16_t)) : 0;
   p->grads = m->part.external_grads ? 0 : ot_align64(m->n_floats * sizeof(float));
   p->optim = 2 * ot_align64(m->n_floats * sizeof(float));
 }
@@ -363,6 +364,7 @@ void ot_model_free(ot_model *m) {
   free(m->slots);
   free(m->slices);
   free(m->gp);
+  free(m->wpos);
   free(m->blkw);
   free(m->ela_all);
   free(m->eblkw);
@@ -393,6 +395,7 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   ot__set_dims(m, c, r, part);
   ot_status s = ot__layout_build(m);
   if (s == OT_OK) s = ot__slices_build(m);
+  if (s == OT_OK) s = ot__slots_build(m);
   if (s == OT_OK) {
     m->la_all = calloc((size_t)m->L * part->slots + 1, sizeof *m->la_all);
     m->slots = calloc((size_t)part->slots, sizeof *m->slots);
@@ -412,8 +415,8 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   if (s == OT_OK) s = ot_arena_init(&m->a_act, "activations", p->act_saved, OT_MEM_ACTIVATIONS);
   if (s == OT_OK) s = ot_arena_init(&m->a_ws, "workspace", p->workspace, OT_MEM_WORKSPACE);
   if (s == OT_OK) {
-    m->w = ot_arena_alloc(&m->a_params, m->n_floats * sizeof(float));
-    m->wb = r->dt == OT_BF16 ? ot_arena_alloc(&m->a_params, m->n_floats * sizeof(uint16_t)) : NULL;
+    m->w = ot_arena_alloc(&m->a_params, m->n_stored * sizeof(float));
+    m->wb = r->dt == OT_BF16 ? ot_arena_alloc(&m->a_params, m->n_stored * sizeof(uint16_t)) : NULL;
     m->g = p->grads ? ot_arena_alloc(&m->a_grads, m->n_floats * sizeof(float)) : NULL;
     for (int i = 0; i < m->n_params && m->g; i++) m->gp[i] = m->g + m->params[i].offset;
     walker w = {.alloc = true, .act = &m->a_act, .ws = &m->a_ws};
@@ -428,8 +431,8 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
                      m->a_act.used != m->a_act.cap || m->a_ws.used != m->a_ws.cap))
     s = ot_error(OT_EINTERNAL, "%s: memory plan and arena use differ", fn);
   if (s == OT_OK) {
-    memset(m->w, 0, m->n_floats * sizeof(float));
-    if (m->wb) memset(m->wb, 0, m->n_floats * sizeof(uint16_t));
+    memset(m->w, 0, m->n_stored * sizeof(float));
+    if (m->wb) memset(m->wb, 0, m->n_stored * sizeof(uint16_t));
     if (m->g) memset(m->g, 0, m->n_floats * sizeof(float));
     // activations start defined (padding, unused tails): no uninitialised reads ever
     memset(m->a_act.base, 0, m->a_act.cap);

@@ -263,7 +263,10 @@ ot_status ot__vit_backward(ot_model *m) {
   OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
   ot__grads_ready(m, m->params[m->lnf_w].offset);
   const ot__stack st = ot__stack_decoder(m);
-  for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &st, l, B, T));
+  for (int l = m->L - 1; l >= 0; l--) {
+    ot__need_block(m, l, true);
+    OT_TRY(ot__block_bwd(m, &st, l, B, T));
+  }
   OT_TRY(vit_embed_bwd(m, B, T));
   ot__grads_ready(m, 0);
   return OT_OK;

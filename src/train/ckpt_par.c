@@ -83,6 +83,13 @@ ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir) {
   }
   if (s == OT_OK) s = local_moments(t, mf);
   const bool sharded = t->cfg.optimizer_shard > 0 && ot__par_dp(P) > 1;
+  // ZeRO-3: the weights are sharded like the moments (each dp rank gives its shard)
+  const bool wsharded = ot__par_zero(P) == 3 && ot__par_dp(P) > 1;
+  float *wl = NULL;
+  if (s == OT_OK && ot__par_zero(P) == 3) {
+    if (!(wl = calloc(ot_model_n_floats(t->m) + 1, sizeof(float)))) s = ot_error(OT_ENOMEM, "checkpoint: out of memory");
+    else ot__par_local_params(P, wl);
+  }
   size_t big = 0;
   for (int gi = 0; s == OT_OK && gi < ot_model_param_count(whole); gi++)
     if (ot_model_param_at(whole, gi)->numel > big) big = ot_model_param_at(whole, gi)->numel;
@@ -95,10 +102,10 @@ ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir) {
     const int i = contributor(t, gi, wp->name);
     for (int what = 0; what < 3; what++) {
       memset(buf, 0, wp->numel * sizeof(float));
-      const float *src = what == 0 ? ot_model_params(t->m) : mf[what - 1];
+      const float *src = what == 0 ? (wl ? wl : ot_model_params(t->m)) : mf[what - 1];
       // weights, and the moments without ZeRO, are replicated over the data-parallel ranks:
       // rank 0 gives them; under ZeRO each dp rank gives its shard (zeros elsewhere)
-      if (i >= 0 && (dp_rank == 0 || (what > 0 && sharded)))
+      if (i >= 0 && (dp_rank == 0 || (what > 0 && sharded) || (what == 0 && wsharded)))
         ot_model_part_get(t->m, i, src, buf);
       float *dst = !root ? NULL : what == 0 ? ot_model_params(sh.m) + wp->offset
                                             : sh.mom[what - 1] + wp->offset;
@@ -113,6 +120,7 @@ ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir) {
   const bool ok = ot__par_root_ok(P, s == OT_OK);
   if (s == OT_OK && !ok) s = ot_error(OT_EIO, "checkpoint %s: rank 0 could not write it", dir);
   free(buf);
+  free(wl);
   free(mf[0]);
   free(mf[1]);
   if (root) shell_free(&sh);
@@ -127,6 +135,8 @@ ot_status ot__par_whole_weights(ot_trainer *t, ot_model *whole) {
   ot_model *table = root ? whole : NULL;   // the whole layout's names and sizes, on every rank
   ot_status s = root ? (whole ? OT_OK : ot_error(OT_EINVAL, "ot__par_whole_weights: no model on rank 0"))
                      : ot_model_create(&table, &t->cfg.model, &run);
+  if (s == OT_OK && ot__par_zero(P) == 3)
+    s = ot_error(OT_EINVAL, "ot__par_whole_weights: not under ZeRO-3 (the weights are sharded)");
   float *buf = NULL;
   size_t big = 0;
   for (int gi = 0; s == OT_OK && gi < ot_model_param_count(table); gi++)
@@ -156,16 +166,20 @@ ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only) {
   memset(&sh, 0, sizeof sh);
   ot_status s = shell_create(t, &sh);
   if (s == OT_OK) s = ot_trainer_load(&sh, dir, weights_only);
-  float *mf[2] = {NULL, NULL};
+  float *mf[2] = {NULL, NULL}, *wf = NULL;
   const size_t n = ot_model_n_floats(t->m);
   for (int k = 0; k < 2 && s == OT_OK; k++)
     if (!(mf[k] = calloc(n ? n : 1, sizeof(float)))) s = ot_error(OT_ENOMEM, "checkpoint: out of memory");
+  // ZeRO-3: the stage's whole layout is assembled here, then each rank keeps its shard
+  const bool z3 = ot__par_zero(t->par) == 3;
+  if (s == OT_OK && !(wf = z3 ? calloc(n ? n : 1, sizeof(float)) : ot_model_params(t->m)))
+    s = ot_error(OT_ENOMEM, "checkpoint: out of memory");
   for (int i = 0; s == OT_OK && i < ot_model_param_count(t->m); i++) {
     const ot_param *q = ot_model_param_at(t->m, i);
     int gi = ot_model_param_find(sh.m, q->name);
     if (gi < 0) { s = ot_error(OT_EINTERNAL, "checkpoint: '%s' is not in the whole model", q->name); break; }
     const size_t off = ot_model_param_at(sh.m, gi)->offset;
-    s = ot_model_part_put(t->m, i, ot_model_params(t->m), ot_model_params(sh.m) + off);
+    s = ot_model_part_put(t->m, i, wf, ot_model_params(sh.m) + off);
     for (int k = 0; k < 2 && s == OT_OK; k++) s = ot_model_part_put(t->m, i, mf[k], sh.mom[k] + off);
   }
   if (s == OT_OK && !weights_only && t->mom[0]) {
@@ -177,8 +191,9 @@ ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only) {
     t->step = sh.step;
     t->updates = sh.updates;
     t->rng = sh.rng;
-    s = ot_model_sync_bf16(t->m);
+    s = ot__par_set_params(t->par, wf);
   }
+  if (z3) free(wf);
   free(mf[0]);
   free(mf[1]);
   shell_free(&sh);

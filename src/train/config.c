@@ -131,9 +131,13 @@ static const key_def k_keys[] = {
   {"vocab-parallel", K_BOOL, O(vocab_parallel), 0, 0, F_NOSAVE, "!vocab_emb_dp",
    "split the embedding / head rows over the tensor-parallel ranks (vocab-parallel cross-entropy; "
    "MindSpore vocab_emb_dp true = embedding replicated = --no-vocab-parallel)"},
-  {"optimizer-shard", K_SHARD, O(optimizer_shard), 0, 2, F_NOSAVE, "zero_stage zero",
+  {"optimizer-shard", K_SHARD, O(optimizer_shard), 0, 3, F_NOSAVE, "zero_stage zero",
    "ZeRO stage: 0 | 1 (AdamW state split over the data-parallel ranks) | 2 (and the reduced "
-   "gradients); MindSpore's boolean: true = 1 (or the stage given with it), false = 0"},
+   "gradients) | 3 (and the weights: each block's gathered before it runs); MindSpore's "
+   "boolean: true = 1 (or the stage given with it), false = 0"},
+  {"zero-prefetch", K_BOOL, O(zero_prefetch), 0, 0, F_NOSAVE, "prefetch",
+   "ZeRO-3: gather the next block's weights while the current block computes (DeepSpeed's "
+   "prefetch; --no-zero-prefetch gathers each block when it is needed)"},
   {"comm-fusion-layers", K_INT, O(comm_fusion_layers), 0, 1 << 16, F_NOSAVE, "comm_fusion",
    "> 0: each data-parallel all-reduce fuses the gradients of that many consecutive blocks "
    "(MindSpore set_comm_fusion; the first and last group also take the embedding, final norm "
@@ -370,6 +374,7 @@ void ot_train_config_default(ot_train_config *c) {
   c->data_parallel = c->tensor_parallel = c->pipeline_stages = 1;
   c->grad_buckets = 4;
   c->overlap = true;
+  c->zero_prefetch = true;
   c->comm_timeout = 300.0f;
 }
 
@@ -528,7 +533,7 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       errno = 0;
       long x = strtol(value, &end, 10);
       if (end == value || *end || errno || x < d->lo || x > d->hi)
-        BADV("is not a ZeRO stage (0 | 1 | 2) or a boolean (true: stage 1, false: 0)");
+        BADV("is not a ZeRO stage (0 | 1 | 2 | 3) or a boolean (true: stage 1, false: 0)");
       *(int *)p = (int)x;
       return OT_OK;
     }
@@ -840,8 +845,11 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
     BAD("%s %d is below %s: every stage needs a block (lower --pipeline-stages)",
         c->model.arch == OT_ARCH_ENCDEC ? "the encoder + decoder blocks" : "--layers",
         ot_model_n_blocks(&c->model), pp);
-  if (c->optimizer_shard < 0 || c->optimizer_shard > 2)
-    BAD("%s: ZeRO stages 0, 1 and 2 are available", flagv(c, "optimizer-shard", ga, sizeof ga));
+  if (c->optimizer_shard < 0 || c->optimizer_shard > 3)
+    BAD("%s: ZeRO stages 0, 1, 2 and 3 are available", flagv(c, "optimizer-shard", ga, sizeof ga));
+  if (c->optimizer_shard == 3 && c->task != OT_TASK_LM)
+    BAD("%s: ZeRO-3 trains decoder language models (--task lm); the %s task takes ZeRO 0, 1 or 2",
+        flagv(c, "optimizer-shard", ga, sizeof ga), c->task == OT_TASK_TRANSLATE ? "translate" : "classify");
   if (c->grad_buckets < 1) BAD("%s must be >= 1", flagv(c, "grad-buckets", ga, sizeof ga));
   if (!(c->comm_timeout >= 0)) BAD("--comm-timeout %g must be >= 0 (0: never)", c->comm_timeout);
   {

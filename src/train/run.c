@@ -259,11 +259,19 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
   }
   const double fpt = ot_trainer_flops_per_token(t);
   ot__ratios ratios = {0};
+  double zg = 0.0, zw = 0.0;   // ZeRO-3: the steps' weight-gather seconds, and those waited for
+  int64_t zsteps = 0;
   for (int64_t step = start; s == OT_OK && step < c.steps; step++) {
     ot_step_info st;
     ot__ratios_begin(&ratios);
+    double g0, w0, g1, w1;
+    ot__par_gather_stats(t->par, &g0, &w0);
     s = ot_trainer_step(t, &st);
     if (s != OT_OK) break;
+    ot__par_gather_stats(t->par, &g1, &w1);
+    zg += g1 - g0;
+    zw += w1 - w0;
+    zsteps++;
     ot__ratios_end(&ratios, st.seconds, t->par ? ot__par_comm_seconds(t->par) : 0.0, r.peak);
     // parallel: the peak of one process times the processes (one core each when they fit)
     const int world = ot_dist_world_size();
@@ -361,6 +369,10 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
             "replicas, the replicated ones over the tensor-parallel ranks)\n", (long long)nchk, nchk == 1 ? "" : "s",
             c.check_replicas);
   }
+  if (s == OT_OK && root && ot__par_zero(t->par) == 3 && zsteps > 0)
+    fprintf(out, "ZeRO-3 weight gathers (world rank 0): %.3f s per step, %.3f s of it waited for: %.0f%% "
+            "hidden behind compute (prefetch %s)\n", zg / (double)zsteps, zw / (double)zsteps,
+            zg > 0 && zw < zg ? 100.0 * (1.0 - zw / zg) : 0.0, c.zero_prefetch ? "on" : "off");
   if (s == OT_OK) {
     char took[32];
     fmt_dur(took, sizeof took, ot_now() - t_run);

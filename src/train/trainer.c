@@ -109,6 +109,7 @@ ot__par_config ot__train_par_config(const ot_train_config *c, const ot_run_confi
   pc.overlap = c->overlap;
   pc.vocab_parallel = c->vocab_parallel;
   pc.zero = c->optimizer_shard;
+  pc.zero_prefetch = c->zero_prefetch;
   pc.grad_buckets = c->grad_buckets;
   pc.fusion_layers = c->comm_fusion_layers;
   pc.comm_timeout = c->comm_timeout;
@@ -145,7 +146,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
   } else {
     s = ot_model_create(&t->m, &c->model, &run);
   }
-  if (s == OT_OK) s = ot_model_init(t->m, c->seed);
+  if (s == OT_OK) s = t->par ? ot__par_init_params(t->par, c->seed) : ot_model_init(t->m, c->seed);
   if (s == OT_OK && c->task == OT_TASK_LM && c->label_smoothing > 0.0f)
     s = ot_model_set_label_smoothing(t->m, c->label_smoothing);
   size_t s0 = 0, s1 = s == OT_OK ? ot_model_n_floats(t->m) : 0;
@@ -266,6 +267,7 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
     size_t s0 = 0, s1 = n;   // this rank's shard (ZeRO), else the whole buffer
     if (par) ot__par_shard(par, &s0, &s1);
     const float *gs = par ? ot__par_shard_grads(par) : g;   // [s1 - s0]
+    float *ws = par ? ot__par_shard_params(par) : w;         // [s1 - s0]
     uint16_t *pbu = par && !ot__par_update_writes_bf16(par) ? NULL : pb;
     OT_PROF_BEGIN("optimizer", 0.0, 0.0);
     ot_adamw_cfg ac = {st.lr, c->beta1, c->beta2, c->eps, 0.0f, t->updates + 1};
@@ -275,7 +277,7 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
       size_t a = G->off > s0 ? G->off : s0, b = G->off + G->n < s1 ? G->off + G->n : s1;
       if (a >= b) continue;
       ac.weight_decay = G->decay ? c->weight_decay : 0.0f;
-      s = ot_adamw(w + a, gs + (a - s0), t->mom[0] + (a - s0), t->mom[1] + (a - s0),
+      s = ot_adamw(ws + (a - s0), gs + (a - s0), t->mom[0] + (a - s0), t->mom[1] + (a - s0),
                    pbu ? pbu + a : NULL, b - a, &ac, coef);
     }
     OT_PROF_STOP();
@@ -351,16 +353,22 @@ ot_status ot_trainer_eval_on(ot_trainer *t, const int32_t *rows, int nrows, doub
   ot__par *par = t->par;
   const int B = t->cfg.batch_size, T = t->cfg.seq_len, dp = ot__par_dp(par), dr = ot__par_dp_rank(par);
   double red[2] = {0.0, 0.0};   // loss x tokens, tokens
-  for (int r = 0, j = 0; r < nrows; r += B, j++) {
-    if (j % dp != dr) continue;
+  // ZeRO-3: a forward gathers weights over the data-parallel group, so every dp rank runs
+  // one forward per round; a rank without a chunk of its own runs chunk 0 uncounted
+  const bool lockstep = par && ot__par_zero(par) == 3;
+  const int nch = (nrows + B - 1) / B, rounds = (nch + dp - 1) / dp;
+  for (int k = 0; k < rounds; k++) {
+    const int j = k * dp + dr, r = (j < nch ? j : 0) * B;
+    const bool mine = j < nch;
+    if (!mine && !lockstep) continue;
     int b = nrows - r < B ? nrows - r : B;
     int64_t n = ot__split_rows(t->x, t->y, rows + (size_t)r * (T + 1), b, T);
-    if (n == 0) continue;
+    if (n == 0 && !lockstep) continue;
     double l = 0.0;
     bool counts = true;
-    if (par) OT_TRY(ot__par_eval_chunk(par, t->x, t->y, b, (float)n, &l, &counts));
+    if (par) OT_TRY(ot__par_eval_chunk(par, t->x, t->y, b, n > 0 ? (float)n : 1.0f, &l, &counts));
     else OT_TRY(ot_model_forward(t->m, t->x, t->y, b, T, (float)n, false, &l));
-    if (counts) {
+    if (counts && mine && n > 0) {
       red[0] += l * (double)n;
       red[1] += (double)n;
     }

@@ -139,6 +139,7 @@ static ot_train_config config_of(const variant *v) {
   c.vocab_parallel = v->vp;
   c.gpipe = v->gpipe;
   c.overlap = !v->no_overlap;
+  c.zero_prefetch = !v->no_overlap;   // ZeRO-3 variants: no_overlap also gathers without prefetch
   c.grad_buckets = v->no_overlap ? 1 : 3;
   c.dtype = v->bf16 ? OT_BF16 : OT_F32;
   c.comm_timeout = 120;
@@ -201,8 +202,10 @@ static void check_invalid(void) {
   th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "micro-batches) 1 is below --pipeline-stages 2", "micro-batches < stages");
   c = family('a'); c.data_parallel = 2; c.batch_size = 4; c.global_batch = 12;
   th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--global-batch 12 is not a multiple of --batch-size 4 x --data-parallel 2", "batch % dp");
-  c = family('a'); c.data_parallel = 2; c.batch_size = 4; c.optimizer_shard = 3;
-  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "--optimizer-shard 3", "ZeRO stage");
+  c = family('a'); c.data_parallel = 2; c.batch_size = 4; c.optimizer_shard = 4;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "ZeRO stages 0, 1, 2 and 3", "ZeRO stage 4");
+  c = family('a'); c.data_parallel = 4; c.batch_size = 2; c.optimizer_shard = 3;   // 4 ranks wanted
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "4 processes, but 2 were started", "ZeRO-3 dp4 on 2 ranks");
 }
 
 // Optimizer memory / dp under ZeRO-1; activations of stage 0: 1F1B < GPipe.
@@ -266,6 +269,37 @@ static void check_memory(void) {
   if (g_rank == 0)
     printf("ZeRO-2 on dp2: gradients %.3f MB = %.4f x the formula; n/dp alone %.3f MB; ZeRO-0 %.3f MB\n",
            gr[1] / 1e6, gr[1] / want, 4.0 * nf / 2 / 1e6, gr[0] / 1e6);
+  // ZeRO-3: parameters + gradients + optimizer state = 16 n / dp bytes, plus the working
+  // set: the global tensors and two block slots (f32 weights) and ZeRO-2's gradient staging
+  {
+    variant z3 = z0;
+    z3.zero = 3;
+    ot_train_config c = config_of(&z3);
+    const size_t b[3] = {ot_mem_current(OT_MEM_PARAMS), ot_mem_current(OT_MEM_GRADS), ot_mem_current(OT_MEM_OPTIM)};
+    ot_trainer *t = NULL;
+    th_check(ot_trainer_create(&t, &c) == OT_OK, "memory: create ZeRO-3: %s", ot_last_error());
+    const size_t got = ot_mem_current(OT_MEM_PARAMS) - b[0] + ot_mem_current(OT_MEM_GRADS) - b[1] +
+                       ot_mem_current(OT_MEM_OPTIM) - b[2];
+    ot_model *m = ot_trainer_model(t);
+    size_t f0, f1, k0, k1, blk = 0;
+    ot_model_block_range(m, -1, &f0, &f1);
+    const size_t glob_w = f1 - f0;
+    ot_model_block_range(m, -2, &f0, &f1);
+    const size_t globals = glob_w + (f1 - f0);
+    for (int l = 0; l < c.model.n_layers; l++) {
+      ot_model_block_range(m, l, &k0, &k1);
+      if (k1 - k0 > blk) blk = k1 - k0;
+    }
+    const double shard = (double)((nf / 2 + 15) & ~(size_t)15);
+    const double want = 16.0 * shard + 4.0 * (double)(globals + 2 * blk) + 4.0 * (double)stage;
+    th_check(fabs((double)got / want - 1) <= 0.01, "ZeRO-3 on dp2: parameters + gradients + optimizer "
+             "%zu bytes vs the formula 16 n/dp + 4 (globals + 2 blocks) + 4 staging = %.0f (n %zu, "
+             "globals %zu, block %zu, staging %zu floats)", got, want, nf, globals, blk, stage);
+    if (g_rank == 0)
+      printf("ZeRO-3 on dp2: params+grads+optim %.3f MB = %.4f x the formula (16 n/dp alone %.3f MB)\n",
+             got / 1e6, got / want, 16.0 * shard / 1e6);
+    ot_trainer_free(t);
+  }
   variant f1 = {"mem-1f1b", 'a', 1, 1, 2, 4, 0, OT_RECOMPUTE_NONE, false, false, false, false};
   variant gp = f1;
   gp.gpipe = true;
@@ -378,6 +412,9 @@ int main(int argc, char **argv) {
     if (dp > 1) V('b', M, 1, OT_RECOMPUTE_NONE, false, false, true, false, "zero1_nooverlap");
     if (dp > 1) V('a', M, 2, OT_RECOMPUTE_NONE, tp > 1, false, false, false, "zero2");
     if (dp > 1) V('b', 2 * M, 2, OT_RECOMPUTE_FULL, false, pp > 1, true, false, "zero2_nooverlap");
+    if (dp > 1) V('a', M, 3, OT_RECOMPUTE_NONE, tp > 1, false, false, false, "zero3");
+    if (dp > 1) V('b', 2 * M, 3, OT_RECOMPUTE_FULL, false, pp > 1, true, false, "zero3_noprefetch");
+    if (dp > 1) V('b', M, 3, OT_RECOMPUTE_SELECTIVE, false, false, false, true, "zero3_bf16");
     V('a', M, 0, OT_RECOMPUTE_FULL, false, false, false, false, "recompute_full");
     V('b', M, 0, OT_RECOMPUTE_SELECTIVE, false, false, false, false, "recompute_sel");
     if (tp > 1) V('a', M, 0, OT_RECOMPUTE_NONE, true, false, false, false, "vocab_parallel");
@@ -390,7 +427,8 @@ int main(int argc, char **argv) {
   }
   // resume in another layout: steps 1-3 in one, 4-5 in the other
   {
-    variant a = {"resume_from", 'a', 2, 1, 1, 1, 1, OT_RECOMPUTE_NONE, false, false, false, false};
+    // ZeRO-3's checkpoint (dp2) into pp2; at 8 ranks a ZeRO-1 one into dp4 x pp2 under ZeRO-3
+    variant a = {"resume_from", 'a', 2, 1, 1, 1, 3, OT_RECOMPUTE_NONE, false, false, false, false};
     variant b = {"resume_into", 'a', 1, 1, 2, 2, 0, OT_RECOMPUTE_NONE, false, false, false, false};
     if (g_world == 4) {   // ZeRO-0 moments (replicated over dp) into another layout
       a = (variant){"resume_from", 'b', 2, 2, 1, 1, 0, OT_RECOMPUTE_NONE, false, false, false, false};
@@ -398,7 +436,7 @@ int main(int argc, char **argv) {
     }
     if (g_world == 8) {
       a = (variant){"resume_from", 'a', 2, 2, 2, 2, 1, OT_RECOMPUTE_NONE, true, false, false, false};
-      b = (variant){"resume_into", 'a', 4, 1, 2, 2, 0, OT_RECOMPUTE_FULL, false, false, false, false};
+      b = (variant){"resume_into", 'a', 4, 1, 2, 2, 3, OT_RECOMPUTE_FULL, false, false, false, false};
     }
     char dir[300];
     snprintf(dir, sizeof dir, "%s/resume", g_tmp);
