@@ -243,6 +243,11 @@ static void test_bad(void) {
     th_check_error(s, OT_EINVAL, combos[i].needle, combos[i].k);
   }
   ot_train_config_default(&c);
+  set(&c, "task", "translate");
+  set(&c, "zero", "3");
+  th_check_error(ot_train_config_resolve(&c), OT_EINVAL, "ZeRO-3 trains decoder language models",
+                 "ZeRO-3 refused for translation");
+  ot_train_config_default(&c);
   set(&c, "global-batch", "32");
   set(&c, "grad-accum", "2");
   th_check_error(ot_train_config_resolve(&c), OT_EINVAL, "give one of them", "global-batch vs grad-accum");

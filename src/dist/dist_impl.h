@@ -125,7 +125,7 @@ struct ot__par {
   size_t *u0;                // [nu + 1] unit k = layout floats [u0[k], u0[k + 1])
   int *unit_of;              // [n_params] a block parameter's unit
   bool *unit_done;           // [nu] reduced in the running micro-batch
-  // ZeRO-3 (zero == 3, zero3.c; the gradients as ZeRO-2, units reduce-scattered)
+  // ZeRO-3 (zero == 3, zero3.c; the gradients as ZeRO-2)
   float *ps;                 // [s1 - s0] this rank's shard of the master weights
   size_t *zb;                // [L + 1] block l's layout range [zb[l], zb[l + 1])
   int zres[2];               // the block each slot holds (-1: none or stale)
@@ -163,14 +163,12 @@ double ot__z2_sumsq(const ot__par *p);
 // ZeRO-3 (zero3.c). setup: the master shard, the block ranges, the gather communicator
 // and (prefetch) the gather thread; need_block: the model's hook; refresh: after the
 // update, the global tensors gathered, the slots stale (block 0 prefetched); set: the
-// shard and the global tensors from the whole stage layout full [n]; unit_reduce:
-// unit k's staging st (layout range [a, a + n)) reduce-scattered into gs.
+// shard and the global tensors from the whole stage layout full [n].
 ot_status ot__z3_setup(ot__par *p, bool prefetch);
 void ot__z3_free(ot__par *p);
 void ot__z3_need_block(ot__par *p, int l, bool backward);
 ot_status ot__z3_refresh(ot__par *p);
 ot_status ot__z3_set(ot__par *p, const float *full);
-ot_status ot__z3_unit_reduce(ot__par *p, int k, float *st, size_t a, size_t n);
 // Waits until at most `left` reduction jobs are pending; the thread's error if any.
 ot_status ot__par_wait_jobs(ot__par *p, int left);
 ot_status ot__par_launch_job(ot__par *p, int k);

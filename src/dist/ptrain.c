@@ -612,8 +612,8 @@ ot_status ot__par_report(ot__par *p, FILE *out) {
     if (g->dp > 1) {   // the collectives of a step (this rank's stage)
       fprintf(out, "  data-parallel gradient reduction per step (stage %d): ", g->pp_rank);
       if (p->zero == 3) {
-        fprintf(out, "ZeRO-3, one reduce-scatter per unit of %d (a block matrix and what follows "
-                "it) per micro-batch; one all-gather of each block's weights before its forward "
+        fprintf(out, "ZeRO-3, one all-reduce per unit of %d (a block matrix and what follows "
+                "it; each rank keeps its shard) per micro-batch; one all-gather of each block's weights before its forward "
                 "and its backward (%s), of the global tensors after the update\n", p->nu,
                 p->zth_up ? "the next block prefetched while one runs" : "no prefetch");
       } else if (p->zero == 2) {

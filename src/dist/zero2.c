@@ -128,7 +128,6 @@ static void keep_shard(ot__par *p, const float *src, size_t a, size_t n) {
 ot_status ot__z2_unit_reduce(ot__par *p, int k) {
   float *st = p->ustage[k % Z2_BUFS];
   const size_t a = p->u0[k], n = p->u0[k + 1] - a;
-  if (p->zero == 3) return ot__z3_unit_reduce(p, k, st, a, n);
   OT_TRY(ot__allreduce(&p->g, p->g.dp_comm, st, n, OT_F32, OT_RED_SUM,
                        "ZeRO-2 gradient reduction (block parameters)"));
   keep_shard(p, st, a, n);

@@ -1,8 +1,9 @@
 // ZeRO-3: the parameters are sharded over the data-parallel ranks too.
 //
 // Each rank keeps its shard [s0, s1) of the stage's f32 master weights (ps), of
-// the gradients (ZeRO-2's shard accumulator gs, the units reduce-scattered to
-// their owners) and of the AdamW moments (the trainer's). The model part is
+// the gradients (ZeRO-2's shard accumulator gs: each unit's reduce-scatter to its
+// owners composed of the tuned all-reduce and keeping the shard, since Open MPI's
+// reduce-scatter runs 10-20x slower here) and of the AdamW moments (the trainer's). The model part is
 // created with param_slots: it stores the global tensors (embedding, positions,
 // final norm, head: everything outside the blocks) and two block slots, block l
 // in slot l % 2 (src/model/slots.c). Before block l runs (comm.need_block) the
@@ -199,34 +200,5 @@ ot_status ot__z3_set(ot__par *p, const float *full) {
     OT_TRY(ot_model_sync_bf16_range(m, a, b));
   }
   p->zres[0] = p->zres[1] = -1;
-  return OT_OK;
-}
-
-// Reduce-scatter of unit k (ZeRO-3): every rank receives the sum of its shard's part
-// of the unit, added into gs; the staging buffer is zeroed.
-ot_status ot__z3_unit_reduce(ot__par *p, int k, float *st, size_t a, size_t n) {
-  const int dp = p->g.dp;
-  int *cnt = malloc((size_t)dp * sizeof(int));
-  if (!cnt) return ot_error(OT_ENOMEM, "ZeRO-3: out of memory");
-  for (int r = 0; r < dp; r++) {
-    const size_t r0 = (size_t)p->displs[r], r1 = r0 + (size_t)p->counts[r];
-    const size_t lo = a > r0 ? a : r0, hi = a + n < r1 ? a + n : r1;
-    cnt[r] = lo < hi ? (int)(hi - lo) : 0;
-  }
-  const int mine = cnt[p->g.dp_rank];
-  // the ranks' parts are consecutive in rank order, so st is already laid out for
-  // MPI_Reduce_scatter; the result lands in place at the front of st, then moves to gs
-  ot__wd_begin(&p->g, "ZeRO-3 gradient reduce-scatter (block parameters)", -1);
-  const int rc = MPI_Reduce_scatter(MPI_IN_PLACE, st, cnt, MPI_FLOAT, MPI_SUM, p->g.dp_comm);
-  ot__wd_end();
-  free(cnt);
-  (void)k;
-  if (rc != MPI_SUCCESS) return ot__mpi_error(rc, "ZeRO-3 gradient reduce-scatter");
-  if (mine) {
-    const size_t lo = a > p->s0 ? a : p->s0;
-    float *g = p->gs + (lo - p->s0);
-    for (int i = 0; i < mine; i++) g[i] += st[i];
-  }
-  memset(st, 0, n * sizeof(float));
   return OT_OK;
 }
