@@ -22,12 +22,15 @@
 #include "dist_impl.h"
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 // All-gather of layout range [a, b) from the dp ranks' shards into dst (contiguous
 // storage of the range). Collective over the dp group, on the runtime's duplicate of
 // the dp communicator (zcomm: the gather thread's, or the main thread's when no
 // gather is in flight), never on dp_comm, where the reduction thread may be working.
-static ot_status gather_range(ot__par *p, size_t a, size_t b, float *dst, const char *what) {
+// polite (the gather thread): non-blocking, tested every 50 us with the core given away
+// in between.
+static ot_status gather_range(ot__par *p, size_t a, size_t b, float *dst, bool polite, const char *what) {
   MPI_Comm comm = p->zcomm;
   const int dp = p->g.dp;
   int *cnt = malloc(2 * (size_t)dp * sizeof(int));
@@ -43,17 +46,27 @@ static ot_status gather_range(ot__par *p, size_t a, size_t b, float *dst, const 
   const size_t lo = a > p->s0 ? a : p->s0;
   const float *src = mine ? p->ps + (lo - p->s0) : p->ps;
   ot__wd_begin(&p->g, what, -1);
-  const int rc = MPI_Allgatherv(src, mine, MPI_FLOAT, dst, cnt, dsp, MPI_FLOAT, comm);
+  int rc;
+  if (polite) {   // the gather thread: a blocking call would spin on a core the compute needs
+    MPI_Request rq;
+    rc = MPI_Iallgatherv(src, mine, MPI_FLOAT, dst, cnt, dsp, MPI_FLOAT, comm, &rq);
+    for (int done = 0; rc == MPI_SUCCESS && !done;) {
+      rc = MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS && !done) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+  } else {
+    rc = MPI_Allgatherv(src, mine, MPI_FLOAT, dst, cnt, dsp, MPI_FLOAT, comm);
+  }
   ot__wd_end();
   free(cnt);
   return rc == MPI_SUCCESS ? OT_OK : ot__mpi_error(rc, what);
 }
 
 // Gathers block l into its slot (and its bf16 copy).
-static ot_status gather_block(ot__par *p, int l) {
+static ot_status gather_block(ot__par *p, int l, bool polite) {
   const size_t a = p->zb[l], b = p->zb[l + 1];
   const double t0 = ot_now();
-  OT_TRY(gather_range(p, a, b, ot_model_storage(p->m, a), "ZeRO-3 all-gather of a block's weights"));
+  OT_TRY(gather_range(p, a, b, ot_model_storage(p->m, a), polite, "ZeRO-3 all-gather of a block's weights"));
   OT_TRY(ot_model_sync_bf16_range(p->m, a, b));
   p->zgather_s += ot_now() - t0;
   return OT_OK;
@@ -67,7 +80,7 @@ static void *gatherer(void *arg) {
     if (p->zjob < 0) break;
     const int l = p->zjob;
     pthread_mutex_unlock(&p->zmu);
-    ot_status s = gather_block(p, l);
+    ot_status s = gather_block(p, l, true);
     pthread_mutex_lock(&p->zmu);
     if (s != OT_OK && p->zerr == OT_OK) {
       p->zerr = s;
@@ -119,7 +132,7 @@ void ot__z3_need_block(ot__par *p, int l, bool backward) {
   ot_status s = wait_gather(p);
   if (s == OT_OK && p->zres[l % 2] != l) {   // not prefetched: gathered now, in full view
     const double t0 = ot_now();
-    s = gather_block(p, l);
+    s = gather_block(p, l, false);
     p->zwait_s += ot_now() - t0;
     if (s == OT_OK) p->zres[l % 2] = l;
   }
@@ -180,7 +193,7 @@ ot_status ot__z3_refresh(ot__par *p) {
     size_t a, b;
     ot_model_block_range(m, k, &a, &b);
     if (a >= b) continue;
-    OT_TRY(gather_range(p, a, b, ot_model_storage(m, a), "ZeRO-3 all-gather of the global weights"));
+    OT_TRY(gather_range(p, a, b, ot_model_storage(m, a), false, "ZeRO-3 all-gather of the global weights"));
     OT_TRY(ot_model_sync_bf16_range(m, a, b));
   }
   p->zres[0] = p->zres[1] = -1;   // the blocks' weights changed
