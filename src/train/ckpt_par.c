@@ -177,6 +177,7 @@ ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only) {
     t->step = sh.step;
     t->updates = sh.updates;
     t->rng = sh.rng;
+    t->scaler = sh.scaler;
     s = ot_model_sync_bf16(t->m);
   }
   free(mf[0]);
