@@ -63,7 +63,8 @@ typedef struct {
   int batch_size, grad_accum, global_batch;   // global_batch (rows, 0 = unset) sets grad_accum
   int seq_len;
   // run
-  ot_dtype dtype;              // f32, or bf16 (bf16 activations/GEMMs, f32 master + moments)
+  ot_dtype dtype;              // f32, bf16 or f16 (16-bit activations/GEMMs, f32 master + moments;
+                               // f16 scales the loss, see loss_scale below)
   ot_recompute recompute;
   int threads;                 // 0 = OpenMP's default (OMP_NUM_THREADS)
   uint64_t seed;               // init and data order
@@ -246,8 +247,10 @@ ot_status ot_trainer_step(ot_trainer *t, ot_step_info *info);
 // norm skips the update (info->skipped; step count, schedule and data still
 // advance; the moments and weights do not change); else AdamW at lr(step)
 // with grad_scale = clip coefficient, weight decay on matrices and embeddings
-// only (ot_param.decay; norms and biases none), and the bf16 copy refreshed in
-// the same pass. Gradients are zeroed afterwards.
+// only (ot_param.decay; norms and biases none), and the bf16 / f16 copy refreshed in
+// the same pass. With loss scaling (fp16) the backward runs on loss x scale and
+// the norm, the clip and AdamW divide by it; a skipped step backs a dynamic scale
+// off (info->overflow when the loss was finite). Gradients are zeroed afterwards.
 ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info);
 // Mean loss over the first `batches` batches of the held-out split (in file
 // order; capped at the split's windows; batches <= 0: the config's
