@@ -40,10 +40,17 @@ int ot__edit_distance(const char *a, const char *b);
   do { if (!(p)) return ot_error(OT_EINVAL, "%s: argument '%s' is NULL", fn, #p); } while (0)
 #define OT_CHECK_POS(x, fn) \
   do { if ((x) <= 0) return ot_error(OT_EINVAL, "%s: %s=%lld must be > 0", fn, #x, (long long)(x)); } while (0)
-// f32 or bf16 storage dtype check for ops that support both.
+// f32, bf16 or f16 storage dtype check for ops that support all three.
 #define OT_CHECK_FLOAT_DT(dt, fn) \
+  do { if ((dt) != OT_F32 && (dt) != OT_BF16 && (dt) != OT_F16) \
+    return ot_error(OT_EINVAL, "%s: dtype %s unsupported (use f32, bf16 or f16)", fn, ot_dtype_name(dt)); } while (0)
+// f32 or bf16 only (ops without an f16 path yet).
+#define OT_CHECK_F32_BF16_DT(dt, fn) \
   do { if ((dt) != OT_F32 && (dt) != OT_BF16) \
     return ot_error(OT_EINVAL, "%s: dtype %s unsupported (use f32 or bf16)", fn, ot_dtype_name(dt)); } while (0)
+// The storage kind a kernel takes for an activation dtype (simd.h's OT_SK_*):
+// 0 f32, 1 bf16, 2 f16.
+static inline int ot__sk(ot_dtype dt) { return dt == OT_BF16 ? 1 : dt == OT_F16 ? 2 : 0; }
 
 // Profiler span helpers: OT_PROF(name, flops, bytes) { ... } OT_PROF_END;
 #define OT_PROF_BEGIN(name, flops, bytes) int ot__prof_tok = ot_prof_begin(name, flops, bytes)

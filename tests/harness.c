@@ -90,14 +90,31 @@ uint16_t *th_to_bf16(const float *x, size_t n) {
 void th_from_bf16(const uint16_t *x, float *out, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = ot_bf16_to_f32(x[i]);
 }
+void th_round_dt(ot_dtype dt, float *x, size_t n) {
+  if (dt == OT_BF16) th_round_bf16(x, n);
+  else if (dt == OT_F16)
+    for (size_t i = 0; i < n; i++) x[i] = ot_f16_to_f32(ot_f32_to_f16(x[i]));
+}
+double th_tol(ot_dtype dt, double t32, double tbf) {
+  if (dt == OT_F32) return t32;
+  if (dt == OT_BF16) return tbf;
+  return tbf / 8 > t32 ? tbf / 8 : t32;
+}
 void *th_to_dt(ot_dtype dt, const float *x, size_t n) {
   if (dt == OT_BF16) return th_to_bf16(x, n);
+  if (dt == OT_F16) {
+    uint16_t *o = th_alloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++) o[i] = ot_f32_to_f16(x[i]);
+    return o;
+  }
   float *p = th_alloc(n * 4 + 4);
   memcpy(p, x, n * 4);
   return p;
 }
 void th_from_dt(ot_dtype dt, const void *p, float *out, size_t n) {
   if (dt == OT_BF16) th_from_bf16(p, out, n);
+  else if (dt == OT_F16)
+    for (size_t i = 0; i < n; i++) out[i] = ot_f16_to_f32(((const uint16_t *)p)[i]);
   else memcpy(out, p, n * 4);
 }
 

@@ -34,7 +34,15 @@ int th_finish(void);
 void th_round_bf16(float *x, size_t n);
 uint16_t *th_to_bf16(const float *x, size_t n);          // malloc'd
 void th_from_bf16(const uint16_t *x, float *out, size_t n);
-// Copy of f32 data x [n] in storage dtype dt (f32 or bf16; malloc'd), and back to f32.
+// Rounds x [n] in place to values storable in dt (f32: unchanged; bf16 / f16: nearest even).
+void th_round_dt(ot_dtype dt, float *x, size_t n);
+// Normalized-error tolerance of storage dtype dt: t32 for f32, tbf for bf16, and tbf / 8
+// for f16 (3 more mantissa bits: unit roundoff 2^-11 against 2^-8), at least t32.
+double th_tol(ot_dtype dt, double t32, double tbf);
+// The 16-bit storage dtypes the op tests run beside f32.
+#define TH_NDT 3
+static const ot_dtype th_dts[TH_NDT] = {OT_F32, OT_BF16, OT_F16};
+// Copy of f32 data x [n] in storage dtype dt (f32, bf16 or f16; malloc'd), and back to f32.
 void *th_to_dt(ot_dtype dt, const float *x, size_t n);
 void th_from_dt(ot_dtype dt, const void *p, float *out, size_t n);
 

@@ -9,12 +9,11 @@ static th_rng g_rng = {777u};
 
 static void fill(float *x, size_t n, float sd, ot_dtype dt) {
   th_fill_normal(&g_rng, x, n, sd);
-  if (dt == OT_BF16) th_round_bf16(x, n);
+  th_round_dt(dt, x, n);
 }
 
 // ------------------------------------------------------------------- GELU --
 static void check_gelu(const char *isa, ot_dtype dt, size_t n) {
-  const bool bf = dt == OT_BF16;
   float *x = th_falloc(n), *dy = th_falloc(n), *ry = th_falloc(n), *rdx = th_falloc(n);
   float *fy = th_falloc(n), *fdx = th_falloc(n);
   fill(x, n, 2.5f, dt);
@@ -28,8 +27,8 @@ static void check_gelu(const char *isa, ot_dtype dt, size_t n) {
            ot_status_name(s1), ot_status_name(s2));
   th_from_dt(dt, y_, fy, n);
   th_from_dt(dt, dx_, fdx, n);
-  th_check_nerr(fy, ry, n, bf ? 1e-2 : 1e-6, "gelu %s fwd [%s] n=%zu", ot_dtype_name(dt), isa, n);
-  th_check_nerr(fdx, rdx, n, bf ? 1e-2 : 1e-6, "gelu %s bwd [%s] n=%zu", ot_dtype_name(dt), isa, n);
+  th_check_nerr(fy, ry, n, th_tol(dt, 1e-6, 1e-2), "gelu %s fwd [%s] n=%zu", ot_dtype_name(dt), isa, n);
+  th_check_nerr(fdx, rdx, n, th_tol(dt, 1e-6, 1e-2), "gelu %s bwd [%s] n=%zu", ot_dtype_name(dt), isa, n);
   // in place: y over x, dx over dy: same bits
   const size_t es = ot_dtype_size(dt);
   void *a = th_to_dt(dt, x, n), *b = th_to_dt(dt, dy, n);
@@ -95,7 +94,6 @@ static void check_swiglu_special(const char *isa) {
 }
 
 static void check_swiglu(const char *isa, ot_dtype dt, int N, int F) {
-  const bool bf = dt == OT_BF16;
   const size_t nx = (size_t)N * 2 * F, ny = (size_t)N * F;
   float *x = th_falloc(nx), *dy = th_falloc(ny), *ry = th_falloc(ny), *rdx = th_falloc(nx);
   float *fy = th_falloc(ny), *fdx = th_falloc(nx);
@@ -109,8 +107,8 @@ static void check_swiglu(const char *isa, ot_dtype dt, int N, int F) {
            isa, N, F, ot_status_name(s1), ot_status_name(s2));
   th_from_dt(dt, y_, fy, ny);
   th_from_dt(dt, dx_, fdx, nx);
-  th_check_nerr(fy, ry, ny, bf ? 1e-2 : 1e-6, "swiglu %s fwd [%s] N=%d F=%d", ot_dtype_name(dt), isa, N, F);
-  th_check_nerr(fdx, rdx, nx, bf ? 1e-2 : 1e-6, "swiglu %s bwd [%s] N=%d F=%d", ot_dtype_name(dt), isa, N, F);
+  th_check_nerr(fy, ry, ny, th_tol(dt, 1e-6, 1e-2), "swiglu %s fwd [%s] N=%d F=%d", ot_dtype_name(dt), isa, N, F);
+  th_check_nerr(fdx, rdx, nx, th_tol(dt, 1e-6, 1e-2), "swiglu %s bwd [%s] N=%d F=%d", ot_dtype_name(dt), isa, N, F);
   free(x); free(dy); free(ry); free(rdx); free(fy); free(fdx); free(x_); free(dy_); free(y_); free(dx_);
 }
 
@@ -159,7 +157,7 @@ static void check_errors(void) {
   float a[8] = {0}, b[8] = {0};
   th_check_error(ot_gelu_fwd(OT_F32, NULL, a, 8), OT_EINVAL, "'y' is NULL", "gelu fwd y NULL");
   th_check_error(ot_gelu_fwd(OT_F32, b, NULL, 8), OT_EINVAL, "'x' is NULL", "gelu fwd x NULL");
-  th_check_error(ot_gelu_fwd(OT_F16, b, a, 8), OT_EINVAL, "f16", "gelu fwd dtype f16");
+  th_check_error(ot_gelu_fwd(OT_I8, b, a, 8), OT_EINVAL, "i8", "gelu fwd dtype i8");
   th_check_error(ot_gelu_bwd(OT_F32, b, a, NULL, 8), OT_EINVAL, "'dy' is NULL", "gelu bwd dy NULL");
   th_check_error(ot_gelu_bwd(OT_I32, b, a, a, 8), OT_EINVAL, "i32", "gelu bwd dtype i32");
   th_check(ot_gelu_fwd(OT_F32, b, a, 0) == OT_OK, "gelu fwd n=0 is a no-op");
@@ -168,7 +166,7 @@ static void check_errors(void) {
   th_check_error(ot_swiglu_fwd(OT_F32, NULL, a, 2, 2), OT_EINVAL, "'y' is NULL", "swiglu fwd y NULL");
   th_check_error(ot_swiglu_bwd(OT_F32, b, NULL, a, 2, 2), OT_EINVAL, "'x' is NULL", "swiglu bwd x NULL");
   th_check_error(ot_swiglu_bwd(OT_F32, NULL, a, a, 2, 2), OT_EINVAL, "'dx' is NULL", "swiglu bwd dx NULL");
-  th_check_error(ot_swiglu_bwd(OT_F16, b, a, a, 2, 2), OT_EINVAL, "f16", "swiglu bwd dtype f16");
+  th_check_error(ot_swiglu_bwd(OT_I8, b, a, a, 2, 2), OT_EINVAL, "i8", "swiglu bwd dtype i8");
 }
 
 int main(void) {
@@ -179,8 +177,8 @@ int main(void) {
   for (int k = 0; k < nisa; k++) {
     th_check(ot_isa_force(isas[k]) == OT_OK, "force %s", ot_isa_name(isas[k]));
     const char *isa = ot_isa_name(isas[k]);
-    for (int d = 0; d < 2; d++) {
-      ot_dtype dt = d ? OT_BF16 : OT_F32;
+    for (int d = 0; d < TH_NDT; d++) {
+      ot_dtype dt = th_dts[d];
       for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) check_gelu(isa, dt, ns[i]);
       for (size_t i = 0; i < sizeof Ns / sizeof *Ns; i++)
         for (size_t j = 0; j < sizeof Fs / sizeof *Fs; j++) check_swiglu(isa, dt, Ns[i], Fs[j]);

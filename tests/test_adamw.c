@@ -22,15 +22,17 @@ static void test_vs_ref(ot_isa isa) {
       float *p = th_falloc(n), *m = th_falloc(n), *v = th_falloc(n), *g = th_falloc(n);
       float *p0 = th_falloc(n), *pr = th_falloc(n), *mr = th_falloc(n), *vr = th_falloc(n);
       float *dp = th_falloc(n), *dpr = th_falloc(n), *pbf = th_falloc(n);
-      uint16_t *pb = th_alloc(n * 2);
+      uint16_t *pb = th_alloc(n * 2), *ph = th_alloc(n * 2);
       th_fill(&r, p, n, -1.f, 1.f);
       memcpy(pr, p, n * 4);
-      bool bf_ok = true;
+      bool bf_ok = true, f16_ok = true;
       for (int64_t step = 1; step <= 3; step++) {
         th_fill_normal(&r, g, n, 1.0f);
         memcpy(p0, p, n * 4);
         ot_adamw_cfg cfg = {c->lr, c->b1, c->b2, c->eps, c->wd, step};
-        ot_status st = ot_adamw(p, g, m, v, step == 2 ? pb : NULL, n, &cfg, c->gs);
+        // step 2 writes the bf16 copy, step 3 the f16 one (ot_adamw_dt)
+        ot_status st = step == 3 ? ot_adamw_dt(p, g, m, v, ph, OT_F16, n, &cfg, c->gs)
+                                 : ot_adamw(p, g, m, v, step == 2 ? pb : NULL, n, &cfg, c->gs);
         ot_ref_adamw(pr, g, mr, vr, n, &cfg, c->gs);
         th_check(st == OT_OK, "adamw status %s", ot_last_error());
         // the update itself (lr is large, so f32 cancellation stays ~1e-6)
@@ -45,12 +47,15 @@ static void test_vs_ref(ot_isa isa) {
                                 ot_isa_name(isa), ci, n, (long long)step);
         if (step == 2)
           for (size_t i = 0; i < n; i++) bf_ok &= pb[i] == ot_f32_to_bf16(p[i]);
+        if (step == 3)
+          for (size_t i = 0; i < n; i++) f16_ok &= ph[i] == ot_f32_to_f16(p[i]);
         // keep the reference on the kernel's trajectory so errors do not compound
         memcpy(pr, p, n * 4); memcpy(mr, m, n * 4); memcpy(vr, v, n * 4);
       }
       th_check(bf_ok, "%s adamw case %zu n=%zu: p_bf16 == round(p)", ot_isa_name(isa), ci, n);
+      th_check(f16_ok, "%s adamw case %zu n=%zu: f16 copy == round(p)", ot_isa_name(isa), ci, n);
       free(p); free(m); free(v); free(g); free(p0); free(pr); free(mr); free(vr);
-      free(dp); free(dpr); free(pbf); free(pb);
+      free(dp); free(dpr); free(pbf); free(pb); free(ph);
     }
   }
 }
@@ -110,6 +115,9 @@ static void test_errors(void) {
   th_check_error(ot_adamw(x, g, NULL, v, NULL, 4, &ok, 1), OT_EINVAL, "'m'", "adamw m NULL");
   th_check_error(ot_adamw(x, g, m, v, NULL, 4, NULL, 1), OT_EINVAL, "'cfg'", "adamw cfg NULL");
   th_check(ot_adamw(x, g, m, v, NULL, 0, &ok, 1) == OT_OK, "adamw n=0 is a no-op");
+  uint16_t h[4];
+  th_check_error(ot_adamw_dt(x, g, m, v, h, OT_I8, 4, &ok, 1), OT_EINVAL, "copy dtype i8",
+                 "adamw 16-bit copy dtype i8");
 }
 
 static double sumsq_d(const float *g, size_t n) {

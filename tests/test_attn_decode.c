@@ -59,7 +59,7 @@ static void full_last_rows(float *o_last, float *lse_last, const float *q, const
 }
 
 static void test_vs_full(ot_isa isa, ot_dtype dt) {
-  const bool bf = dt == OT_BF16;
+  const bool bf = dt != OT_F32;   // 16-bit storage (bf16, f16)
   th_rng r = {555};
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     if (bf && ci % 2 == 0) continue;
@@ -72,7 +72,7 @@ static void test_vs_full(ot_isa isa, ot_dtype dt) {
     float *q = th_falloc(nq), *kc = th_falloc(nk), *vc = th_falloc(nk), *o = th_falloc(nq);
     float *lse = th_falloc(nl);
     th_fill_normal(&r, q, nq, 1.0f); th_fill_normal(&r, kc, nk, 1.0f); th_fill_normal(&r, vc, nk, 1.0f);
-    if (bf) { th_round_bf16(q, nq); th_round_bf16(kc, nk); th_round_bf16(vc, nk); }
+    if (bf) { th_round_dt(dt, q, nq); th_round_dt(dt, kc, nk); th_round_dt(dt, vc, nk); }
     for (int b = 0; b < c->B; b++)  // unused cache rows: NaN
       for (int h = 0; h < c->Hkv; h++)
         for (int j = s.kv_len ? len[b] : c->S; j < c->S; j++)
@@ -82,10 +82,10 @@ static void test_vs_full(ot_isa isa, ot_dtype dt) {
     ot_status st;
     if (!bf) st = ot_attn_decode(dt, o, lse, q, kc, vc, &s);
     else {
-      uint16_t *qb = th_to_bf16(q, nq), *kb = th_to_bf16(kc, nk), *vb = th_to_bf16(vc, nk);
+      void *qb = th_to_dt(dt, q, nq), *kb = th_to_dt(dt, kc, nk), *vb = th_to_dt(dt, vc, nk);
       uint16_t *ob = th_alloc(nq * 2);
       st = ot_attn_decode(dt, ob, lse, qb, kb, vb, &s);
-      th_from_bf16(ob, o, nq);
+      th_from_dt(dt, ob, o, nq);
       free(qb); free(kb); free(vb); free(ob);
     }
     char ctx[160];
@@ -100,12 +100,12 @@ static void test_vs_full(ot_isa isa, ot_dtype dt) {
       full_last_rows(orf + b * per * c->D, lrf + b * per, q, kc, vc, c, b, L, true, &r);
       full_last_rows(ofl + b * per * c->D, lfl + b * per, q, kc, vc, c, b, L, false, &r);
     }
-    th_check_nerr(o, orf, nq, bf ? 1e-2 : 1e-6, "%s: o vs reference", ctx);
+    th_check_nerr(o, orf, nq, th_tol(dt, 1e-6, 1e-2), "%s: o vs reference", ctx);
     if (!bf) th_check_nerr(o, ofl, nq, 1e-6, "%s: o vs last rows of full flash attention", ctx);
     bool lok = true;
     for (size_t i = 0; i < nl; i++)
       lok &= isinf(lrf[i]) ? (isinf(lse[i]) && lse[i] < 0)
-                           : fabs(lse[i] - lrf[i]) <= (bf ? 2e-2 : 2e-6) * (1 + fabs(lrf[i]));
+                           : fabs(lse[i] - lrf[i]) <= (th_tol(dt, 2e-6, 2e-2)) * (1 + fabs(lrf[i]));
     th_check(lok, "%s: lse (-inf exactly where nothing is seen)", ctx);
     free(q); free(kc); free(vc); free(o); free(lse); free(orf); free(lrf); free(ofl); free(lfl);
   }
@@ -164,6 +164,7 @@ int main(void) {
     ot_isa_force(isas[k]);
     test_vs_full(isas[k], OT_F32);
     test_vs_full(isas[k], OT_BF16);
+    test_vs_full(isas[k], OT_F16);
   }
   ot_isa_unforce();
   test_vs_flash();

@@ -117,21 +117,21 @@ static ot_status run_flash(ot_dtype dt, bufs *b, const ot_attn_shape *s) {
     if (st != OT_OK) return st;
     return ot_attn_flash_bwd(dt, b->dq, b->dk, b->dv, b->dout, b->o, b->lse, b->q, b->k, b->v, s);
   }
-  uint16_t *qb = th_to_bf16(b->q, b->nq), *kb = th_to_bf16(b->k, b->nk);
-  uint16_t *vb = th_to_bf16(b->v, b->nk), *db = th_to_bf16(b->dout, b->nq);
+  void *qb = th_to_dt(dt, b->q, b->nq), *kb = th_to_dt(dt, b->k, b->nk);
+  void *vb = th_to_dt(dt, b->v, b->nk), *db = th_to_dt(dt, b->dout, b->nq);
   uint16_t *ob = th_alloc(b->nq * 2), *dqb = th_alloc(b->nq * 2);
   uint16_t *dkb = th_alloc(b->nk * 2), *dvb = th_alloc(b->nk * 2);
   ot_status st = ot_attn_flash_fwd(dt, ob, b->lse, qb, kb, vb, s);
   if (st == OT_OK) st = ot_attn_flash_bwd(dt, dqb, dkb, dvb, db, ob, b->lse, qb, kb, vb, s);
-  th_from_bf16(ob, b->o, b->nq); th_from_bf16(dqb, b->dq, b->nq);
-  th_from_bf16(dkb, b->dk, b->nk); th_from_bf16(dvb, b->dv, b->nk);
+  th_from_dt(dt, ob, b->o, b->nq); th_from_dt(dt, dqb, b->dq, b->nq);
+  th_from_dt(dt, dkb, b->dk, b->nk); th_from_dt(dt, dvb, b->dv, b->nk);
   free(qb); free(kb); free(vb); free(db); free(ob); free(dqb); free(dkb); free(dvb);
   return st;
 }
 
 static void test_vs_ref(ot_isa isa, ot_dtype dt) {
-  const bool bf = dt == OT_BF16;
-  const double tol = bf ? 1e-2 : 1e-6;
+  const bool bf = dt != OT_F32;   // 16-bit storage (bf16, f16)
+  const double tol = th_tol(dt, 1e-6, 1e-2);
   th_rng r = {2024};
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     if (bf && (ci % 3) != 1) continue;  // bf16: a subset
@@ -140,8 +140,8 @@ static void test_vs_ref(ot_isa isa, ot_dtype dt) {
     bufs b = bufs_make(&s), w = bufs_make(&s);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
-    if (bf) { th_round_bf16(b.q, b.nq); th_round_bf16(b.k, b.nk); th_round_bf16(b.v, b.nk);
-              th_round_bf16(b.dout, b.nq); }
+    if (bf) { th_round_dt(dt, b.q, b.nq); th_round_dt(dt, b.k, b.nk); th_round_dt(dt, b.v, b.nk);
+              th_round_dt(dt, b.dout, b.nq); }
     poison_padding(b.k, &s); poison_padding(b.v, &s);
     ot_ref_attn_fwd(w.o, w.lse, b.q, b.k, b.v, &s);
     ot_ref_attn_bwd(w.dq, w.dk, w.dv, b.dout, b.q, b.k, b.v, &s);
@@ -155,7 +155,7 @@ static void test_vs_ref(ot_isa isa, ot_dtype dt) {
     th_check(all_finite(b.o, b.nq) && all_finite(b.dq, b.nq) && all_finite(b.dk, b.nk) &&
              all_finite(b.dv, b.nk), "%s: outputs written and finite (padding never read)", ctx);
     th_check_nerr(b.o, w.o, b.nq, tol, "%s: o", ctx);
-    check_lse(b.lse, w.lse, b.nl, bf ? 1e-2 : 1e-6, ctx);
+    check_lse(b.lse, w.lse, b.nl, th_tol(dt, 1e-6, 1e-2), ctx);
     check_grad(b.dq, w.dq, b.nq, tol, ctx, "dq");
     check_grad(b.dk, w.dk, b.nk, tol, ctx, "dk");
     check_grad(b.dv, w.dv, b.nk, tol, ctx, "dv");
@@ -314,8 +314,8 @@ static void test_errors(void) {
                  "flash D = 0");
   th_check_error(ot_attn_flash_fwd(OT_F32, buf, lse, x, x, x, NULL), OT_EINVAL,
                  "shape descriptor", "flash NULL shape");
-  th_check_error(ot_attn_flash_fwd(OT_F16, buf, lse, x, x, x, &ok), OT_EINVAL, "dtype f16",
-                 "flash f16 storage");
+  th_check_error(ot_attn_flash_fwd(OT_I8, buf, lse, x, x, x, &ok), OT_EINVAL, "dtype i8",
+                 "flash i8 storage");
   th_check_error(ot_attn_flash_fwd(OT_F32, NULL, lse, x, x, x, &ok), OT_EINVAL, "'o'",
                  "flash o NULL");
   th_check_error(ot_attn_flash_fwd(OT_F32, buf, lse, x, NULL, x, &ok), OT_EINVAL, "'k'",
@@ -335,8 +335,8 @@ static void test_errors(void) {
 // Flash with dropout == the reference with the same (seed, offset): a wrong
 // mask element would change o by a whole probability.
 static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
-  const bool bf = dt == OT_BF16;
-  const double tol = bf ? 1e-2 : 2e-6;
+  const bool bf = dt != OT_F32;   // 16-bit storage (bf16, f16)
+  const double tol = th_tol(dt, 2e-6, 1e-2);
   th_rng r = {4242};
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     if (bf && (ci % 3) != 2) continue;  // bf16: a subset
@@ -348,8 +348,8 @@ static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
     bufs b = bufs_make(&s), w = bufs_make(&s), n = bufs_make(&s);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
-    if (bf) { th_round_bf16(b.q, b.nq); th_round_bf16(b.k, b.nk); th_round_bf16(b.v, b.nk);
-              th_round_bf16(b.dout, b.nq); }
+    if (bf) { th_round_dt(dt, b.q, b.nq); th_round_dt(dt, b.k, b.nk); th_round_dt(dt, b.v, b.nk);
+              th_round_dt(dt, b.dout, b.nq); }
     poison_padding(b.k, &s); poison_padding(b.v, &s);
     ot_ref_attn_fwd(w.o, w.lse, b.q, b.k, b.v, &s);
     ot_ref_attn_bwd(w.dq, w.dk, w.dv, b.dout, b.q, b.k, b.v, &s);
@@ -366,8 +366,8 @@ static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
     th_check(all_finite(b.o, b.nq) && all_finite(b.dq, b.nq) && all_finite(b.dk, b.nk) &&
              all_finite(b.dv, b.nk), "%s: outputs written and finite", ctx);
     th_check_nerr(b.o, w.o, b.nq, tol, "%s: o", ctx);
-    check_lse(b.lse, w.lse, b.nl, bf ? 1e-2 : 1e-6, ctx);
-    check_lse(b.lse, n.lse, b.nl, bf ? 1e-2 : 1e-6, ctx);  // lse: the undropped normalizer
+    check_lse(b.lse, w.lse, b.nl, th_tol(dt, 1e-6, 1e-2), ctx);
+    check_lse(b.lse, n.lse, b.nl, th_tol(dt, 1e-6, 1e-2), ctx);  // lse: the undropped normalizer
     check_grad(b.dq, w.dq, b.nq, tol, ctx, "dq");
     check_grad(b.dk, w.dk, b.nk, tol, ctx, "dk");
     check_grad(b.dv, w.dv, b.nk, tol, ctx, "dv");
@@ -427,8 +427,8 @@ static void test_drop_p0(ot_isa isa) {
     int32_t kvl[3];
     ot_attn_shape s = shape_of(&cases[pick[pi]], kvl), s0 = s;
     s0.dropout_seed = 99; s0.dropout_offset = 12345;
-    for (int bf = 0; bf < 2; bf++) {
-      const ot_dtype dt = bf ? OT_BF16 : OT_F32;
+    for (int bf = 0; bf < TH_NDT; bf++) {
+      const ot_dtype dt = th_dts[bf];
       bufs a = bufs_make(&s), b = bufs_make(&s);
       th_fill_normal(&r, a.q, a.nq, 1.0f); th_fill_normal(&r, a.k, a.nk, 1.0f);
       th_fill_normal(&r, a.v, a.nk, 1.0f); th_fill_normal(&r, a.dout, a.nq, 1.0f);
@@ -522,10 +522,12 @@ int main(void) {
     ot_isa_force(isas[k]);
     test_vs_ref(isas[k], OT_F32);
     test_vs_ref(isas[k], OT_BF16);
+    test_vs_ref(isas[k], OT_F16);
     test_fd(isas[k], 0.0f);
     test_determinism(isas[k]);
     test_drop_vs_ref(isas[k], OT_F32);
     test_drop_vs_ref(isas[k], OT_BF16);
+    test_drop_vs_ref(isas[k], OT_F16);
     test_drop_mask(isas[k]);
     test_drop_p0(isas[k]);
     test_fd(isas[k], 0.3f);

@@ -74,8 +74,8 @@ static bool all_finite(const float *x, size_t n) {
 }
 
 static void test_mat_vs_ref(ot_isa isa, ot_dtype dt) {
-  const bool bf = dt == OT_BF16;
-  const double tol = bf ? 1e-2 : 1e-5;
+  const bool bf = dt != OT_F32;   // 16-bit storage (bf16, f16)
+  const double tol = th_tol(dt, 1e-5, 1e-2);
   th_rng r = {42};
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     int32_t kvl[3];
@@ -88,7 +88,7 @@ static void test_mat_vs_ref(ot_isa isa, ot_dtype dt) {
     float *dqr = th_falloc(nq), *dkr = th_falloc(nk), *dvr = th_falloc(nk);
     th_fill_normal(&r, q, nq, 1.0f); th_fill_normal(&r, k, nk, 1.0f);
     th_fill_normal(&r, v, nk, 1.0f); th_fill_normal(&r, dout, nq, 1.0f);
-    if (bf) { th_round_bf16(q, nq); th_round_bf16(k, nk); th_round_bf16(v, nk); th_round_bf16(dout, nq); }
+    if (bf) { th_round_dt(dt, q, nq); th_round_dt(dt, k, nk); th_round_dt(dt, v, nk); th_round_dt(dt, dout, nq); }
     poison_padding(k, &s); poison_padding(v, &s);
     for (size_t i = 0; i < na; i++) att[i] = datt[i] = NAN;  // outputs/scratch start dirty
     ot_ref_attn_fwd(ore, NULL, q, k, v, &s);
@@ -98,13 +98,13 @@ static void test_mat_vs_ref(ot_isa isa, ot_dtype dt) {
       st1 = ot_attn_mat_fwd(dt, o, att, q, k, v, &s);
       st2 = ot_attn_mat_bwd(dt, dq, dk, dv, datt, dout, att, q, k, v, &s);
     } else {
-      uint16_t *qb = th_to_bf16(q, nq), *kb = th_to_bf16(k, nk), *vb = th_to_bf16(v, nk);
-      uint16_t *db = th_to_bf16(dout, nq), *ob = th_to_bf16(o, nq);
-      uint16_t *dqb = th_to_bf16(dq, nq), *dkb = th_to_bf16(dk, nk), *dvb = th_to_bf16(dv, nk);
+      void *qb = th_to_dt(dt, q, nq), *kb = th_to_dt(dt, k, nk), *vb = th_to_dt(dt, v, nk);
+      void *db = th_to_dt(dt, dout, nq), *ob = th_to_dt(dt, o, nq);
+      void *dqb = th_to_dt(dt, dq, nq), *dkb = th_to_dt(dt, dk, nk), *dvb = th_to_dt(dt, dv, nk);
       st1 = ot_attn_mat_fwd(dt, ob, att, qb, kb, vb, &s);
       st2 = ot_attn_mat_bwd(dt, dqb, dkb, dvb, datt, db, att, qb, kb, vb, &s);
-      th_from_bf16(ob, o, nq); th_from_bf16(dqb, dq, nq);
-      th_from_bf16(dkb, dk, nk); th_from_bf16(dvb, dv, nk);
+      th_from_dt(dt, ob, o, nq); th_from_dt(dt, dqb, dq, nq);
+      th_from_dt(dt, dkb, dk, nk); th_from_dt(dt, dvb, dv, nk);
       free(qb); free(kb); free(vb); free(db); free(ob); free(dqb); free(dkb); free(dvb);
     }
     char ctx[128];
@@ -225,8 +225,8 @@ static void test_errors(void) {
   th_check_error(ot_attn_shape_check(&s, "t"), OT_EINVAL, "too large", "attn huge shape");
   th_check_error(ot_attn_mat_fwd(OT_F32, buf, att, x, x, x, NULL), OT_EINVAL, "shape descriptor",
                  "attn NULL shape");
-  th_check_error(ot_attn_mat_fwd(OT_F16, buf, att, x, x, x, &ok), OT_EINVAL, "dtype f16",
-                 "attn f16 storage");
+  th_check_error(ot_attn_mat_fwd(OT_I8, buf, att, x, x, x, &ok), OT_EINVAL, "dtype i8",
+                 "attn i8 storage");
   th_check_error(ot_attn_mat_fwd(OT_F32, NULL, att, x, x, x, &ok), OT_EINVAL, "'o'", "attn o NULL");
   th_check_error(ot_attn_mat_bwd(OT_F32, buf, buf, buf, NULL, x, att, x, x, x, &ok), OT_EINVAL,
                  "'datt'", "attn bwd datt NULL");
@@ -239,6 +239,7 @@ int main(void) {
     ot_isa_force(isas[k]);
     test_mat_vs_ref(isas[k], OT_F32);
     test_mat_vs_ref(isas[k], OT_BF16);
+    test_mat_vs_ref(isas[k], OT_F16);
   }
   ot_isa_unforce();
   test_ref_fd();

@@ -176,21 +176,21 @@ static ot_status run_sparse(ot_dtype dt, bufs *b, const ot_attn_shape *s,
     if (st != OT_OK) return st;
     return ot_attn_sparse_bwd(dt, b->dq, b->dk, b->dv, b->dout, b->o, b->lse, b->q, b->k, b->v, s, l);
   }
-  uint16_t *qb = th_to_bf16(b->q, b->nq), *kb = th_to_bf16(b->k, b->nk);
-  uint16_t *vb = th_to_bf16(b->v, b->nk), *db = th_to_bf16(b->dout, b->nq);
+  void *qb = th_to_dt(dt, b->q, b->nq), *kb = th_to_dt(dt, b->k, b->nk);
+  void *vb = th_to_dt(dt, b->v, b->nk), *db = th_to_dt(dt, b->dout, b->nq);
   uint16_t *ob = th_alloc(b->nq * 2), *dqb = th_alloc(b->nq * 2);
   uint16_t *dkb = th_alloc(b->nk * 2), *dvb = th_alloc(b->nk * 2);
   ot_status st = ot_attn_sparse_fwd(dt, ob, b->lse, qb, kb, vb, s, l);
   if (st == OT_OK) st = ot_attn_sparse_bwd(dt, dqb, dkb, dvb, db, ob, b->lse, qb, kb, vb, s, l);
-  th_from_bf16(ob, b->o, b->nq); th_from_bf16(dqb, b->dq, b->nq);
-  th_from_bf16(dkb, b->dk, b->nk); th_from_bf16(dvb, b->dv, b->nk);
+  th_from_dt(dt, ob, b->o, b->nq); th_from_dt(dt, dqb, b->dq, b->nq);
+  th_from_dt(dt, dkb, b->dk, b->nk); th_from_dt(dt, dvb, b->dv, b->nk);
   free(qb); free(kb); free(vb); free(db); free(ob); free(dqb); free(dkb); free(dvb);
   return st;
 }
 
 static void test_vs_masked_dense(ot_isa isa, ot_dtype dt) {
-  const bool bf = dt == OT_BF16;
-  const double tol = bf ? 1e-2 : 1e-6;
+  const bool bf = dt != OT_F32;   // 16-bit storage (bf16, f16)
+  const double tol = th_tol(dt, 1e-6, 1e-2);
   th_rng r = {31337};
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     if (bf && ci % 3 != 2) continue;
@@ -204,8 +204,8 @@ static void test_vs_masked_dense(ot_isa isa, ot_dtype dt) {
       for (int j = 0; j < s.Tk; j++) mask[(size_t)i * s.Tk + j] = allowed(&s, &c->l, i, j);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
-    if (bf) { th_round_bf16(b.q, b.nq); th_round_bf16(b.k, b.nk); th_round_bf16(b.v, b.nk);
-              th_round_bf16(b.dout, b.nq); }
+    if (bf) { th_round_dt(dt, b.q, b.nq); th_round_dt(dt, b.k, b.nk); th_round_dt(dt, b.v, b.nk);
+              th_round_dt(dt, b.dout, b.nq); }
     poison_padding(b.k, &s); poison_padding(b.v, &s);
     mref_fwd(w.o, w.lse, b.q, b.k, b.v, &s, mask, p);
     mref_bwd(w.dq, w.dk, w.dv, b.dout, b.q, b.k, b.v, &s, mask);
@@ -222,7 +222,7 @@ static void test_vs_masked_dense(ot_isa isa, ot_dtype dt) {
     bool lse_ok = true;
     for (size_t i = 0; i < b.nl; i++)
       lse_ok &= isinf(w.lse[i]) ? (isinf(b.lse[i]) && b.lse[i] < 0)
-                                : fabs(b.lse[i] - w.lse[i]) <= (bf ? 2e-2 : 2e-6) * (1 + fabs(w.lse[i]));
+                                : fabs(b.lse[i] - w.lse[i]) <= (th_tol(dt, 2e-6, 2e-2)) * (1 + fabs(w.lse[i]));
     th_check(lse_ok, "%s: lse", ctx);
     check_close(b.dq, w.dq, b.nq, tol, ctx, "dq");
     check_close(b.dk, w.dk, b.nk, tol, ctx, "dk");
@@ -359,6 +359,7 @@ int main(void) {
     ot_isa_force(isas[k]);
     test_vs_masked_dense(isas[k], OT_F32);
     test_vs_masked_dense(isas[k], OT_BF16);
+    test_vs_masked_dense(isas[k], OT_F16);
     test_dense_equivalence(isas[k]);
   }
   ot_isa_unforce();

@@ -75,8 +75,8 @@ static void run_dt(ot_dtype dt, bool fwd, void *y, const void *x, size_t n, floa
   *st = fwd ? ot_dropout_fwd(dt, y, x, n, p, seed, off) : ot_dropout_bwd(dt, y, x, n, p, seed, off);
 }
 
-// Kernel == reference, bit for bit (f32: the f32 product; bf16: the product of
-// the bf16 value rounded to bf16), out of place and in place.
+// Kernel == reference, bit for bit (f32: the f32 product; bf16 / f16: the product of
+// the 16-bit value rounded to its dtype), out of place and in place.
 static void test_vs_ref(ot_isa isa, ot_dtype dt) {
   static const size_t ns[] = {1, 3, 15, 16, 17, 31, 33, 1000, 1023, 1024, 1025, 4099, 70001};
   static const float ps[] = {0.1f, 0.5f, 0.87f};
@@ -88,9 +88,9 @@ static void test_vs_ref(ot_isa isa, ot_dtype dt) {
       const uint64_t seed = th_next(&r), off = (th_next(&r) >> 8) + ni;  // odd offsets too
       float *x = th_falloc(n), *want = th_falloc(n), *got = th_falloc(n);
       th_fill_normal(&r, x, n, 1.0f);
-      if (dt == OT_BF16) th_round_bf16(x, n);
+      th_round_dt(dt, x, n);
       ot_ref_dropout_fwd(want, x, n, p, seed, off);
-      if (dt == OT_BF16) th_round_bf16(want, n);
+      th_round_dt(dt, want, n);
       void *xd = th_to_dt(dt, x, n), *yd = th_to_dt(dt, x, n);
       for (int fwd = 0; fwd < 2; fwd++) {
         ot_status st;
@@ -112,7 +112,7 @@ static void test_vs_ref(ot_isa isa, ot_dtype dt) {
       for (size_t e = 0; e < n; e++) {
         const bool k = ot_dropout_keep(seed, off + e, p);
         float v = k ? x[e] * s : 0.0f;
-        if (dt == OT_BF16) th_round_bf16(&v, 1);
+        th_round_dt(dt, &v, 1);
         rule &= memcmp(&v, &want[e], 4) == 0;
       }
       th_check(rule, "%s reference n=%zu p=%g: y = keep ? x * scale : 0", ot_dtype_name(dt), n,
@@ -135,7 +135,11 @@ static void test_p0(void) {
   uint16_t *xb = th_to_bf16(x, n), *yb = th_alloc(n * 2);
   th_check(ot_dropout_fwd(OT_BF16, yb, xb, n, 0.0f, 9, 17) == OT_OK && !memcmp(xb, yb, n * 2),
            "p = 0 bf16: exact copy");
-  free(x); free(y); free(xb); free(yb);
+  free(xb); free(yb);
+  uint16_t *xh = th_to_dt(OT_F16, x, n), *yh = th_alloc(n * 2);
+  th_check(ot_dropout_fwd(OT_F16, yh, xh, n, 0.0f, 9, 17) == OT_OK && !memcmp(xh, yh, n * 2),
+           "p = 0 f16: exact copy");
+  free(x); free(y); free(xh); free(yh);
 }
 
 // Keep rate within 5 binomial sigma; kept values exactly scale; dropped are 0
@@ -215,8 +219,8 @@ static void test_errors(void) {
   th_check_error(ot_dropout_fwd(OT_F32, b, b, 8, -0.1f, 0, 0), OT_EINVAL, "p=-0.1",
                  "dropout p < 0");
   th_check_error(ot_dropout_fwd(OT_F32, b, b, 8, 1.5f, 0, 0), OT_EINVAL, "p=1.5", "dropout p > 1");
-  th_check_error(ot_dropout_fwd(OT_F16, b, b, 8, 0.1f, 0, 0), OT_EINVAL, "dtype f16",
-                 "dropout f16");
+  th_check_error(ot_dropout_fwd(OT_I8, b, b, 8, 0.1f, 0, 0), OT_EINVAL, "dtype i8",
+                 "dropout i8");
   th_check_error(ot_dropout_fwd(OT_F32, NULL, b, 8, 0.1f, 0, 0), OT_EINVAL, "'y'", "dropout y NULL");
   th_check(ot_dropout_fwd(OT_F32, b, b, 0, 0.1f, 0, 0) == OT_OK, "dropout n = 0 is a no-op");
 }
@@ -229,6 +233,7 @@ int main(void) {
     ot_isa_force(isas[k]);
     test_vs_ref(isas[k], OT_F32);
     test_vs_ref(isas[k], OT_BF16);
+    test_vs_ref(isas[k], OT_F16);
     test_fd(isas[k]);
   }
   ot_isa_unforce();

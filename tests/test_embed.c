@@ -10,15 +10,15 @@ static void fill_tokens(int32_t *t, size_t n, int V) {
   for (size_t i = 0; i < n; i++) t[i] = (int32_t)(th_next(&g_rng) % (uint64_t)V);
 }
 
-// Fast forward with storage dt on f32 values (converted for bf16).
+// Fast forward with storage dt on f32 values (converted for bf16 / f16).
 static ot_status fast_fwd(ot_dtype dt, float *out, const int32_t *tok, const float *wte,
                           const float *wpe, int B, int T, int C, int V, int Tpos) {
   size_t n = (size_t)B * T * C;
   if (dt == OT_F32) return ot_embed_fwd(dt, out, tok, wte, wpe, B, T, C, V);
-  uint16_t *ob = th_to_bf16(out, n), *wb = th_to_bf16(wte, (size_t)V * C);
-  uint16_t *pb = wpe ? th_to_bf16(wpe, (size_t)Tpos * C) : NULL;
+  void *ob = th_to_dt(dt, out, n), *wb = th_to_dt(dt, wte, (size_t)V * C);
+  void *pb = wpe ? th_to_dt(dt, wpe, (size_t)Tpos * C) : NULL;
   ot_status s = ot_embed_fwd(dt, ob, tok, wb, pb, B, T, C, V);
-  th_from_bf16(ob, out, n);
+  th_from_dt(dt, ob, out, n);
   free(ob); free(wb); free(pb);
   return s;
 }
@@ -26,7 +26,7 @@ static ot_status fast_fwd(ot_dtype dt, float *out, const int32_t *tok, const flo
 static ot_status fast_bwd(ot_dtype dt, float *dwte, float *dwpe, const float *dout,
                           const int32_t *tok, int B, int T, int C, int V) {
   if (dt == OT_F32) return ot_embed_bwd(dt, dwte, dwpe, dout, tok, B, T, C, V);
-  uint16_t *db = th_to_bf16(dout, (size_t)B * T * C);
+  void *db = th_to_dt(dt, dout, (size_t)B * T * C);
   ot_status s = ot_embed_bwd(dt, dwte, dwpe, db, tok, B, T, C, V);
   free(db);
   return s;
@@ -49,14 +49,14 @@ static void test_vs_ref(void) {
       float *wte = th_falloc(nw), *wpe = th_falloc(np), *out = th_falloc(n), *want = th_falloc(n);
       float *dout = th_falloc(n), *dwte = th_falloc(nw), *dwpe = th_falloc(np);
       float *rwte = th_falloc(nw), *rwpe = th_falloc(np);
-      for (int di = 0; di < 2; di++) {
-        ot_dtype dt = di ? OT_BF16 : OT_F32;
-        double tol = di ? 1e-2 : 1e-7;
+      for (int di = 0; di < TH_NDT; di++) {
+        ot_dtype dt = th_dts[di];
+        double tol = th_tol(dt, 1e-7, 1e-2);
         fill_tokens(tok, (size_t)s.B * s.T, s.V);
         th_fill(&g_rng, wte, nw, -1.0f, 1.0f);
         th_fill(&g_rng, wpe, np, -1.0f, 1.0f);
         th_fill(&g_rng, dout, n, -1.0f, 1.0f);
-        if (di) { th_round_bf16(wte, nw); th_round_bf16(wpe, np); th_round_bf16(dout, n); }
+        th_round_dt(dt, wte, nw); th_round_dt(dt, wpe, np); th_round_dt(dt, dout, n);
         for (int usepos = 0; usepos < 2; usepos++) {
           const float *p = usepos ? wpe : NULL;
           th_check(fast_fwd(dt, out, tok, wte, p, s.B, s.T, s.C, s.V, Tpos) == OT_OK,
@@ -161,7 +161,7 @@ static void test_errors(void) {
   for (int i = 0; i < V * C; i++) untouched &= dwte[i] == 3.0f;
   th_check(untouched, "embed_bwd: gradients untouched on a bad token");
   tok[6] = tok[7] = 0;
-  th_check_error(ot_embed_fwd(OT_F16, out, tok, wte, wpe, B, T, C, V), OT_EINVAL, "f16", "f16");
+  th_check_error(ot_embed_fwd(OT_I8, out, tok, wte, wpe, B, T, C, V), OT_EINVAL, "i8", "i8");
   th_check_error(ot_embed_fwd(OT_F32, NULL, tok, wte, wpe, B, T, C, V), OT_EINVAL, "'out'", "NULL out");
   th_check_error(ot_embed_fwd(OT_F32, out, NULL, wte, wpe, B, T, C, V), OT_EINVAL, "'tokens'", "NULL tokens");
   th_check_error(ot_embed_fwd(OT_F32, out, tok, NULL, wpe, B, T, C, V), OT_EINVAL, "'wte'", "NULL wte");

@@ -17,8 +17,9 @@ static void run_case(ot_dtype ab, ot_dtype cdt, bool ta, bool tb, int M, int N, 
   th_fill(&g_rng, A, na, -1, 1);
   th_fill(&g_rng, B, nb, -1, 1);
   th_fill(&g_rng, C0, nc, -1, 1);
-  if (ab == OT_BF16) { th_round_bf16(A, na); th_round_bf16(B, nb); }
-  if (cdt == OT_BF16) th_round_bf16(C0, nc);
+  th_round_dt(ab, A, na);
+  th_round_dt(ab, B, nb);
+  th_round_dt(cdt, C0, nc);
   memcpy(Cr, C0, nc * 4);
   ot_ref_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cr, ldc);
   ot_status s;
@@ -26,20 +27,20 @@ static void run_case(ot_dtype ab, ot_dtype cdt, bool ta, bool tb, int M, int N, 
     memcpy(Cg, C0, nc * 4);
     s = ot_gemm(ab, cdt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cg, ldc);
   } else {
-    uint16_t *Ab = th_to_bf16(A, na), *Bb = th_to_bf16(B, nb);
+    void *Ab = th_to_dt(ab, A, na), *Bb = th_to_dt(ab, B, nb);
     if (cdt == OT_F32) {
       memcpy(Cg, C0, nc * 4);
       s = ot_gemm(ab, cdt, ta, tb, M, N, K, alpha, Ab, lda, Bb, ldb, beta, Cg, ldc);
     } else {
-      uint16_t *Cb = th_to_bf16(C0, nc);
+      void *Cb = th_to_dt(cdt, C0, nc);
       s = ot_gemm(ab, cdt, ta, tb, M, N, K, alpha, Ab, lda, Bb, ldb, beta, Cb, ldc);
-      th_from_bf16(Cb, Cg, nc);
+      th_from_dt(cdt, Cb, Cg, nc);
       free(Cb);
     }
     free(Ab); free(Bb);
   }
   th_check(s == OT_OK, "%s gemm %s->%s ok (%s)", tag, ot_dtype_name(ab), ot_dtype_name(cdt), ot_last_error());
-  double tol = cdt == OT_BF16 ? 5e-3 : 2e-6;
+  double tol = th_tol(cdt, 2e-6, 5e-3);
   th_check_nerr(Cg, Cr, nc, tol, "%s gemm %s->%s tA=%d tB=%d M=%d N=%d K=%d pad=%d alpha=%g beta=%g", tag,
                 ot_dtype_name(ab), ot_dtype_name(cdt), ta, tb, M, N, K, pad, alpha, beta);
   // the padding columns of C are never written
@@ -234,8 +235,10 @@ static void test_bad_args(void) {
                  "ldb=3 must be >= K=4", "transposed ldb < K");
   th_check_error(ot_gemm(OT_F32, OT_F32, false, false, 2, 3, 2, 1, A, 2, B, 3, 0, C, 2), OT_EINVAL,
                  "ldc=2", "ldc < N");
-  th_check_error(ot_gemm(OT_F16, OT_F32, false, false, 2, 2, 2, 1, A, 2, B, 2, 0, C, 2), OT_EINVAL,
-                 "f16", "f16 operands");
+  th_check_error(ot_gemm(OT_I8, OT_F32, false, false, 2, 2, 2, 1, A, 2, B, 2, 0, C, 2), OT_EINVAL,
+                 "i8", "i8 operands");
+  th_check_error(ot_gemm(OT_F16, OT_BF16, false, false, 2, 2, 2, 1, A, 2, B, 2, 0, C, 2), OT_EINVAL,
+                 "bf16", "bf16 C with f16 A/B");
   th_check_error(ot_gemm(OT_F32, OT_BF16, false, false, 2, 2, 2, 1, A, 2, B, 2, 0, C, 2), OT_EINVAL,
                  "bf16", "bf16 C with f32 A/B");
 }
@@ -267,6 +270,13 @@ int main(void) {
     snprintf(tag, sizeof tag, "[%s] bf16", ot_isa_name(isas[i]));
     test_shapes(tag, OT_BF16, OT_F32);
     test_shapes(tag, OT_BF16, OT_BF16);
+  }
+  for (int i = 0; i < n; i++) {  // f16: always the conversion path (F16C / scalar per ISA)
+    ot_isa_force(isas[i]);
+    char tag[32];
+    snprintf(tag, sizeof tag, "[%s] f16", ot_isa_name(isas[i]));
+    test_shapes(tag, OT_F16, OT_F32);
+    test_shapes(tag, OT_F16, OT_F16);
   }
   ot_isa_unforce();
   // ask for native bf16 too: oneDNN either runs it or (no avx512 bf16 support)

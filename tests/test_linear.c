@@ -1,5 +1,5 @@
 // ot_linear_fwd/bwd against the references: odd shapes, bias or not, GELU in
-// both modes (fused epilogue, and pre kept for the backward), f32 and bf16,
+// both modes (fused epilogue, and pre kept for the backward), f32, bf16 and f16,
 // every ISA; finite differences of the reference backward; the weight
 // gradient by row chunks and dx alone; primitive reuse; determinism; bad arguments.
 #include "harness.h"
@@ -22,14 +22,14 @@ static void test_fwd(const char *isa, ot_dtype dt, shape s, bool bias, ot_act ac
   th_fill(&g_rng, x, nx, -1, 1);
   th_fill(&g_rng, w, nw, -0.5f, 0.5f);
   th_fill(&g_rng, b, N, -1, 1);
-  if (dt == OT_BF16) { th_round_bf16(x, nx); th_round_bf16(w, nw); }
+  th_round_dt(dt, x, nx); th_round_dt(dt, w, nw);
   ot_ref_linear_fwd(yr, pr, x, w, bias ? b : NULL, M, N, K, act);
   void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *yd = th_to_dt(dt, yg, ny), *pd = th_to_dt(dt, pg, ny);
   ot_status st = ot_linear_fwd(dt, yd, keep_pre ? pd : NULL, xd, wd, bias ? b : NULL, M, N, K, act);
   th_check(st == OT_OK, "[%s] linear_fwd ok (%s)", isa, ot_last_error());
   th_from_dt(dt, yd, yg, ny);
   th_from_dt(dt, pd, pg, ny);
-  double tol = dt == OT_BF16 ? 6e-3 : 2e-6;
+  double tol = th_tol(dt, 2e-6, 6e-3);
   th_check_nerr(yg, yr, ny, tol, "[%s] linear_fwd %s y M=%d N=%d K=%d bias=%d act=%d pre=%d", isa,
                 ot_dtype_name(dt), M, N, K, bias, act, keep_pre);
   if (keep_pre)
@@ -52,9 +52,9 @@ static void test_bwd(const char *isa, ot_dtype dt, shape s, ot_act act, bool wan
   th_fill(&g_rng, dy, ny, -1, 1);
   th_fill(&g_rng, dwr, nw, -1, 1);   // accumulated into
   th_fill(&g_rng, dbr, N, -1, 1);
-  if (dt == OT_BF16) { th_round_bf16(x, nx); th_round_bf16(w, nw); th_round_bf16(dy, ny); }
+  th_round_dt(dt, x, nx); th_round_dt(dt, w, nw); th_round_dt(dt, dy, ny);
   ot_ref_linear_fwd(y, pre, x, w, b, M, N, K, act);
-  if (dt == OT_BF16) th_round_bf16(pre, ny);  // what the bf16 forward saved
+  th_round_dt(dt, pre, ny);  // what the bf16 forward saved
   memcpy(dwg, dwr, nw * 4);
   memcpy(dbg, dbr, N * 4);
   float *db0 = th_falloc(N);
@@ -68,7 +68,7 @@ static void test_bwd(const char *isa, ot_dtype dt, shape s, ot_act act, bool wan
   th_check(st == OT_OK, "[%s] linear_bwd ok (%s)", isa, ot_last_error());
   th_from_dt(dt, dxd, dxg, nx);
   th_from_dt(dt, dyd, dyg, ny);
-  double tol = dt == OT_BF16 ? 6e-3 : 2e-6, tolw = dt == OT_BF16 && act == OT_ACT_GELU ? 1e-2 : 2e-6;
+  double tol = th_tol(dt, 2e-6, 6e-3), tolw = act == OT_ACT_GELU ? th_tol(dt, 2e-6, 1e-2) : 2e-6;
   const char *n = ot_dtype_name(dt);
   if (want_dx) th_check_nerr(dxg, dxr, nx, tol, "[%s] linear_bwd %s dx M=%d N=%d K=%d act=%d", isa, n, M, N, K, act);
   // bf16 with GELU: dy*gelu'(pre) is stored in bf16 before the dw GEMM
@@ -91,7 +91,7 @@ static void test_dw_rows(const char *isa, ot_dtype dt, shape s, int rows) {
   th_fill(&g_rng, x, nx, -1, 1);
   th_fill(&g_rng, w, nw, -0.5f, 0.5f);
   th_fill(&g_rng, dy, ny, -1, 1);
-  if (dt == OT_BF16) { th_round_bf16(x, nx); th_round_bf16(w, nw); th_round_bf16(dy, ny); }
+  th_round_dt(dt, x, nx); th_round_dt(dt, w, nw); th_round_dt(dt, dy, ny);
   memset(dwr, 0, nw * 4);
   ot_ref_linear_bwd(dxr, dwr, NULL, dy, NULL, x, w, M, N, K, OT_ACT_NONE);
   void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *dyd = th_to_dt(dt, dy, ny), *d1 = th_to_dt(dt, dx1, nx),
@@ -110,7 +110,7 @@ static void test_dw_rows(const char *isa, ot_dtype dt, shape s, int rows) {
            "[%s] linear_bwd with and without dw ok (%s)", isa, ot_last_error());
   th_check(memcmp(d1, d2, nx * ot_dtype_size(dt)) == 0, "[%s] linear_bwd %s dw=NULL: the same dx", isa, n);
   th_from_dt(dt, d2, dx2, nx);
-  th_check_nerr(dx2, dxr, nx, dt == OT_BF16 ? 6e-3 : 2e-6, "[%s] linear_bwd %s dw=NULL: dx vs reference", isa, n);
+  th_check_nerr(dx2, dxr, nx, th_tol(dt, 2e-6, 6e-3), "[%s] linear_bwd %s dw=NULL: dx vs reference", isa, n);
   free(x); free(w); free(dy); free(dwr); free(dwg); free(dxr); free(dx1); free(dx2); free(dw);
   free(xd); free(wd); free(dyd); free(d1); free(d2);
 }
@@ -183,7 +183,7 @@ static void test_reuse_and_determinism(void) {
 
 static void test_bad_args(void) {
   float x[16] = {0}, w[16] = {0}, y[16] = {0}, p[16] = {0}, dw[16] = {0};
-  th_check_error(ot_linear_fwd(OT_F16, y, NULL, x, w, NULL, 2, 2, 2, OT_ACT_NONE), OT_EINVAL, "f16", "f16 dtype");
+  th_check_error(ot_linear_fwd(OT_I8, y, NULL, x, w, NULL, 2, 2, 2, OT_ACT_NONE), OT_EINVAL, "i8", "i8 dtype");
   th_check_error(ot_linear_fwd(OT_F32, y, NULL, x, w, NULL, -3, 2, 2, OT_ACT_NONE), OT_EINVAL, "M=-3", "negative M");
   th_check_error(ot_linear_fwd(OT_F32, y, NULL, x, w, NULL, 2, 2, 0, OT_ACT_NONE), OT_EINVAL, "K=0", "zero K");
   th_check_error(ot_linear_fwd(OT_F32, y, NULL, NULL, w, NULL, 2, 2, 2, OT_ACT_NONE), OT_EINVAL, "'x' is NULL", "NULL x");
@@ -210,8 +210,8 @@ int main(void) {
   for (int i = 0; i < n; i++) {
     ot_isa_force(isas[i]);
     const char *isa = ot_isa_name(isas[i]);
-    for (int d = 0; d < 2; d++) {
-      ot_dtype dt = d ? OT_BF16 : OT_F32;
+    for (int d = 0; d < TH_NDT; d++) {
+      ot_dtype dt = th_dts[d];
       for (int s = 0; s < NSHAPES; s++) {
         test_fwd(isa, dt, SHAPES[s], s & 1, OT_ACT_NONE, false);
         for (int fm = 0; fm < 2; fm++) {  // GELU without pre: separate pass, then fused epilogue

@@ -154,8 +154,8 @@ static void test_validation(void) {
 static void test_plan(void) {
   ot_model_config cfgs[2] = {cfg_gpt2(), cfg_llama()};
   for (int ci = 0; ci < 2; ci++)
-    for (int d = 0; d < 2; d++) {
-      ot_dtype dt = d ? OT_BF16 : OT_F32;
+    for (int d = 0; d < TH_NDT; d++) {
+      ot_dtype dt = th_dts[d];
       size_t act[3] = {0};
       for (int rc = 0; rc < 3; rc++) {
         const ot_model_config *c = &cfgs[ci];
@@ -179,8 +179,8 @@ static void test_plan(void) {
                  p->params + p->params_bf16, got[OT_MEM_GRADS], p->grads, got[OT_MEM_ACTIVATIONS],
                  p->act_saved, got[OT_MEM_WORKSPACE], p->workspace);
         th_check(p->params == ot_align64(ot_model_n_floats(m) * 4) &&
-                     p->params_bf16 == (dt == OT_BF16 ? ot_align64(ot_model_n_floats(m) * 2) : 0),
-                 "params plan: f32 master + bf16 copy only with bf16");
+                     p->params_bf16 == (dt != OT_F32 ? ot_align64(ot_model_n_floats(m) * 2) : 0),
+                 "params plan: f32 master + 16-bit copy only with bf16 / f16");
         act[rc] = p->act_saved;
         // the layout covers the HF parameter count plus padding rows/alignment only
         size_t hf = 0;
@@ -356,23 +356,28 @@ static void test_smaller_batch(const ot_model_config *c) {
   ot_model_free(small);
 }
 
-static void test_bf16(const ot_model_config *c) {
+// A 16-bit run (bf16 or f16 activations) against f32: f16's 3 more mantissa bits give
+// tolerances / 8.
+static void test_16bit(const ot_model_config *c, ot_dtype dt) {
   int32_t tok[B_ * T_], tgt[B_ * T_];
   make_batch(tok, tgt, c->vocab, 31);
+  const char *dn = ot_dtype_name(dt);
   for (int init = 0; init < 2; init++) {
-    ot_model *f = make(c, OT_F32, OT_RECOMPUTE_NONE), *h = make(c, OT_BF16, OT_RECOMPUTE_SELECTIVE);
+    ot_model *f = make(c, OT_F32, OT_RECOMPUTE_NONE), *h = make(c, dt, OT_RECOMPUTE_SELECTIVE);
     if (!f || !h) return;
     if (init) { randomize(f, 32); randomize(h, 32); }
     else { ot_model_init(f, 33); ot_model_init(h, 33); }
     double lf = step(f, tok, tgt), lh = step(h, tok, tgt);
     size_t n = ot_model_n_floats(f);
     double e = th_nerr(ot_model_grads(h), ot_model_grads(f), n);
-    printf("%s (%s weights): loss f32 %.6f bf16 %.6f (rel %.2e), gradient nerr %.3g\n", c->name,
-           init ? "random" : "GPT-2 init", lf, lh, fabs(lh - lf) / lf, e);
-    th_check(fabs(lh - lf) <= 1e-2 * lf, "%s bf16 loss %.6f within 1%% of f32 %.6f", c->name, lh, lf);
-    // large random weights amplify the bf16 rounding of activations
-    const double gtol = init ? 0.1 : 2e-2;
-    th_check(e <= gtol, "%s bf16 gradients nerr %.3g <= %g", c->name, e, gtol);
+    printf("%s (%s weights): loss f32 %.6f %s %.6f (rel %.2e), gradient nerr %.3g\n", c->name,
+           init ? "random" : "GPT-2 init", lf, dn, lh, fabs(lh - lf) / lf, e);
+    const double ltol = th_tol(dt, 0.0, 1e-2);
+    th_check(fabs(lh - lf) <= ltol * lf, "%s %s loss %.6f within %.2g%% of f32 %.6f", c->name, dn, lh,
+             100 * ltol, lf);
+    // large random weights amplify the 16-bit rounding of activations
+    const double gtol = th_tol(dt, 0.0, init ? 0.1 : 2e-2);
+    th_check(e <= gtol, "%s %s gradients nerr %.3g <= %g", c->name, dn, e, gtol);
     ot_model_free(f);
     ot_model_free(h);
   }
@@ -423,8 +428,7 @@ static void golden_run(const ot_st_file *f, ot_dtype dt, ot_recompute rc, const 
   const ot_st_tensor *tt = need(f, "tokens"), *tg = need(f, "targets"), *tl = need(f, "logits"),
                      *ls = need(f, "loss");
   if (s != OT_OK || !tt || !tg || !tl || !ls) { ot_model_free(m); return; }
-  const bool bf = dt == OT_BF16;
-  const double tol = bf ? 3e-2 : 1e-5;
+  const double tol = th_tol(dt, 1e-5, 3e-2);
   const char *fam = ot_st_meta(f, "family");
   // logits
   th_check(ot_model_forward(m, tt->data, NULL, B, T, 0, false, NULL) == OT_OK, "forward: %s",
@@ -434,8 +438,9 @@ static void golden_run(const ot_st_file *f, ot_dtype dt, ot_recompute rc, const 
   float *got = th_falloc((size_t)B * T * V);
   for (int i = 0; i < B * T; i++)
     for (int j = 0; j < V; j++)
-      got[(size_t)i * V + j] = bf ? ot_bf16_to_f32(((const uint16_t *)lg)[(size_t)i * ld + j])
-                                  : ((const float *)lg)[(size_t)i * ld + j];
+      got[(size_t)i * V + j] = dt == OT_BF16 ? ot_bf16_to_f32(((const uint16_t *)lg)[(size_t)i * ld + j])
+                               : dt == OT_F16 ? ot_f16_to_f32(((const uint16_t *)lg)[(size_t)i * ld + j])
+                                              : ((const float *)lg)[(size_t)i * ld + j];
   th_check_nerr(got, tl->data, (size_t)B * T * V, tol, "golden %s [%s %s %s] logits", fam, isa,
                 ot_dtype_name(dt), ot_recompute_name(rc));
   free(got);
@@ -460,7 +465,7 @@ static void golden_run(const ot_st_file *f, ot_dtype dt, ot_recompute rc, const 
     ot_model_hf_get(m, i, ot_model_grads(m), gg);
     double e = th_nerr(gg, t->data, n);
     if (e > worst) worst = e;
-    th_check(e <= (bf ? 0.1 : 1e-5), "golden %s [%s %s %s] %s nerr %.3g", fam, isa, ot_dtype_name(dt),
+    th_check(e <= th_tol(dt, 1e-5, 0.1), "golden %s [%s %s %s] %s nerr %.3g", fam, isa, ot_dtype_name(dt),
              ot_recompute_name(rc), name, e);
     free(gg);
   }
@@ -482,6 +487,7 @@ static void test_golden(const char *path) {
   ot_isa_unforce();
   golden_run(f, OT_F32, OT_RECOMPUTE_FULL, ot_isa_name(ot_isa_active()));
   golden_run(f, OT_BF16, OT_RECOMPUTE_SELECTIVE, ot_isa_name(ot_isa_active()));
+  golden_run(f, OT_F16, OT_RECOMPUTE_SELECTIVE, ot_isa_name(ot_isa_active()));
 
   // strict import rejects the extra (gradient) tensors; wrong configs name the tensor
   ot_model_config c = golden_cfg(f);
@@ -617,14 +623,16 @@ int main(void) {
   ot_model_config g = cfg_gpt2(), l = cfg_llama();
   test_fd(&g);
   test_fd(&l);
-  for (int d = 0; d < 2; d++) {
-    test_recompute(&g, d ? OT_BF16 : OT_F32);
-    test_recompute(&l, d ? OT_BF16 : OT_F32);
+  for (int d = 0; d < TH_NDT; d++) {
+    test_recompute(&g, th_dts[d]);
+    test_recompute(&l, th_dts[d]);
   }
   test_smaller_batch(&g);
   test_smaller_batch(&l);
-  test_bf16(&g);
-  test_bf16(&l);
+  test_16bit(&g, OT_BF16);
+  test_16bit(&l, OT_BF16);
+  test_16bit(&g, OT_F16);
+  test_16bit(&l, OT_F16);
   test_golden("tests/golden/model_gpt2.safetensors");
   test_golden("tests/golden/model_llama.safetensors");
   test_hf_config_errors();

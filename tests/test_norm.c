@@ -6,13 +6,13 @@
 #include "harness.h"
 #include "internal.h"
 
-static th_rng g_rng = {20240611u};
+static th_rng g_rng = {20240611u}, g_rng16 = {16u};  // f16 cases: their own stream
 
 
 static void fill_act(float *x, size_t n, float offset, ot_dtype dt) {
   th_fill_normal(&g_rng, x, n, 1.0f);
   for (size_t i = 0; i < n; i++) x[i] += offset;
-  if (dt == OT_BF16) th_round_bf16(x, n);
+  th_round_dt(dt, x, n);
 }
 
 // ---------------------------------------------------------------- forward --
@@ -20,7 +20,6 @@ static void fill_act(float *x, size_t n, float offset, ot_dtype dt) {
 static void check_fwd(const char *isa, ot_dtype dt, int rms, int N, int C, int use_r, int use_beta,
                       int res_mode) {
   const size_t n = (size_t)N * C;
-  const bool bf = dt == OT_BF16;
   float *x = th_falloc(n), *r = th_falloc(n), *g = th_falloc(C), *beta = th_falloc(C);
   fill_act(x, n, 0.7f, dt);
   fill_act(r, n, -0.2f, dt);
@@ -44,7 +43,7 @@ static void check_fwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
   th_from_dt(dt, dy_, fy, n);
   th_from_dt(dt, dres_, fres, n);
   const char *nm = rms ? "rmsnorm" : "layernorm";
-  const double ty = bf ? 1e-2 : 2e-6, ts = bf ? 1e-2 : 3e-6;
+  const double ty = th_tol(dt, 2e-6, 1e-2), ts = th_tol(dt, 3e-6, 1e-2);
   th_check(st == OT_OK, "%s %s fwd [%s] N=%d C=%d: status %s (%s)", nm, ot_dtype_name(dt), isa, N,
            C, ot_status_name(st), ot_last_error());
   th_check_nerr(fy, ry, n, ty, "%s %s fwd y [%s] N=%d C=%d r=%d beta=%d", nm, ot_dtype_name(dt), isa,
@@ -55,7 +54,7 @@ static void check_fwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
     th_check_nerr(fm, rm, N, ts, "%s %s fwd mean [%s] N=%d C=%d r=%d", nm, ot_dtype_name(dt), isa, N,
                   C, use_r);
   if (use_r)  // x + r in f32 is exact in both; bf16 rounds once
-    th_check_nerr(fres, rres, n, bf ? 4e-3 : 0.0, "%s %s fwd res_out [%s] N=%d C=%d", nm,
+    th_check_nerr(fres, rres, n, th_tol(dt, 0.0, 4e-3), "%s %s fwd res_out [%s] N=%d C=%d", nm,
                   ot_dtype_name(dt), isa, N, C);
   else if (res_mode == 1)
     th_check(memcmp(dres_, dx_, n * ot_dtype_size(dt)) == 0,
@@ -68,7 +67,6 @@ static void check_fwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
 static void check_bwd(const char *isa, ot_dtype dt, int rms, int N, int C, int use_dres,
                       int use_dbeta) {
   const size_t n = (size_t)N * C;
-  const bool bf = dt == OT_BF16;
   float *res = th_falloc(n), *dy = th_falloc(n), *dres = th_falloc(n), *g = th_falloc(C);
   float *y = th_falloc(n), *mean = th_falloc(N), *rstd = th_falloc(N);
   fill_act(res, n, 0.5f, dt);
@@ -96,7 +94,7 @@ static void check_bwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
   th_check(st == OT_OK, "%s %s bwd [%s] N=%d C=%d: status %s (%s)", nm, dn, isa, N, C,
            ot_status_name(st), ot_last_error());
   if (C > 1) {
-    th_check_nerr(fdx, rdx, n, bf ? 1e-2 : 3e-6, "%s %s bwd dx [%s] N=%d C=%d dres=%d", nm, dn, isa,
+    th_check_nerr(fdx, rdx, n, th_tol(dt, 3e-6, 1e-2), "%s %s bwd dx [%s] N=%d C=%d dres=%d", nm, dn, isa,
                   N, C, use_dres);
   } else {
     // C = 1: dx is a difference of nearly equal terms (exactly 0 for LayerNorm),
@@ -108,7 +106,7 @@ static void check_bwd(const char *isa, ot_dtype dt, int rms, int N, int C, int u
       den += sc * sc;
     }
     double e = sqrt(num) / fmax(sqrt(den), 1e-30);
-    th_check(e <= (bf ? 1e-2 : 1e-5), "%s %s bwd dx [%s] N=%d C=1 dres=%d: error %.3g of the term scale",
+    th_check(e <= (th_tol(dt, 1e-5, 1e-2)), "%s %s bwd dx [%s] N=%d C=1 dres=%d: error %.3g of the term scale",
              nm, dn, isa, N, use_dres, e);
   }
   // dg/dbeta accumulate in f32 from the same (bf16-exact) inputs in both dtypes
@@ -233,8 +231,8 @@ static void check_errors(void) {
                  OT_EINVAL, "eps=nan", "rmsnorm fwd eps=NaN");
   th_check_error(ot_rmsnorm_fwd(OT_F32, b, s, NULL, a, NULL, g, 2, 4, INFINITY),
                  OT_EINVAL, "eps=inf", "rmsnorm fwd eps=inf");
-  th_check_error(ot_layernorm_fwd(OT_F16, b, m, s, NULL, a, NULL, g, NULL, 2, 4, 1e-5f),
-                 OT_EINVAL, "f16", "layernorm fwd dtype f16");
+  th_check_error(ot_layernorm_fwd(OT_I32, b, m, s, NULL, a, NULL, g, NULL, 2, 4, 1e-5f),
+                 OT_EINVAL, "i32", "layernorm fwd dtype i32");
   th_check_error(ot_layernorm_bwd(OT_F32, NULL, dg, NULL, a, NULL, b, m, s, g, 2, 4),
                  OT_EINVAL, "'dx' is NULL", "layernorm bwd dx NULL");
   th_check_error(ot_layernorm_bwd(OT_F32, b, dg, NULL, a, NULL, b, NULL, s, g, 2, 4),
@@ -257,8 +255,10 @@ int main(void) {
   for (int k = 0; k < nisa; k++) {
     th_check(ot_isa_force(isas[k]) == OT_OK, "force %s", ot_isa_name(isas[k]));
     const char *isa = ot_isa_name(isas[k]);
-    for (int d = 0; d < 2; d++) {
-      ot_dtype dt = d ? OT_BF16 : OT_F32;
+    for (int d = 0; d < TH_NDT; d++) {
+      ot_dtype dt = th_dts[d];
+      const th_rng keep = g_rng;   // the f32 / bf16 cases keep the inputs they had before f16
+      if (dt == OT_F16) g_rng = g_rng16;
       for (int rms = 0; rms < 2; rms++) {
         for (size_t i = 0; i < sizeof Ns / sizeof *Ns + sizeof extra / sizeof *extra; i++)
           for (size_t j = 0; j < sizeof Cs / sizeof *Cs; j++) {
@@ -273,6 +273,10 @@ int main(void) {
             check_bwd(isa, dt, rms, N, C, 0, (v >> 1) & 1);
           }
         check_determinism(isa, dt, rms);
+      }
+      if (dt == OT_F16) {
+        g_rng16 = g_rng;
+        g_rng = keep;
       }
     }
   }

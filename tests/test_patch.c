@@ -21,14 +21,14 @@ static void test_vs_ref(void) {
     float *want = th_falloc(no), *dout = th_falloc(no), *dw = th_falloc(nw), *db = th_falloc(s.E);
     float *rdw = th_falloc(nw), *rdb = th_falloc(s.E), *dimg = th_falloc(ni), *rdimg = th_falloc(ni);
     float *cols = th_falloc((size_t)Np * K), *dcols = th_falloc((size_t)Np * K);
-    for (int di = 0; di < 2; di++) {
-      const ot_dtype dt = di ? OT_BF16 : OT_F32;
-      const double tol = di ? 1e-2 : 1e-5;
+    for (int di = 0; di < TH_NDT; di++) {
+      const ot_dtype dt = th_dts[di];
+      const double tol = th_tol(dt, 1e-5, 1e-2);
       th_fill(&g_rng, img, ni, -1.0f, 1.0f);
       th_fill(&g_rng, w, nw, -0.5f, 0.5f);
       th_fill(&g_rng, b, s.E, -0.5f, 0.5f);
       th_fill(&g_rng, dout, no, -1.0f, 1.0f);
-      if (di) { th_round_bf16(img, ni); th_round_bf16(w, nw); th_round_bf16(dout, no); }
+      th_round_dt(dt, img, ni); th_round_dt(dt, w, nw); th_round_dt(dt, dout, no);
       void *wd = th_to_dt(dt, w, nw), *od = th_to_dt(dt, out, no), *doutd = th_to_dt(dt, dout, no);
       void *cd = th_to_dt(dt, cols, (size_t)Np * K), *dcd = th_to_dt(dt, dcols, (size_t)Np * K);
       th_check(ot_patch_embed_fwd(dt, od, cd, img, wd, b, s.B, s.Cin, s.H, s.W, s.P, s.E) == OT_OK,

@@ -1,5 +1,5 @@
 // ot_qkv_fwd/bwd against the references: multi-head, grouped-query (Hkv < Hq)
-// and multi-query (Hkv = 1), odd C/D/T, bias or not, f32 and bf16, every ISA;
+// and multi-query (Hkv = 1), odd C/D/T, bias or not, f32, bf16 and f16, every ISA;
 // finite differences of the reference backward; the layout of one head
 // checked by hand; primitive reuse; bad arguments.
 #include "harness.h"
@@ -22,9 +22,9 @@ static void test_fwd_bwd(const char *isa, ot_dtype dt, qshape s, bool bias) {
   th_fill(&g_rng, x, nx, -1, 1);
   th_fill(&g_rng, w, nw, -0.5f, 0.5f);
   th_fill(&g_rng, b, Nt, -1, 1);
-  if (dt == OT_BF16) { th_round_bf16(x, nx); th_round_bf16(w, nw); }
+  th_round_dt(dt, x, nx); th_round_dt(dt, w, nw);
   const char *n = ot_dtype_name(dt);
-  double tol = dt == OT_BF16 ? 6e-3 : 2e-6;
+  double tol = th_tol(dt, 2e-6, 6e-3);
   // forward
   ot_ref_qkv_fwd(qr, kr, vr, x, w, bias ? b : NULL, B, T, C, Hq, Hkv, D);
   void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *qd = th_to_dt(dt, qg, nq), *kd = th_to_dt(dt, kg, nk),
@@ -43,7 +43,7 @@ static void test_fwd_bwd(const char *isa, ot_dtype dt, qshape s, bool bias) {
   th_fill(&g_rng, dv, nk, -1, 1);
   th_fill(&g_rng, dwr, nw, -1, 1);
   th_fill(&g_rng, dbr, Nt, -1, 1);
-  if (dt == OT_BF16) { th_round_bf16(dq, nq); th_round_bf16(dk, nk); th_round_bf16(dv, nk); }
+  th_round_dt(dt, dq, nq); th_round_dt(dt, dk, nk); th_round_dt(dt, dv, nk);
   memcpy(dwg, dwr, nw * 4);
   memcpy(dbg, dbr, Nt * 4);
   ot_ref_qkv_bwd(dxr, dwr, bias ? dbr : NULL, dq, dk, dv, x, w, B, T, C, Hq, Hkv, D);
@@ -164,9 +164,9 @@ int main(void) {
   int n = th_isas(isas);
   for (int i = 0; i < n; i++) {
     ot_isa_force(isas[i]);
-    for (int d = 0; d < 2; d++)
+    for (int d = 0; d < TH_NDT; d++)
       for (int s = 0; s < NSHAPES; s++)
-        test_fwd_bwd(ot_isa_name(isas[i]), d ? OT_BF16 : OT_F32, SHAPES[s], (s & 1) == 0);
+        test_fwd_bwd(ot_isa_name(isas[i]), th_dts[d], SHAPES[s], (s & 1) == 0);
   }
   ot_isa_unforce();
   test_reuse();

@@ -11,10 +11,10 @@ static ot_status fast_rope(int bwd, ot_dtype dt, float *x, const float *tab, int
                            int T, int D, int rot, int pos0, ot_rope_style st) {
   size_t n = (size_t)B * H * T * D;
   ot_status s;
-  if (dt == OT_BF16) {
-    uint16_t *xb = th_to_bf16(x, n);
+  if (dt != OT_F32) {
+    void *xb = th_to_dt(dt, x, n);
     s = (bwd ? ot_rope_bwd : ot_rope_fwd)(dt, xb, tab, Tmax, B, H, T, D, rot, pos0, st);
-    th_from_bf16(xb, x, n);
+    th_from_dt(dt, xb, x, n);
     free(xb);
   } else {
     s = (bwd ? ot_rope_bwd : ot_rope_fwd)(dt, x, tab, Tmax, B, H, T, D, rot, pos0, st);
@@ -61,11 +61,11 @@ static void test_vs_ref(void) {
       float *tab = th_falloc((size_t)Tmax * s.rot);
       ot_rope_table(tab, Tmax, s.rot, s.base);
       float *x0 = th_falloc(n), *x = th_falloc(n), *want = th_falloc(n);
-      for (int di = 0; di < 2; di++) {
-        ot_dtype dt = di ? OT_BF16 : OT_F32;
-        double tol = di ? 1e-2 : 1e-6;
+      for (int di = 0; di < TH_NDT; di++) {
+        ot_dtype dt = th_dts[di];
+        double tol = th_tol(dt, 1e-6, 1e-2);
         th_fill(&g_rng, x0, n, -2.0f, 2.0f);
-        if (di) th_round_bf16(x0, n);
+        th_round_dt(dt, x0, n);
         for (int st = 0; st < 2; st++)
           for (int bwd = 0; bwd < 2; bwd++) {
             ot_rope_style style = (ot_rope_style)st;
@@ -210,9 +210,9 @@ static void test_determinism_pos0(void) {
   ot_rope_table(tab, T, rot, 10000.0f);
   th_fill(&g_rng, x0, n, -1.0f, 1.0f);
   int nt = ot_threads_get();
-  for (int di = 0; di < 2; di++)
+  for (int di = 0; di < TH_NDT; di++)
     for (int st = 0; st < 2; st++) {
-      ot_dtype dt = di ? OT_BF16 : OT_F32;
+      ot_dtype dt = th_dts[di];
       memcpy(a, x0, n * 4);
       memcpy(b, x0, n * 4);
       ot_threads_set(1);
@@ -256,8 +256,8 @@ static void test_errors(void) {
                  "'x'", "NULL x");
   th_check_error(ot_rope_bwd(OT_F32, x, NULL, 8, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "'tab'", "NULL tab");
-  th_check_error(ot_rope_fwd(OT_F16, x, tab, 8, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
-                 "f16", "f16 dtype");
+  th_check_error(ot_rope_fwd(OT_I8, x, tab, 8, 1, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
+                 "i8", "i8 dtype");
   th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 0, 1, 2, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,
                  "B=0", "B=0");
   th_check_error(ot_rope_fwd(OT_F32, x, tab, 8, 1, 1, -3, 8, 8, 0, OT_ROPE_NEOX), OT_EINVAL,

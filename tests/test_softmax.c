@@ -19,13 +19,11 @@ static void fill_rows(float *x, int N, int V, int ld, int pat) {
 }
 
 static void to_dt(ot_dtype dt, void *dst, const float *src, size_t n) {
-  if (dt == OT_F32) memcpy(dst, src, n * 4);
-  else for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = ot_f32_to_bf16(src[i]);
+  void *t = th_to_dt(dt, src, n);
+  memcpy(dst, t, n * ot_dtype_size(dt));
+  free(t);
 }
-static void from_dt(ot_dtype dt, float *dst, const void *src, size_t n) {
-  if (dt == OT_F32) memcpy(dst, src, n * 4);
-  else th_from_bf16(src, dst, n);
-}
+static void from_dt(ot_dtype dt, float *dst, const void *src, size_t n) { th_from_dt(dt, src, dst, n); }
 
 // ------------------------------------------------------------------ softmax --
 static void test_softmax_vs_ref(void) {
@@ -36,17 +34,17 @@ static void test_softmax_vs_ref(void) {
   for (int ii = 0; ii < ni; ii++) {
     ot_isa_force(isas[ii]);
     for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++)
-      for (int di = 0; di < 2; di++) {
+      for (int di = 0; di < TH_NDT; di++) {
         int V = Vs[vi], N = Ns[vi % 3], pat = (int)(vi % 4);
-        ot_dtype dt = di ? OT_BF16 : OT_F32;
+        ot_dtype dt = th_dts[di];
         size_t n = (size_t)N * V;
         float *x = th_falloc(n), *y = th_falloc(n), *want = th_falloc(n), *dy = th_falloc(n);
         float *dx = th_falloc(n), *dwant = th_falloc(n);
         void *xb = th_alloc(n * 4), *yb = th_alloc(n * 4), *dyb = th_alloc(n * 4);
         fill_rows(x, N, V, V, pat);
         th_fill(&g_rng, dy, n, -1.0f, 1.0f);
-        if (di) { th_round_bf16(x, n); th_round_bf16(dy, n); }
-        double tol = di ? 1e-2 : 1e-6;
+        th_round_dt(dt, x, n); th_round_dt(dt, dy, n);
+        double tol = th_tol(dt, 1e-6, 1e-2);
         ot_ref_softmax_fwd(want, x, N, V);
         for (int alias = 0; alias < 2; alias++) {
           to_dt(dt, xb, x, n);
@@ -61,7 +59,7 @@ static void test_softmax_vs_ref(void) {
         // cancellation, ill-conditioned beyond bf16 tolerances), rounded to dt
         fill_rows(x, N, V, V, 0);
         ot_ref_softmax_fwd(want, x, N, V);
-        if (di) th_round_bf16(want, n);
+        th_round_dt(dt, want, n);
         ot_ref_softmax_bwd(dwant, want, dy, N, V);
         for (int alias = 0; alias < 2; alias++) {
           to_dt(dt, yb, want, n);
@@ -69,7 +67,7 @@ static void test_softmax_vs_ref(void) {
           void *out = alias ? dyb : xb;
           th_check(ot_softmax_bwd(dt, out, yb, dyb, N, V) == OT_OK, "softmax_bwd status");
           from_dt(dt, dx, out, n);
-          th_check_nerr(dx, dwant, n, di ? 1e-2 : 1e-5, "softmax_bwd %s %s N=%d V=%d%s",
+          th_check_nerr(dx, dwant, n, th_tol(dt, 1e-5, 1e-2), "softmax_bwd %s %s N=%d V=%d%s",
                         ot_dtype_name(dt), ot_isa_name(isas[ii]), N, V,
                         alias ? " (dx aliases dy)" : "");
         }
@@ -113,9 +111,9 @@ static void test_xent_vs_ref(void) {
   for (int ii = 0; ii < ni; ii++) {
     ot_isa_force(isas[ii]);
     for (size_t k = 0; k < sizeof sh / sizeof sh[0]; k++)
-      for (int di = 0; di < 2; di++) {
+      for (int di = 0; di < TH_NDT; di++) {
         xshape s = sh[k];
-        ot_dtype dt = di ? OT_BF16 : OT_F32;
+        ot_dtype dt = th_dts[di];
         size_t n = (size_t)s.N * s.ld;
         float *x = th_falloc(n), *g = th_falloc(n), *want = th_falloc(n);
         float rl[8], rlw[8], ml = 0, mlw = 0;
@@ -123,7 +121,7 @@ static void test_xent_vs_ref(void) {
         void *xb = th_alloc(n * 4), *x0 = th_alloc(n * 4);
         for (size_t i = 0; i < n; i++) x[i] = NAN;  // padding: must be ignored
         fill_rows(x, s.N, s.V, s.ld, s.pat);
-        if (di) th_round_bf16(x, n);
+        th_round_dt(dt, x, n);
         int kept = 0;
         for (int r = 0; r < s.N; r++) {
           tg[r] = (int32_t)(th_next(&g_rng) % (uint64_t)s.V);
@@ -140,10 +138,10 @@ static void test_xent_vs_ref(void) {
           ot_status rc = ot_xent_fused(dt, xb, s.ld, tg, s.N, s.V, s.ignore, count, rl, &ml, wg);
           th_check(rc == OT_OK, "xent status %s", ot_last_error());
           const char *ctx = ot_isa_name(isas[ii]);
-          th_check_nerr(rl, rlw, (size_t)s.N, di ? 1e-5 : 1e-6,
+          th_check_nerr(rl, rlw, (size_t)s.N, th_tol(dt, 1e-6, 1e-5),
                         "xent row_loss %s %s N=%d V=%d ld=%d pat=%d grad=%d", ot_dtype_name(dt),
                         ctx, s.N, s.V, s.ld, s.pat, wg);
-          th_check_nerr(&ml, &mlw, 1, di ? 1e-5 : 1e-6, "xent mean_loss %s %s N=%d V=%d grad=%d",
+          th_check_nerr(&ml, &mlw, 1, th_tol(dt, 1e-6, 1e-5), "xent mean_loss %s %s N=%d V=%d grad=%d",
                         ot_dtype_name(dt), ctx, s.N, s.V, wg);
           if (!wg) {
             th_check(memcmp(xb, x0, n * ot_dtype_size(dt)) == 0,
@@ -152,7 +150,7 @@ static void test_xent_vs_ref(void) {
             continue;
           }
           from_dt(dt, g, xb, n);
-          th_check_nerr(g, want, n, di ? 1e-2 : 1e-5, "xent dlogits %s %s N=%d V=%d ld=%d pat=%d",
+          th_check_nerr(g, want, n, th_tol(dt, 1e-5, 1e-2), "xent dlogits %s %s N=%d V=%d ld=%d pat=%d",
                         ot_dtype_name(dt), ctx, s.N, s.V, s.ld, s.pat);
           bool zero = true;
           for (int r = 0; r < s.N; r++)
@@ -202,8 +200,8 @@ static void test_determinism(void) {
   fill_rows(x, N, V, V, 0);
   for (int r = 0; r < N; r++) tg[r] = r % 5 == 0 ? -100 : (int32_t)(th_next(&g_rng) % (uint64_t)V);
   int nt = ot_threads_get();
-  for (int di = 0; di < 2; di++) {
-    ot_dtype dt = di ? OT_BF16 : OT_F32;
+  for (int di = 0; di < TH_NDT; di++) {
+    ot_dtype dt = th_dts[di];
     size_t bytes = n * ot_dtype_size(dt);
     to_dt(dt, a, x, n);
     to_dt(dt, b, x, n);
@@ -266,8 +264,8 @@ static void test_errors(void) {
                  "count=nan", "count NaN");
   th_check_error(ot_xent_fused(OT_F32, lg, 4, tg, 4, 5, -100, 3.0f, rl, &ml, true), OT_EINVAL,
                  "ld=4", "ld < V");
-  th_check_error(ot_xent_fused(OT_F16, lg, 6, tg, 4, 5, -100, 3.0f, rl, &ml, true), OT_EINVAL,
-                 "f16", "f16");
+  th_check_error(ot_xent_fused(OT_I8, lg, 6, tg, 4, 5, -100, 3.0f, rl, &ml, true), OT_EINVAL,
+                 "i8", "i8");
   th_check_error(ot_xent_fused(OT_F32, NULL, 6, tg, 4, 5, -100, 3.0f, rl, &ml, true), OT_EINVAL,
                  "'logits'", "NULL logits");
   th_check_error(ot_xent_fused(OT_F32, lg, 6, NULL, 4, 5, -100, 3.0f, rl, &ml, true), OT_EINVAL,
@@ -279,7 +277,7 @@ static void test_errors(void) {
   th_check(memcmp(lg, lg0, sizeof lg) == 0, "logits untouched by failing calls");
   th_check(ot_xent_fused(OT_F32, lg, 6, tg, 4, 5, -100, 3.0f, NULL, NULL, false) == OT_OK,
            "row_loss and mean_loss may be NULL");
-  th_check_error(ot_softmax_fwd(OT_F16, lg, lg, 4, 6), OT_EINVAL, "f16", "softmax f16");
+  th_check_error(ot_softmax_fwd(OT_I8, lg, lg, 4, 6), OT_EINVAL, "i8", "softmax i8");
   th_check_error(ot_softmax_fwd(OT_F32, NULL, lg, 4, 6), OT_EINVAL, "'y'", "softmax NULL y");
   th_check_error(ot_softmax_fwd(OT_F32, lg, lg, 4, 0), OT_EINVAL, "V=0", "softmax V=0");
   th_check_error(ot_softmax_bwd(OT_F32, lg, lg, NULL, 4, 6), OT_EINVAL, "'dy'", "softmax_bwd NULL dy");

@@ -149,6 +149,26 @@ static void test_keys(void) {
   th_check(set(&c, "n_embd", "128") == OT_OK && c.model.d_model == 128, "n_embd -> d-model");
   th_check(set(&c, "num_query_groups", "2") == OT_OK && c.model.n_kv_heads == 2, "num_query_groups -> kv-heads");
   th_check(set(&c, "bf16", "true") == OT_OK && c.dtype == OT_BF16, "bf16 true -> dtype bf16");
+  th_check(set(&c, "fp16", "true") == OT_OK && c.dtype == OT_F16, "fp16 true (Megatron / HF) -> dtype f16");
+  th_check(set(&c, "fp16", "false") == OT_OK && c.dtype == OT_F32, "fp16 false -> dtype f32");
+  th_check(set(&c, "dtype", "fp16") == OT_OK && c.dtype == OT_F16, "dtype fp16");
+  th_check(set(&c, "dtype", "float16") == OT_OK && c.dtype == OT_F16, "dtype float16");
+  th_check(set(&c, "precision", "16-mixed") == OT_OK && c.dtype == OT_F16, "precision 16-mixed (Lightning) -> f16");
+  th_check(set(&c, "precision", "bf16-mixed") == OT_OK && c.dtype == OT_BF16, "precision bf16-mixed -> bf16");
+  th_check(set(&c, "precision", "32") == OT_OK && c.dtype == OT_F32, "precision 32 -> f32");
+  th_check(set(&c, "initial_loss_scale", "1024") == OT_OK && c.loss_scale_init == 1024.0f,
+           "initial_loss_scale (Megatron) -> loss-scale-init");
+  th_check(set(&c, "initial_scale_power", "12") == OT_OK && c.loss_scale_init == 4096.0f,
+           "initial_scale_power 12 (DeepSpeed) -> loss-scale-init 4096");
+  th_check(set(&c, "loss_scale_window", "500") == OT_OK && c.loss_scale_growth_interval == 500,
+           "loss_scale_window (Megatron / DeepSpeed) -> loss-scale-growth-interval");
+  th_check(set(&c, "growth_factor", "4") == OT_OK && c.loss_scale_growth == 4.0f, "growth_factor -> loss-scale-growth");
+  th_check(set(&c, "backoff_factor", "0.25") == OT_OK && c.loss_scale_backoff == 0.25f,
+           "backoff_factor -> loss-scale-backoff");
+  th_check(set(&c, "min_loss_scale", "1") == OT_OK && c.loss_scale_min == 1.0f, "min_loss_scale -> loss-scale-min");
+  th_check(set(&c, "loss_scale", "128") == OT_OK && c.loss_scale == 128.0f, "loss_scale 128: static");
+  th_check(set(&c, "loss-scale", "dynamic") == OT_OK && c.loss_scale == 0.0f, "loss-scale dynamic = 0");
+  th_check(set(&c, "loss-scale", "auto") == OT_OK && c.loss_scale == -1.0f, "loss-scale auto");
   th_check(set(&c, "--dtype", "fp32") == OT_OK && c.dtype == OT_F32, "--dtype fp32 (leading dashes ignored)");
   th_check(set(&c, "recompute_granularity", "selective") == OT_OK && c.recompute == OT_RECOMPUTE_SELECTIVE,
            "recompute_granularity selective");
@@ -160,7 +180,8 @@ static void test_keys(void) {
   th_check(set(&c, "eval_iters", "1e2") == OT_OK && c.eval_batches == 100, "integer written as 1e2");
   th_check(!strcmp(ot_train_key_canonical("micro_batch_size"), "batch-size") && !ot_train_key_canonical("nope"),
            "ot_train_key_canonical");
-  th_check(ot_train_key_is_bool("quiet") && ot_train_key_is_bool("bf16") && !ot_train_key_is_bool("lr"), "bool keys");
+  th_check(ot_train_key_is_bool("quiet") && ot_train_key_is_bool("bf16") && ot_train_key_is_bool("fp16") &&
+           !ot_train_key_is_bool("lr"), "bool keys");
 
   // every key round-trips through get -> set (checkpoints store them this way)
   ot_train_config a, b;
@@ -218,7 +239,11 @@ static void test_bad(void) {
   th_check_error(set(&c, "batch-size", "0"), OT_EINVAL, "batch-size '0' is outside", "batch 0");
   th_check_error(set(&c, "batch-size", "4x"), OT_EINVAL, "not an integer", "bad int");
   th_check_error(set(&c, "steps", "-5"), OT_EINVAL, "outside", "negative steps");
-  th_check_error(set(&c, "dtype", "fp8"), OT_EINVAL, "not a dtype (f32 | bf16)", "bad dtype");
+  th_check_error(set(&c, "dtype", "fp8"), OT_EINVAL, "not a dtype (f32 | bf16 | f16)", "bad dtype");
+  th_check_error(set(&c, "loss-scale", "-2"), OT_EINVAL, "auto | 0 = dynamic", "negative loss scale");
+  th_check_error(set(&c, "loss-scale", "big"), OT_EINVAL, "loss-scale 'big' is not a loss scale", "bad loss scale");
+  th_check_error(set(&c, "initial_scale_power", "200"), OT_EINVAL, "initial_scale_power (our --loss-scale-init-power)",
+                 "DeepSpeed power out of range");
   th_check_error(set(&c, "recompute", "some"), OT_EINVAL, "none | selective | full", "bad recompute");
   th_check_error(set(&c, "shuffle", "maybe"), OT_EINVAL, "not a boolean", "bad bool");
   th_check_error(set(&c, "model", "gpt5"), OT_EINVAL, "gpt5", "unknown preset");
@@ -235,6 +260,15 @@ static void test_bad(void) {
       {"heads", "3", "d_model=256 is not a multiple of n_heads=3"},
       {"kv-heads", "3", "n_kv_heads=3 must divide"},
       {"eps", "0", "outside"},
+      {"loss-scale-growth-interval", "-5", "--loss-scale-growth-interval -5 must be >= 1"},
+      {"loss_scale_window", "0", "--loss_scale_window 0 (our --loss-scale-growth-interval) must be >= 1"},
+      {"loss-scale-backoff", "1.5", "--loss-scale-backoff 1.5 must be in (0, 1)"},
+      {"backoff_factor", "0", "--backoff_factor 0 (our --loss-scale-backoff) must be in (0, 1)"},
+      {"loss-scale-growth", "1", "--loss-scale-growth 1 must be > 1"},
+      {"loss-scale-init", "0", "--loss-scale-init 0 must be finite and > 0"},
+      {"loss-scale-init", "inf", "not a number"},
+      {"min_loss_scale", "-1", "--min_loss_scale -1 (our --loss-scale-min) must be >= 0"},
+      {"loss-scale-min", "1e6", "--loss-scale-min 1e+06 is above --loss-scale-init 65536"},
   };
   for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
     ot_train_config_default(&c);

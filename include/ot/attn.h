@@ -3,8 +3,8 @@
 // contiguous cache and over the paged block pool, and their scalar references.
 //
 // Semantics shared with ot_ref_attn_* / ot_attn_mat_*:
-//  - q: [B, Hq, Tq, D], k, v: [B, Hkv, Tk, D], o: [B, Hq, Tq, D] (dt = f32 or
-//    bf16 storage, f32 arithmetic); lse: [B, Hq, Tq] f32 logsumexp of the
+//  - q: [B, Hq, Tq, D], k, v: [B, Hkv, Tk, D], o: [B, Hq, Tq, D] (dt = f32, bf16
+//    or f16 storage, f32 arithmetic); lse: [B, Hq, Tq] f32 logsumexp of the
 //    scaled scores of each row (natural log), the only state the backward needs
 //    besides o. Query head h reads kv head h / (Hq / Hkv): grouped-query and
 //    multi-query attention never copy K/V.

@@ -174,8 +174,8 @@ const char *ot_recompute_name(ot_recompute r);   // "none", "selective", "full"
 
 typedef struct {
   int B, T;                // largest micro-batch and sequence the buffers hold
-  ot_dtype dt;             // activation storage: OT_F32, or OT_BF16 (mixed precision:
-                           // a bf16 copy of the weights feeds the GEMMs and embeddings;
+  ot_dtype dt;             // activation storage: OT_F32, or OT_BF16 / OT_F16 (mixed precision:
+                           // a bf16 / f16 copy of the weights feeds the GEMMs and embeddings;
                            // norm gains and biases are read from the f32 master; all
                            // gradients are f32; arithmetic is f32 inside every op)
   ot_recompute recompute;  // none | selective (attention core + MLP activation
@@ -189,7 +189,7 @@ typedef struct {
 // two f32 moments will take (8 bytes per master float), for the report.
 typedef struct {
   size_t params;            // f32 master weights
-  size_t params_bf16;       // bf16 copy (dt = bf16 only), also OT_MEM_PARAMS
+  size_t params_bf16;       // 16-bit copy in dt (bf16 or f16; 0 for f32), also OT_MEM_PARAMS
   size_t grads;             // f32 gradients
   size_t optim;             // AdamW m + v (informational)
   size_t act_saved_layer;   // saved for the backward, per layer
@@ -226,13 +226,13 @@ const ot_mem_plan *ot_model_plan_of(const ot_model *m);
 // Refreshes the bf16 copy.
 ot_status ot_model_init(ot_model *m, uint64_t seed);
 
-// Master buffer [n_floats] f32, gradients (same layout; NULL with external_grads), bf16 copy
-// (NULL when dt = f32).
+// Master buffer [n_floats] f32, gradients (same layout; NULL with external_grads), 16-bit
+// copy in the run dtype, bf16 or f16 (NULL when dt = f32).
 float *ot_model_params(ot_model *m);
 float *ot_model_grads(ot_model *m);
 uint16_t *ot_model_params_bf16(ot_model *m);
 size_t ot_model_n_floats(const ot_model *m);
-// Recomputes the bf16 copy from the master weights (mixed precision: after every
+// Recomputes the 16-bit (bf16 / f16) copy from the master weights (mixed precision: after every
 // optimizer step that did not write it itself, e.g. ot_adamw over the whole
 // buffer with p_bf16 = ot_model_params_bf16() keeps it in sync); no-op with dt = f32.
 ot_status ot_model_sync_bf16(ot_model *m);
@@ -475,6 +475,11 @@ ot_status ot_model_forward_s2s_slot(ot_model *m, int slot, const ot_s2s_batch *b
 // gradient label-smoothed). OT_EINVAL outside [0, 1); a vocabulary-parallel
 // head refuses eps > 0 (OT_EUNSUPPORTED).
 ot_status ot_model_set_label_smoothing(ot_model *m, float eps);
+// Loss scaling (fp16 mixed precision): every later backward starts from the loss
+// gradient times scale (finite, > 0; 1 = none, the default), so the gradients come
+// out multiplied by it (the trainer unscales them in its optimizer step). The loss
+// values reported stay unscaled.
+ot_status ot_model_set_loss_scale(ot_model *m, float scale);
 // Plain NLL (sum of -log p_target / count) of the last forward with targets:
 // = its loss when eps = 0; with eps > 0 computed in forwards without want_grad
 // only (NaN after a training forward, whose logits become their gradient).

@@ -1,7 +1,7 @@
 // ops-transformer operators: forward and backward of every Transformer op.
 //
 // Conventions for every function here:
-//  - `dt` is the storage dtype of activations (OT_F32 or OT_BF16); arithmetic
+//  - `dt` is the storage dtype of activations (OT_F32, OT_BF16 or OT_F16); arithmetic
 //    and accumulation are f32. Parameters' gradients are always f32 and are
 //    ACCUMULATED (+=) so that gradient accumulation needs no extra buffer;
 //    activation gradients are OVERWRITTEN. Norm gains/biases are f32.
@@ -149,7 +149,7 @@ ot_status ot_swiglu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, in
 // ot_rand_u32(seed, offset + e) >= ot_dropout_threshold(p), and then
 //   y[e] = x[e] * ot_dropout_scale(p)   (f32 product, rounded to dt), else 0.
 // Nothing is stored: the backward regenerates the mask from (seed, offset).
-// dt: OT_F32 or OT_BF16. p must be in [0, 1) (p >= 1 or NaN: OT_EINVAL).
+// dt: OT_F32, OT_BF16 or OT_F16. p must be in [0, 1) (p >= 1 or NaN: OT_EINVAL).
 // p == 0: y is an exact copy of x (no-op when y == x). y may alias x.
 // Deterministic for (seed, offset) and independent of the thread count.
 // Usage (the model): one seed per run and a running counter `off`; each call
@@ -215,6 +215,9 @@ typedef struct {
 // p, g, m, v: [n] f32. p_bf16: [n] bf16 copy of the updated p, or NULL.
 ot_status ot_adamw(float *p, const float *g, float *m, float *v, uint16_t *p_bf16,
                    size_t n, const ot_adamw_cfg *cfg, float grad_scale);
+// As ot_adamw with the 16-bit copy p16 in p16dt: OT_BF16 or OT_F16 (mixed precision).
+ot_status ot_adamw_dt(float *p, const float *g, float *m, float *v, uint16_t *p16, ot_dtype p16dt,
+                      size_t n, const ot_adamw_cfg *cfg, float grad_scale);
 // Sum of squares of g: [n] in double, deterministic (fixed chunks).
 double ot_sumsq(const float *g, size_t n);
 // Clip coefficient for a global norm: min(1, max_norm / (norm + 1e-6)); 1 if

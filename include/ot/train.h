@@ -63,7 +63,8 @@ typedef struct {
   int batch_size, grad_accum, global_batch;   // global_batch (rows, 0 = unset) sets grad_accum
   int seq_len;
   // run
-  ot_dtype dtype;              // f32, or bf16 (bf16 activations/GEMMs, f32 master + moments)
+  ot_dtype dtype;              // f32, bf16 or f16 (16-bit activations/GEMMs, f32 master + moments;
+                               // f16 scales the loss, see loss_scale below)
   ot_recompute recompute;
   int threads;                 // 0 = OpenMP's default (OMP_NUM_THREADS)
   uint64_t seed;               // init and data order
@@ -137,6 +138,18 @@ typedef struct {
   float crop_min;              // random resized crop: smallest area fraction (0: no crop)
   bool flip;                   // random horizontal flip
   float drop_path;             // stochastic depth of the ViT (ot_model_config.drop_path)
+  // loss scaling (fp16 mixed precision), PyTorch GradScaler semantics: the backward starts
+  // from loss x scale, gradients are unscaled in the optimizer step, a step with an inf or
+  // NaN gradient on any rank is skipped everywhere and the scale backed off; after
+  // growth_interval consecutive clean steps the scale grows. The scale and the clean-step
+  // count are saved in checkpoints.
+  float loss_scale;            // < 0 (default, "auto"): dynamic for dtype f16, none for f32 / bf16;
+                               // 0: dynamic; > 0: this static scale
+  float loss_scale_init;       // dynamic: the first scale (65536 = 2^16)
+  int loss_scale_growth_interval;   // dynamic: clean steps before a growth (2000)
+  float loss_scale_growth;     // dynamic: growth factor (2, > 1)
+  float loss_scale_backoff;    // dynamic: backoff factor on overflow (0.5, in (0, 1))
+  float loss_scale_min;        // dynamic: floor of the scale (0: none, as PyTorch; Megatron 1)
 } ot_train_config;
 
 enum { OT_TASK_LM = 0, OT_TASK_TRANSLATE = 1, OT_TASK_CLASSIFY = 2 };
@@ -211,6 +224,9 @@ typedef struct {
   double seconds;      // wall time of the step
   int64_t tgt_tokens;  // scored tokens the FLOPs count: = tokens (lm); translate: the
                        // target tokens (tokens counts source + target)
+  float loss_scale;    // loss scale this step ran with (0: no loss scaling)
+  bool overflow;       // skipped by the dynamic loss scaler (finite loss, inf / NaN gradient):
+                       // the scale was backed off; an expected event, not divergence
 } ot_step_info;
 
 // Resolves (ot_train_config_resolve on a copy), sets the thread count,
@@ -233,8 +249,10 @@ ot_status ot_trainer_step(ot_trainer *t, ot_step_info *info);
 // norm skips the update (info->skipped; step count, schedule and data still
 // advance; the moments and weights do not change); else AdamW at lr(step)
 // with grad_scale = clip coefficient, weight decay on matrices and embeddings
-// only (ot_param.decay; norms and biases none), and the bf16 copy refreshed in
-// the same pass. Gradients are zeroed afterwards.
+// only (ot_param.decay; norms and biases none), and the bf16 / f16 copy refreshed in
+// the same pass. With loss scaling (fp16) the backward runs on loss x scale and
+// the norm, the clip and AdamW divide by it; a skipped step backs a dynamic scale
+// off (info->overflow when the loss was finite). Gradients are zeroed afterwards.
 ot_status ot_trainer_step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info);
 // Mean loss over the first `batches` batches of the held-out split (in file
 // order; capped at the split's windows; batches <= 0: the config's
@@ -281,6 +299,9 @@ ot_model *ot_trainer_model(ot_trainer *t);
 const ot_train_config *ot_trainer_config(const ot_trainer *t);   // resolved
 int64_t ot_trainer_steps_done(const ot_trainer *t);
 int64_t ot_trainer_updates(const ot_trainer *t);       // updates applied (steps minus skipped)
+// Loss scaler state: *scale (the next step's; 0 when loss scaling is off) and *clean (the
+// consecutive clean steps counted toward the next growth). Either may be NULL.
+void ot_trainer_loss_scale(const ot_trainer *t, float *scale, int64_t *clean);
 // AdamW moments [n_floats] f32 (same layout as the parameters); NULL for eval_only.
 float *ot_trainer_moment(ot_trainer *t, int which);    // 0: m (exp_avg), 1: v (exp_avg_sq)
 bool ot_trainer_has_val(const ot_trainer *t);

@@ -90,6 +90,15 @@ static inline __m512i ot__bf16_bits_rne_512(vf x) {  // no NaN check: see vstx2_
   return _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, lsb), _mm512_set1_epi32(0x7fff)), 16); }
 static inline void vstx2_bf16_bfsrc(uint16_t *p, vf a, vf b) {
   _mm512_storeu_si512(p, _mm512_packus_epi32(ot__bf16_bits_rne_512(a), ot__bf16_bits_rne_512(b))); }
+// f16 <-> f32 by F16C / AVX-512F (vcvtph2ps exact; vcvtps2ph round to nearest
+// even, overflow to inf, subnormals kept, NaN -> quiet NaN with its payload's top bits)
+#define OT__F16_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+static inline vf vload_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline vf vload_f16_part(const uint16_t *p, int n) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p)); }
+static inline void vstore_f16(uint16_t *p, vf x) { _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(x, OT__F16_RNE)); }
+static inline void vstore_f16_part(uint16_t *p, vf x, int n) {
+  _mm256_mask_storeu_epi16(p, (__mmask16)((1u << n) - 1), _mm512_cvtps_ph(x, OT__F16_RNE)); }
 
 #elif defined(OT_ARCH_AVX2)
 #  include <immintrin.h>
@@ -179,6 +188,15 @@ static inline __m256i ot__bf16_bits_rne_256(vf x) {  // no NaN check: see vstx2_
   return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, lsb), _mm256_set1_epi32(0x7fff)), 16); }
 static inline void vstx2_bf16_bfsrc(uint16_t *p, vf a, vf b) {
   _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(ot__bf16_bits_rne_256(a), ot__bf16_bits_rne_256(b))); }
+// f16 <-> f32 by F16C (vcvtph2ps exact; vcvtps2ph round to nearest even,
+// overflow to inf, subnormals kept, NaN -> quiet NaN with its payload's top bits)
+#define OT__F16_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+static inline vf vload_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline vf vload_f16_part(const uint16_t *p, int n) {
+  uint16_t t[8] = {0}; memcpy(t, p, (size_t)n * 2); return vload_f16(t); }
+static inline void vstore_f16(uint16_t *p, vf x) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(x, OT__F16_RNE)); }
+static inline void vstore_f16_part(uint16_t *p, vf x, int n) {
+  uint16_t t[8]; _mm_storeu_si128((__m128i *)t, _mm256_cvtps_ph(x, OT__F16_RNE)); memcpy(p, t, (size_t)n * 2); }
 // Weight-only GEMV helpers (this ISA only; OT_SIMD_QDOT marks them).
 // vqdot_i8: acc (VL int32 lanes) + the pair sums of VQ8 = 32 int8 weights at p
 // times int16 activations, xe for the even weights (0, 2, .., 30) and xo for
@@ -259,6 +277,12 @@ static inline void vstore2_bf16(uint16_t *p, vf a, vf b) { p[0] = ot_f32_to_bf16
 static inline void vldx2_bf16(const uint16_t *p, vf *a, vf *b) { *a = ot_bf16_to_f32(p[0]); *b = ot_bf16_to_f32(p[1]); }
 static inline void vstx2_bf16(uint16_t *p, vf a, vf b) { vstore2_bf16(p, a, b); }
 static inline void vstx2_bf16_bfsrc(uint16_t *p, vf a, vf b) { vstore2_bf16(p, a, b); }
+// f16 <-> f32 by the scalar conversions of core (round to nearest even; inf,
+// NaN and subnormals as IEEE binary16)
+static inline vf vload_f16(const uint16_t *p) { return ot_f16_to_f32(*p); }
+static inline vf vload_f16_part(const uint16_t *p, int n) { return n > 0 ? ot_f16_to_f32(*p) : 0.0f; }
+static inline void vstore_f16(uint16_t *p, vf x) { *p = ot_f32_to_f16(x); }
+static inline void vstore_f16_part(uint16_t *p, vf x, int n) { if (n > 0) *p = ot_f32_to_f16(x); }
 #else
 #  error "compile kernel sources with one of OT_ARCH_AVX512, OT_ARCH_AVX2, OT_ARCH_PORTABLE"
 #endif
@@ -335,44 +359,69 @@ static inline float vqf_sum(vqf a) { return a; }
 static inline vq vq_load_part(const int8_t *p, int n) {
   int8_t t[VQ] = {0}; memcpy(t, p, (size_t)n); return vq_load(t); }
 
-// ---- dtype-generic access: `bf16` selects bf16 storage, else f32 ----------
-static inline vf vld(const void *p, size_t i, int bf16) {
-  return bf16 ? vload_bf16((const uint16_t *)p + i) : vload((const float *)p + i); }
-static inline vf vld_part(const void *p, size_t i, int n, int bf16) {
-  return bf16 ? vload_bf16_part((const uint16_t *)p + i, n) : vload_part((const float *)p + i, n); }
-static inline void vst(void *p, size_t i, vf x, int bf16) {
-  if (bf16) vstore_bf16((uint16_t *)p + i, x); else vstore((float *)p + i, x); }
+// ---- dtype-generic access: the storage kind `sk` of an array -------------
+// Kernels take the storage kind of their activation arrays as an int (named
+// `bf16` in the older kernels): OT_SK_F32 (0), OT_SK_BF16 (1) or OT_SK_F16 (2),
+// the values of ot_dtype's OT_F32 / OT_BF16 / OT_F16 (ot__sk() in internal.h).
+// Any non-zero kind is 2 bytes an element. Math is f32 whatever the storage.
+#define OT_SK_F32 0
+#define OT_SK_BF16 1
+#define OT_SK_F16 2
+// OT_SK_SWITCH(sk, K, stmt): runs stmt with the constant K equal to sk, so a
+// function inlined with K as its `const int` storage kind folds its branches.
+#define OT_SK_SWITCH(sk, K, stmt) do {                           \
+    if ((sk) == OT_SK_BF16) { enum { K = OT_SK_BF16 }; stmt; }   \
+    else if ((sk) == OT_SK_F16) { enum { K = OT_SK_F16 }; stmt; } \
+    else { enum { K = OT_SK_F32 }; stmt; } } while (0)
+static inline vf vld(const void *p, size_t i, int sk) {
+  return sk == OT_SK_BF16 ? vload_bf16((const uint16_t *)p + i)
+       : sk == OT_SK_F16 ? vload_f16((const uint16_t *)p + i) : vload((const float *)p + i); }
+static inline vf vld_part(const void *p, size_t i, int n, int sk) {
+  return sk == OT_SK_BF16 ? vload_bf16_part((const uint16_t *)p + i, n)
+       : sk == OT_SK_F16 ? vload_f16_part((const uint16_t *)p + i, n) : vload_part((const float *)p + i, n); }
+static inline void vst(void *p, size_t i, vf x, int sk) {
+  if (sk == OT_SK_BF16) vstore_bf16((uint16_t *)p + i, x);
+  else if (sk == OT_SK_F16) vstore_f16((uint16_t *)p + i, x);
+  else vstore((float *)p + i, x); }
 // 2 VL values: a to [i, i + VL), b to [i + VL, i + 2 VL) (one pack for bf16).
-static inline void vst2(void *p, size_t i, vf a, vf b, int bf16) {
-  if (bf16) vstore2_bf16((uint16_t *)p + i, a, b);
+static inline void vst2(void *p, size_t i, vf a, vf b, int sk) {
+  if (sk == OT_SK_BF16) vstore2_bf16((uint16_t *)p + i, a, b);
+  else if (sk == OT_SK_F16) { vstore_f16((uint16_t *)p + i, a); vstore_f16((uint16_t *)p + i + VL, b); }
   else { vstore((float *)p + i, a); vstore((float *)p + i + VL, b); } }
 // Exchange order, for element-wise kernels: vldx2 loads the 2 VL values at
 // [i, i + 2 VL) into a and b in an ISA-defined order, vstx2 stores a and b
 // back in the same order, so vstx2(q, i, f(a), f(b)) after vldx2(p, i, &a, &b)
-// gives q[j] = f(p[j]) for every j (the same order for every array). For bf16
-// it spares the shuffles of the in-order conversions. f32: plain order.
-static inline void vldx2(const void *p, size_t i, vf *a, vf *b, int bf16) {
-  if (bf16) vldx2_bf16((const uint16_t *)p + i, a, b);
+// gives q[j] = f(p[j]) for every j (the same order for every array of one
+// storage kind). For bf16 it spares the shuffles of the in-order conversions.
+// f32 and f16: plain order.
+static inline void vldx2(const void *p, size_t i, vf *a, vf *b, int sk) {
+  if (sk == OT_SK_BF16) vldx2_bf16((const uint16_t *)p + i, a, b);
+  else if (sk == OT_SK_F16) { *a = vload_f16((const uint16_t *)p + i); *b = vload_f16((const uint16_t *)p + i + VL); }
   else { *a = vload((const float *)p + i); *b = vload((const float *)p + i + VL); } }
-static inline void vstx2(void *p, size_t i, vf a, vf b, int bf16) {
-  if (bf16) vstx2_bf16((uint16_t *)p + i, a, b);
-  else { vstore((float *)p + i, a); vstore((float *)p + i + VL, b); } }
+static inline void vstx2(void *p, size_t i, vf a, vf b, int sk) {
+  if (sk == OT_SK_BF16) vstx2_bf16((uint16_t *)p + i, a, b);
+  else vst2(p, i, a, b, sk); }
 // vstx2 for values whose NaNs all derive from bf16 data: x86 arithmetic returns
 // the default NaN or a quieted operand NaN, so a NaN computed from bf16-loaded
 // values and non-NaN constants only has a zero low half, which the rounding
 // add cannot carry into inf or -0; the NaN check (a compare and a blend, ~10%
 // of an exp-bound kernel) is skipped. Not for values mixing in f32 data that
-// may hold NaN (e.g. an f32 gamma): use vstx2.
-static inline void vstx2_bfsrc(void *p, size_t i, vf a, vf b, int bf16) {
-  if (bf16) vstx2_bf16_bfsrc((uint16_t *)p + i, a, b);
-  else { vstore((float *)p + i, a); vstore((float *)p + i + VL, b); } }
-static inline void vst_part(void *p, size_t i, vf x, int n, int bf16) {
-  if (bf16) vstore_bf16_part((uint16_t *)p + i, x, n); else vstore_part((float *)p + i, x, n); }
+// may hold NaN (e.g. an f32 gamma): use vstx2. (f16: vcvtps2ph needs no check.)
+static inline void vstx2_bfsrc(void *p, size_t i, vf a, vf b, int sk) {
+  if (sk == OT_SK_BF16) vstx2_bf16_bfsrc((uint16_t *)p + i, a, b);
+  else vst2(p, i, a, b, sk); }
+static inline void vst_part(void *p, size_t i, vf x, int n, int sk) {
+  if (sk == OT_SK_BF16) vstore_bf16_part((uint16_t *)p + i, x, n);
+  else if (sk == OT_SK_F16) vstore_f16_part((uint16_t *)p + i, x, n);
+  else vstore_part((float *)p + i, x, n); }
 // Scalar element access in the same style (for tails and per-row values).
-static inline float sld(const void *p, size_t i, int bf16) {
-  return bf16 ? ot_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i]; }
-static inline void sst(void *p, size_t i, float x, int bf16) {
-  if (bf16) ((uint16_t *)p)[i] = ot_f32_to_bf16(x); else ((float *)p)[i] = x; }
+static inline float sld(const void *p, size_t i, int sk) {
+  return sk == OT_SK_BF16 ? ot_bf16_to_f32(((const uint16_t *)p)[i])
+       : sk == OT_SK_F16 ? ot_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i]; }
+static inline void sst(void *p, size_t i, float x, int sk) {
+  if (sk == OT_SK_BF16) ((uint16_t *)p)[i] = ot_f32_to_bf16(x);
+  else if (sk == OT_SK_F16) ((uint16_t *)p)[i] = ot_f32_to_f16(x);
+  else ((float *)p)[i] = x; }
 
 // ---- exp: Cody-Waite range reduction + degree-6 polynomial ----------------
 // exp(xc) / 2^nf for nf = round(xc * log2(e)): r = xc - nf ln2 in two parts,

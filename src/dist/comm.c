@@ -144,15 +144,17 @@ ot_status ot__allreduce(const ot__grid *g, MPI_Comm comm, void *buf, size_t n, o
   ot__wd_begin(g, what, -1);
   if (dt == OT_F32) {
     s = allreduce_raw(comm, buf, n, MPI_FLOAT, 4, mop, what);
-  } else if (dt == OT_BF16) {   // summed in f32 (this thread's grow-only scratch), rounded once
+  } else if (dt == OT_BF16 || dt == OT_F16) {   // summed in f32 (this thread's grow-only scratch), rounded once
     float *tmp = ot_scratch(n * sizeof(float));
     if (!tmp) {
       ot__wd_end();
       return ot_error(OT_ENOMEM, "%s: out of memory for %zu floats", what, n);
     }
-    ot_cvt_bf16_to_f32(buf, tmp, n);
+    if (dt == OT_BF16) ot_cvt_bf16_to_f32(buf, tmp, n);
+    else ot_cvt_f16_to_f32(buf, tmp, n);
     s = allreduce_raw(comm, tmp, n, MPI_FLOAT, 4, mop, what);
-    if (s == OT_OK) ot_cvt_f32_to_bf16(tmp, buf, n);
+    if (s == OT_OK && dt == OT_BF16) ot_cvt_f32_to_bf16(tmp, buf, n);
+    else if (s == OT_OK) ot_cvt_f32_to_f16(tmp, buf, n);
   } else {
     s = ot_error(OT_EINVAL, "%s: dtype %s cannot be reduced", what, ot_dtype_name(dt));
   }

@@ -83,7 +83,8 @@ int ot__par_zero(const ot__par *p);                  // ZeRO stage (0 for NULL)
 int ot__par_tp_rank(const ot__par *p);               // 0 for NULL
 
 // World-wide reduction of the loss (last stage, tensor rank 0, summed over dp),
-// the non-finite flag and the squared gradient norm (each element counted once).
+// the non-finite flag (false on any rank: false on every rank) and the squared
+// gradient norm (each element counted once).
 ot_status ot__par_reduce_norm(ot__par *p, double *loss, bool *finite, double *sumsq);
 // Gradients of the shard [s1 - s0] (ZeRO-2: the reduced shard accumulator).
 float *ot__par_shard_grads(ot__par *p);

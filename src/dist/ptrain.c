@@ -463,11 +463,10 @@ static double owned_sumsq(const ot__par *p) {
 
 ot_status ot__par_reduce_norm(ot__par *p, double *loss, bool *finite, double *sumsq) {
   // loss (last stage, tp rank 0, summed over dp) and the norm, world-wide in one reduction
-  double red[3] = {0.0, owned_sumsq(p), 0.0};
-  if (ot_model_is_last(p->m) && p->g.tp_rank == 0) {
-    red[0] = *loss;
-    red[2] = *finite ? 0.0 : 1.0;
-  }
+  // the non-finite flag from every rank (a rank's own check, e.g. of the gradients it
+  // applies, counts wherever it is), so that no rank updates while another skips
+  double red[3] = {0.0, owned_sumsq(p), *finite ? 0.0 : 1.0};
+  if (ot_model_is_last(p->m) && p->g.tp_rank == 0) red[0] = *loss;
   OT_TRY(ot__allreduce_f64(&p->g, p->g.world_comm, red, 3, "loss and gradient-norm all-reduce"));
   *loss = red[0];
   *finite = red[2] == 0.0;

@@ -17,6 +17,9 @@ void ot__add_pair(ot_dtype dt, void *y, const void *a, const void *b, size_t n) 
     const float *aa = a, *bb = b;
 #pragma omp parallel for schedule(static) if (nn >= 65536)
     for (long i = 0; i < nn; i++) yy[i] = aa[i] + bb[i];
+  } else if (dt == OT_F16) {
+#pragma omp parallel for schedule(static) if (nn >= 65536)
+    for (long i = 0; i < nn; i++) ot__stf(dt, y, (size_t)i, ot__ldf(dt, a, (size_t)i) + ot__ldf(dt, b, (size_t)i));
   } else {
     uint16_t *yy = y;
     const uint16_t *aa = a, *bb = b;
@@ -85,6 +88,9 @@ ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, 
     for (int i = 0; i < N; i++) n += targets[i] != m->run.ignore_index;
     count = n > 0 ? (float)n : 1.0f;   // nothing to learn from: loss 0, zero gradient
   }
+  // loss scaling: the gradient written over the logits (the seed of the backward) is
+  // (softmax - onehot) / gcount = scale x that of the loss; row losses stay unscaled
+  const float gcount = want_grad && m->loss_scale > 0.0f ? count / m->loss_scale : count;
   double sum = 0.0;
   m->nll = NAN;
   if (m->ls_eps > 0.0f) {   // label-smoothed (encoder-decoder training; whole models only)
@@ -96,11 +102,11 @@ ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, 
       sum = 0.0;
     }
     OT_TRY(ot_xent_ls_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index,
-                            m->ls_eps, count, m->row_loss, NULL, want_grad));
+                            m->ls_eps, gcount, m->row_loss, NULL, want_grad));
   } else if (m->part.vocab_parallel && m->part.tp > 1) {
-    OT_TRY(ot__vp_xent(m, m->logits, targets, N, count, m->row_loss, want_grad, m->xred));
+    OT_TRY(ot__vp_xent(m, m->logits, targets, N, gcount, m->row_loss, want_grad, m->xred));
   } else {
-    OT_TRY(ot_xent_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index, count,
+    OT_TRY(ot_xent_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index, gcount,
                          m->row_loss, NULL, want_grad));
   }
   for (int i = 0; i < N; i++) sum += m->row_loss[i];
@@ -270,6 +276,16 @@ ot_status ot_model_set_label_smoothing(ot_model *m, float eps) {
     return ot_error(OT_EUNSUPPORTED, "label smoothing with a vocabulary-parallel head is not "
                     "supported (turn off --vocab-parallel or use --label-smoothing 0)");
   m->ls_eps = eps;
+  return OT_OK;
+}
+
+// Loss scale of every later backward: the loss gradient at the seed is multiplied by
+// scale (> 0, finite; 1: none), so every gradient comes out scaled by it.
+ot_status ot_model_set_loss_scale(ot_model *m, float scale) {
+  OT_CHECK_PTR(m, "ot_model_set_loss_scale");
+  if (!(scale > 0.0f) || !isfinite(scale))
+    return ot_error(OT_EINVAL, "loss scale %g must be finite and > 0 (1: no scaling)", scale);
+  m->loss_scale = scale;
   return OT_OK;
 }
 

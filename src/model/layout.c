@@ -512,7 +512,8 @@ void ot_model_zero_grad(ot_model *m) {
 
 ot_status ot_model_sync_bf16(ot_model *m) {
   OT_CHECK_PTR(m, "ot_model_sync_bf16");
-  if (m->wb) ot_cvt_f32_to_bf16(m->w, m->wb, m->n_stored);
+  if (m->wb && m->run.dt == OT_F16) ot_cvt_f32_to_f16(m->w, m->wb, m->n_stored);
+  else if (m->wb) ot_cvt_f32_to_bf16(m->w, m->wb, m->n_stored);
   return OT_OK;
 }
 

@@ -82,7 +82,7 @@ struct ot_model {
   // storage
   ot_arena a_params, a_grads, a_act, a_ws;
   float *w;                   // master weights [n_floats] (param_slots: the storage [n_stored])
-  uint16_t *wb;               // bf16 copy or NULL (same indices as w)
+  uint16_t *wb;               // 16-bit copy in run.dt (bf16 or f16) or NULL (indices of w)
   size_t *wpos;               // [n_params] index of each parameter in w / wb (= its offset
                               // unless param_slots)
   size_t n_stored;            // floats of w
@@ -143,6 +143,7 @@ struct ot_model {
   int cur;                    // slot the pointers above refer to
   // label smoothing of the loss (ot_model_set_label_smoothing; 0: plain cross-entropy)
   float ls_eps;
+  float loss_scale;           // the backward's seed times this (fp16 loss scaling); 0 or 1: none
   double nll;                 // plain NLL (sum / count) of the last forward with targets
   // vision transformer (cfg.arch = vit; whole model, one slot)
   int vpatch_w, vpatch_b, vcls;   // patch projection [C, Cin*P*P] and bias, CLS token [1, C]
@@ -266,11 +267,15 @@ static inline uint16_t ot__f2bf(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
+// f16 (fp16 mixed precision) through core's conversions (round to nearest even).
 static inline float ot__ldf(ot_dtype dt, const void *p, size_t i) {
-  return dt == OT_F32 ? ((const float *)p)[i] : ot__bf2f(((const uint16_t *)p)[i]);
+  return dt == OT_F32   ? ((const float *)p)[i]
+         : dt == OT_F16 ? ot_f16_to_f32(((const uint16_t *)p)[i])
+                        : ot__bf2f(((const uint16_t *)p)[i]);
 }
 static inline void ot__stf(ot_dtype dt, void *p, size_t i, float v) {
   if (dt == OT_F32) ((float *)p)[i] = v;
+  else if (dt == OT_F16) ((uint16_t *)p)[i] = ot_f32_to_f16(v);
   else ((uint16_t *)p)[i] = ot__f2bf(v);
 }
 

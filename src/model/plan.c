@@ -249,8 +249,8 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
                     "%dx%d)", fn, r->T, c->max_seq, c->image_size, c->image_size);
   if (c->arch != OT_ARCH_VIT && (r->T <= 0 || r->T > c->max_seq))
     return ot_error(OT_EINVAL, "%s: sequence T=%d must be in [1, max_seq=%d]", fn, r->T, c->max_seq);
-  if (r->dt != OT_F32 && r->dt != OT_BF16)
-    return ot_error(OT_EINVAL, "%s: activation dtype %s unsupported (use f32 or bf16)", fn,
+  if (r->dt != OT_F32 && r->dt != OT_BF16 && r->dt != OT_F16)
+    return ot_error(OT_EINVAL, "%s: activation dtype %s unsupported (use f32, bf16 or f16)", fn,
                     ot_dtype_name(r->dt));
   if (r->recompute != OT_RECOMPUTE_NONE && r->recompute != OT_RECOMPUTE_SELECTIVE &&
       r->recompute != OT_RECOMPUTE_FULL)
@@ -275,7 +275,7 @@ static void plan_params(ot_model *m, ot_mem_plan *p) {
   const size_t ns = m->n_stored ? m->n_stored : m->n_floats;   // ZeRO-3 parts store less
   p->n_floats = m->n_floats;
   p->params = ot_align64(ns * sizeof(float));
-  p->params_bf16 = m->run.dt == OT_BF16 ? ot_align64(ns * sizeof(uint16_t)) : 0;
+  p->params_bf16 = m->run.dt != OT_F32 ? ot_align64(ns * sizeof(uint16_t)) : 0;
   p->grads = m->part.external_grads ? 0 : ot_align64(m->n_floats * sizeof(float));
   p->optim = 2 * ot_align64(m->n_floats * sizeof(float));
 }
@@ -314,12 +314,15 @@ ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_co
   if (c->arch == OT_ARCH_ENCDEC) fprintf(f, "encoder-decoder: source S=%d\n", r->S);
   fprintf(f, "memory plan: B=%d T=%d, %s activations, recompute %s, %zu master floats\n", r->B,
           r->T, ot_dtype_name(r->dt), ot_recompute_name(r->recompute), p.n_floats);
+  char line[64];
   fprintf(f, "  %-34s %12.2f MiB\n", "parameters (f32 master)", mib(p.params));
-  if (p.params_bf16) fprintf(f, "  %-34s %12.2f MiB\n", "parameters (bf16 copy)", mib(p.params_bf16));
+  if (p.params_bf16) {   // the 16-bit copy the GEMMs read (bf16 or f16, as the activations)
+    snprintf(line, sizeof line, "parameters (%s copy)", ot_dtype_name(r->dt));
+    fprintf(f, "  %-34s %12.2f MiB\n", line, mib(p.params_bf16));
+  }
   fprintf(f, "  %-34s %12.2f MiB\n", "gradients (f32)", mib(p.grads));
   fprintf(f, "  %-34s %12.2f MiB  (not allocated by the model)\n", "optimizer (AdamW m, v; f32)",
           mib(p.optim));
-  char line[64];
   snprintf(line, sizeof line, "activations: per layer (x %d)", L);
   fprintf(f, "  %-34s %12.2f MiB\n", line, mib(p.act_saved_layer * (size_t)L));
   if (c->arch == OT_ARCH_ENCDEC) {
@@ -416,13 +419,13 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   if (s == OT_OK) s = ot_arena_init(&m->a_ws, "workspace", p->workspace, OT_MEM_WORKSPACE);
   if (s == OT_OK) {
     m->w = ot_arena_alloc(&m->a_params, m->n_stored * sizeof(float));
-    m->wb = r->dt == OT_BF16 ? ot_arena_alloc(&m->a_params, m->n_stored * sizeof(uint16_t)) : NULL;
+    m->wb = r->dt != OT_F32 ? ot_arena_alloc(&m->a_params, m->n_stored * sizeof(uint16_t)) : NULL;
     m->g = p->grads ? ot_arena_alloc(&m->a_grads, m->n_floats * sizeof(float)) : NULL;
     for (int i = 0; i < m->n_params && m->g; i++) m->gp[i] = m->g + m->params[i].offset;
     walker w = {.alloc = true, .act = &m->a_act, .ws = &m->a_ws};
     ot_mem_plan again = *p;
     walk(&w, m, &again);
-    if (!m->w || (r->dt == OT_BF16 && !m->wb) || (p->grads && !m->g) || w.failed)
+    if (!m->w || (r->dt != OT_F32 && !m->wb) || (p->grads && !m->g) || w.failed)
       s = ot_error(OT_EINTERNAL, "%s: the memory plan does not cover the allocation (%s)", fn,
                    ot_last_error());
   }

@@ -116,6 +116,7 @@ ot_status ot_model_sync_bf16_range(ot_model *m, size_t o0, size_t o1) {
   if (!m->wb || o1 <= o0) return OT_OK;
   float *w = ot_model_storage(m, o0);
   if (!w) return ot_error(OT_EINVAL, "ot_model_sync_bf16_range: offset %zu outside the layout", o0);
-  ot_cvt_f32_to_bf16(w, m->wb + (w - m->w), o1 - o0);
+  if (m->run.dt == OT_F16) ot_cvt_f32_to_f16(w, m->wb + (w - m->w), o1 - o0);
+  else ot_cvt_f32_to_bf16(w, m->wb + (w - m->w), o1 - o0);
   return OT_OK;
 }

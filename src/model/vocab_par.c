@@ -6,13 +6,8 @@
 #include "model_impl.h"
 #include <math.h>
 
-static inline float ld(ot_dtype dt, const void *p, size_t i) {
-  return dt == OT_F32 ? ((const float *)p)[i] : ot_bf16_to_f32(((const uint16_t *)p)[i]);
-}
-static inline void st(ot_dtype dt, void *p, size_t i, float x) {
-  if (dt == OT_F32) ((float *)p)[i] = x;
-  else ((uint16_t *)p)[i] = ot_f32_to_bf16(x);
-}
+static inline float ld(ot_dtype dt, const void *p, size_t i) { return ot__ldf(dt, p, i); }
+static inline void st(ot_dtype dt, void *p, size_t i, float x) { ot__stf(dt, p, i, x); }
 
 static ot_status check_tokens(const ot_model *m, const int32_t *tok, long N, const char *fn) {
   for (long i = 0; i < N; i++)

@@ -12,7 +12,7 @@ ot_status ot_gelu_fwd(ot_dtype dt, void *y, const void *x, size_t n) {
   OT_CHECK_PTR(x, fn);
   if (n == 0) return OT_OK;
   OT_PROF_BEGIN("ot_gelu_fwd", 20.0 * (double)n, 2.0 * (double)n * ot_dtype_size(dt));
-  OT_KPICK(k_gelu_fwd)(dt == OT_BF16, y, x, n);
+  OT_KPICK(k_gelu_fwd)(ot__sk(dt), y, x, n);
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -26,7 +26,7 @@ ot_status ot_gelu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, size
   OT_CHECK_PTR(dy, fn);
   if (n == 0) return OT_OK;
   OT_PROF_BEGIN("ot_gelu_bwd", 30.0 * (double)n, 3.0 * (double)n * ot_dtype_size(dt));
-  OT_KPICK(k_gelu_bwd)(dt == OT_BF16, dx, x, dy, n);
+  OT_KPICK(k_gelu_bwd)(ot__sk(dt), dx, x, dy, n);
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -46,7 +46,7 @@ ot_status ot_swiglu_fwd(ot_dtype dt, void *y, const void *x, int N, int F) {
   OT_TRY(swiglu_check(fn, dt, N, F));
   const double nf = (double)N * F;
   OT_PROF_BEGIN("ot_swiglu_fwd", 20.0 * nf, 3.0 * nf * ot_dtype_size(dt));
-  OT_KPICK(k_swiglu_fwd)(dt == OT_BF16, y, x, N, F);
+  OT_KPICK(k_swiglu_fwd)(ot__sk(dt), y, x, N, F);
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -60,7 +60,7 @@ ot_status ot_swiglu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, in
   OT_TRY(swiglu_check(fn, dt, N, F));
   const double nf = (double)N * F;
   OT_PROF_BEGIN("ot_swiglu_bwd", 30.0 * nf, 5.0 * nf * ot_dtype_size(dt));
-  OT_KPICK(k_swiglu_bwd)(dt == OT_BF16, dx, x, dy, N, F);
+  OT_KPICK(k_swiglu_bwd)(ot__sk(dt), dx, x, dy, N, F);
   OT_PROF_STOP();
   return OT_OK;
 }

@@ -5,14 +5,17 @@
 #include <math.h>
 #include "kern/adamw_k.h"
 
-// p, g, m, v: [n] f32 (p, m, v updated in place); p_bf16: [n] bf16 copy of the
-// new p or NULL. PyTorch AdamW (torch.optim.AdamW, single-tensor path):
+// p, g, m, v: [n] f32 (p, m, v updated in place); p16: [n] copy of the new p in
+// p16dt (OT_BF16 or OT_F16, round to nearest even) or NULL. PyTorch AdamW (torch.optim.AdamW, single-tensor path):
 //   g' = g*grad_scale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
 //   p = p (1 - lr wd) - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps),
 // bc1 = 1 - b1^step, bc2 = 1 - b2^step (computed once, in double).
-ot_status ot_adamw(float *p, const float *g, float *m, float *v, uint16_t *p_bf16,
-                   size_t n, const ot_adamw_cfg *cfg, float grad_scale) {
+ot_status ot_adamw_dt(float *p, const float *g, float *m, float *v, uint16_t *p16, ot_dtype p16dt,
+                      size_t n, const ot_adamw_cfg *cfg, float grad_scale) {
   static const char fn[] = "ot_adamw";
+  if (p16 && p16dt != OT_BF16 && p16dt != OT_F16)
+    return ot_error(OT_EINVAL, "%s: parameter copy dtype %s unsupported (use bf16 or f16)", fn,
+                    ot_dtype_name(p16dt));
   OT_CHECK_PTR(cfg, fn);
   OT_CHECK_PTR(p, fn);
   OT_CHECK_PTR(g, fn);
@@ -41,10 +44,16 @@ ot_status ot_adamw(float *p, const float *g, float *m, float *v, uint16_t *p_bf1
   float c[9] = {cfg->beta1, 1.0f - cfg->beta1, cfg->beta2, 1.0f - cfg->beta2, cfg->eps,
                 (float)(1.0 - (double)cfg->lr * cfg->weight_decay), (float)(cfg->lr / bc1),
                 (float)(1.0 / sqrt(bc2)), grad_scale};
-  OT_PROF_BEGIN("adamw", 12.0 * (double)n, (double)n * (28.0 + (p_bf16 ? 2.0 : 0.0)));
-  OT_KPICK(k_adamw)(p, g, m, v, p_bf16, n, c);
+  OT_PROF_BEGIN("adamw", 12.0 * (double)n, (double)n * (28.0 + (p16 ? 2.0 : 0.0)));
+  OT_KPICK(k_adamw)(p, g, m, v, p16, ot__sk(p16dt), n, c);
   OT_PROF_STOP();
   return OT_OK;
+}
+
+// ot_adamw_dt with a bf16 copy (or none).
+ot_status ot_adamw(float *p, const float *g, float *m, float *v, uint16_t *p_bf16,
+                   size_t n, const ot_adamw_cfg *cfg, float grad_scale) {
+  return ot_adamw_dt(p, g, m, v, p_bf16, OT_BF16, n, cfg, grad_scale);
 }
 
 // g: [n] f32 -> sum of squares in double; fixed 64K-element chunks summed in

@@ -13,7 +13,7 @@ void ot__attn_args_init(ot__attn_args *A, ot_dtype dt, const ot_attn_shape *s) {
   A->kv_len = s->kv_len;
   // same rounding as the reference: the f32 value of 1/sqrt(D)
   A->scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->D));
-  A->bf16 = dt == OT_BF16;
+  A->bf16 = ot__sk(dt);
   if (s->dropout_p > 0.0f) {
     A->drop = 1;
     A->drop_thr = ot_dropout_threshold(s->dropout_p);

@@ -46,6 +46,16 @@ static float mat_scale(const ot_attn_shape *s) {
 }
 
 // Zeroes n elements of dtype size esz at p + off elements.
+// n values of the 16-bit array p (bf16 or f16) from element off, to / from f32.
+static void to_f32(ot_dtype dt, const void *p, size_t off, float *d, size_t n) {
+  if (dt == OT_BF16) ot_cvt_bf16_to_f32((const uint16_t *)p + off, d, n);
+  else ot_cvt_f16_to_f32((const uint16_t *)p + off, d, n);
+}
+static void from_f32(ot_dtype dt, void *p, size_t off, const float *s, size_t n) {
+  if (dt == OT_BF16) ot_cvt_f32_to_bf16(s, (uint16_t *)p + off, n);
+  else ot_cvt_f32_to_f16(s, (uint16_t *)p + off, n);
+}
+
 static void zero_dt(void *p, size_t off, size_t n, size_t esz) {
   memset((char *)p + off * esz, 0, n * esz);
 }
@@ -77,7 +87,7 @@ ot_status ot_attn_mat_fwd(ot_dtype dt, void *o, float *att, const void *q, const
   OT_CHECK_PTR(o, fn); OT_CHECK_PTR(att, fn);
   OT_CHECK_PTR(q, fn); OT_CHECK_PTR(k, fn); OT_CHECK_PTR(v, fn);
   const int G = s->Hq / s->Hkv, M = G * s->Tq, Tk = s->Tk, D = s->D;
-  const bool bf = dt == OT_BF16;
+  const bool bf = dt != OT_F32;   // 16-bit storage: widened in scratch
   const size_t esz = ot_dtype_size(dt), md = (size_t)M * D, kd = (size_t)Tk * D;
   const float scale = mat_scale(s);
   float *ws = NULL;
@@ -98,9 +108,9 @@ ot_status ot_attn_mat_fwd(ot_dtype dt, void *o, float *att, const void *q, const
       float *O;
       if (bf) {
         float *Qw = ws, *Kw = ws + 2 * md, *Vw = Kw + kd;
-        ot_cvt_bf16_to_f32((const uint16_t *)q + g.q, Qw, md);
-        ot_cvt_bf16_to_f32((const uint16_t *)k + g.kv, Kw, (size_t)g.kvl * D);
-        ot_cvt_bf16_to_f32((const uint16_t *)v + g.kv, Vw, (size_t)g.kvl * D);
+        to_f32(dt, q, g.q, Qw, md);
+        to_f32(dt, k, g.kv, Kw, (size_t)g.kvl * D);
+        to_f32(dt, v, g.kv, Vw, (size_t)g.kvl * D);
         Q = Qw; K = Kw; V = Vw; O = ws + md;
       } else {
         Q = (const float *)q + g.q; K = (const float *)k + g.kv; V = (const float *)v + g.kv;
@@ -111,7 +121,7 @@ ot_status ot_attn_mat_fwd(ot_dtype dt, void *o, float *att, const void *q, const
       if (st != OT_OK) break;
       OT_KPICK(k_attn_mat_softmax)(S, M, Tk, s->Tq, Tk, g.kvl, s->causal);
       st = ot_gemm(OT_F32, OT_F32, false, false, M, D, g.kvl, 1.0f, S, Tk, V, D, 0.0f, O, D);
-      if (st == OT_OK && bf) ot_cvt_f32_to_bf16(O, (uint16_t *)o + g.q, md);
+      if (st == OT_OK && bf) from_f32(dt, o, g.q, O, md);
     }
   OT_PROF_STOP();
   return st;
@@ -135,7 +145,7 @@ ot_status ot_attn_mat_bwd(ot_dtype dt, void *dq, void *dk, void *dv, float *datt
   OT_CHECK_PTR(dout, fn); OT_CHECK_PTR(att, fn);
   OT_CHECK_PTR(q, fn); OT_CHECK_PTR(k, fn); OT_CHECK_PTR(v, fn);
   const int G = s->Hq / s->Hkv, M = G * s->Tq, Tk = s->Tk, D = s->D;
-  const bool bf = dt == OT_BF16;
+  const bool bf = dt != OT_F32;   // 16-bit storage: widened in scratch
   const size_t esz = ot_dtype_size(dt), md = (size_t)M * D, kd = (size_t)Tk * D;
   const float scale = mat_scale(s);
   float *ws = NULL;
@@ -157,10 +167,10 @@ ot_status ot_attn_mat_bwd(ot_dtype dt, void *dq, void *dk, void *dv, float *datt
       float *dQ, *dK, *dV;
       if (bf) {
         float *Qw = ws, *dOw = ws + md, *Kw = ws + 3 * md, *Vw = Kw + kd;
-        ot_cvt_bf16_to_f32((const uint16_t *)q + g.q, Qw, md);
-        ot_cvt_bf16_to_f32((const uint16_t *)dout + g.q, dOw, md);
-        ot_cvt_bf16_to_f32((const uint16_t *)k + g.kv, Kw, nv);
-        ot_cvt_bf16_to_f32((const uint16_t *)v + g.kv, Vw, nv);
+        to_f32(dt, q, g.q, Qw, md);
+        to_f32(dt, dout, g.q, dOw, md);
+        to_f32(dt, k, g.kv, Kw, nv);
+        to_f32(dt, v, g.kv, Vw, nv);
         Q = Qw; dO = dOw; K = Kw; V = Vw;
         dQ = ws + 2 * md; dK = Vw + kd; dV = dK + kd;
       } else {
@@ -184,9 +194,9 @@ ot_status ot_attn_mat_bwd(ot_dtype dt, void *dq, void *dk, void *dv, float *datt
         memset(dV + nv, 0, sizeof(float) * (kd - nv));
       }
       if (bf) {
-        ot_cvt_f32_to_bf16(dQ, (uint16_t *)dq + g.q, md);
-        ot_cvt_f32_to_bf16(dK, (uint16_t *)dk + g.kv, kd);
-        ot_cvt_f32_to_bf16(dV, (uint16_t *)dv + g.kv, kd);
+        from_f32(dt, dq, g.q, dQ, md);
+        from_f32(dt, dk, g.kv, dK, kd);
+        from_f32(dt, dv, g.kv, dV, kd);
       }
     }
   OT_PROF_STOP();

@@ -20,7 +20,7 @@ static ot_status dropout_run(const char *fn, ot_dtype dt, void *y, const void *x
     return OT_OK;
   }
   OT_PROF_BEGIN("ot_dropout", 12.0 * (double)n, 2.0 * (double)n * ot_dtype_size(dt));
-  OT_KPICK(k_dropout)(dt == OT_BF16, y, x, n, seed, offset, ot_dropout_threshold(p),
+  OT_KPICK(k_dropout)(ot__sk(dt), y, x, n, seed, offset, ot_dropout_threshold(p),
                       ot_dropout_scale(p));
   OT_PROF_STOP();
   return OT_OK;

@@ -34,7 +34,7 @@ ot_status ot_embed_fwd(ot_dtype dt, void *out, const int32_t *tokens, const void
   long N = (long)B * T;
   double es = (double)ot_dtype_size(dt), n = (double)N * C;
   OT_PROF_BEGIN("embed_fwd", wpe ? n : 0.0, n * es * (wpe ? 3.0 : 2.0) + 4.0 * N);
-  OT_KPICK(k_embed_fwd)(out, tokens, wte, wpe, N, T, C, dt == OT_BF16);
+  OT_KPICK(k_embed_fwd)(out, tokens, wte, wpe, N, T, C, ot__sk(dt));
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -51,7 +51,7 @@ ot_status ot_embed_bwd(ot_dtype dt, float *dwte, float *dwpe, const void *dout,
   long N = (long)B * T;
   double es = (double)ot_dtype_size(dt), n = (double)N * C;
   OT_PROF_BEGIN("embed_bwd", n * (dwpe ? 2.0 : 1.0), n * (es + (dwpe ? 16.0 : 8.0)) + 4.0 * N);
-  OT_KPICK(k_embed_bwd)(dwte, dwpe, dout, tokens, N, T, C, dt == OT_BF16);
+  OT_KPICK(k_embed_bwd)(dwte, dwpe, dout, tokens, N, T, C, ot__sk(dt));
   OT_PROF_STOP();
   return OT_OK;
 }

@@ -316,12 +316,12 @@ static bool runs_direct(const ot_mm *m) {
   return e->prim != NULL;
 }
 
-// f32 workspace of the conversion path: A and B (those in bf16) packed with
-// their minimal leading dimension, and C when it is bf16.
+// f32 workspace of the conversion path: A and B (those in bf16 / f16) packed
+// with their minimal leading dimension, and C when it is bf16 / f16.
 static size_t cvt_sizes(const ot_mm *m, size_t sz[3]) {
-  sz[0] = m->adt == OT_BF16 ? ot_align64((size_t)m->M * m->K * 4) : 0;
-  sz[1] = m->bdt == OT_BF16 ? ot_align64((size_t)m->K * m->N * 4) : 0;
-  sz[2] = m->cdt == OT_BF16 ? ot_align64((size_t)m->M * m->N * 4) : 0;
+  sz[0] = m->adt != OT_F32 ? ot_align64((size_t)m->M * m->K * 4) : 0;
+  sz[1] = m->bdt != OT_F32 ? ot_align64((size_t)m->K * m->N * 4) : 0;
+  sz[2] = m->cdt != OT_F32 ? ot_align64((size_t)m->M * m->N * 4) : 0;
   return sz[0] + sz[1] + sz[2];
 }
 
@@ -361,7 +361,7 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
                       fn, m->M, m->N, m->K, (int)st);
     return OT_OK;
   }
-  if (m->adt == m->bdt && (m->adt == OT_F32 ? m->cdt == OT_F32 : ot__gemm_bf16_native())) {
+  if (m->adt == m->bdt && (m->adt == OT_F32 ? m->cdt == OT_F32 : m->adt == OT_BF16 && ot__gemm_bf16_native())) {
     OT_TRY(lookup(m, &e, fn));
     if (e->prim) {
       ot_status s = exec(e, m, fn);
@@ -370,7 +370,8 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
     }
     release(e);
   }
-  // conversion path: every bf16 operand -> f32, f32 GEMM, C back to bf16
+  // conversion path: every bf16 / f16 operand -> f32, f32 GEMM, C back to its dtype
+  // (f16 always: oneDNN 2.6 has no f16 matmul on these CPUs)
   size_t sz[3], need = cvt_sizes(m, sz);
   if (!ws && !(ws = ot_scratch(need))) return OT_ENOMEM;
   OT_PROF_BEGIN("gemm_bf16_convert", 0.0, 0.0);
@@ -379,16 +380,16 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
   f.adt = f.bdt = f.cdt = OT_F32;
   if (sz[0]) {  // stored A: [K, M] when transposed, else [M, K]
     int rows = m->ta ? m->K : m->M, cols = m->ta ? m->M : m->K;
-    OT_KPICK(k_lin_copy2d)(p, 0, (size_t)cols, m->A, 1, (size_t)m->lda, rows, cols);
+    OT_KPICK(k_lin_copy2d)(p, 0, (size_t)cols, m->A, ot__sk(m->adt), (size_t)m->lda, rows, cols);
     f.A = p; f.lda = cols; p += sz[0];
   }
   if (sz[1]) {
     int rows = m->tb ? m->N : m->K, cols = m->tb ? m->K : m->N;
-    OT_KPICK(k_lin_copy2d)(p, 0, (size_t)cols, m->B, 1, (size_t)m->ldb, rows, cols);
+    OT_KPICK(k_lin_copy2d)(p, 0, (size_t)cols, m->B, ot__sk(m->bdt), (size_t)m->ldb, rows, cols);
     f.B = p; f.ldb = cols; p += sz[1];
   }
   if (sz[2]) {
-    if (m->beta != 0.0f) OT_KPICK(k_lin_copy2d)(p, 0, (size_t)m->N, m->C, 1, (size_t)m->ldc, m->M, m->N);
+    if (m->beta != 0.0f) OT_KPICK(k_lin_copy2d)(p, 0, (size_t)m->N, m->C, ot__sk(m->cdt), (size_t)m->ldc, m->M, m->N);
     f.C = p; f.ldc = m->N;
   }
   OT_PROF_STOP();
@@ -397,7 +398,7 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
     s = exec(e, &f, fn);
     release(e);
   }
-  if (s == OT_OK && sz[2]) OT_KPICK(k_lin_copy2d)(m->C, 1, (size_t)m->ldc, f.C, 0, (size_t)m->N, m->M, m->N);
+  if (s == OT_OK && sz[2]) OT_KPICK(k_lin_copy2d)(m->C, ot__sk(m->cdt), (size_t)m->ldc, f.C, 0, (size_t)m->N, m->M, m->N);
   return s;
 }
 
@@ -406,10 +407,10 @@ ot_status ot_gemm(ot_dtype ab, ot_dtype cdt, bool transA, bool transB, int M, in
                   float alpha, const void *A, int lda, const void *B, int ldb, float beta,
                   void *C, int ldc) {
   static const char fn[] = "ot_gemm";
-  if (ab != OT_F32 && ab != OT_BF16)
-    return ot_error(OT_EINVAL, "%s: A/B dtype %s unsupported (use f32 or bf16)", fn, ot_dtype_name(ab));
-  if (cdt != OT_F32 && !(cdt == OT_BF16 && ab == OT_BF16))
-    return ot_error(OT_EINVAL, "%s: C dtype %s with A/B %s unsupported (C is f32, or bf16 when A/B are bf16)",
+  if (ab != OT_F32 && ab != OT_BF16 && ab != OT_F16)
+    return ot_error(OT_EINVAL, "%s: A/B dtype %s unsupported (use f32, bf16 or f16)", fn, ot_dtype_name(ab));
+  if (cdt != OT_F32 && cdt != ab)
+    return ot_error(OT_EINVAL, "%s: C dtype %s with A/B %s unsupported (C is f32, or the A/B dtype)",
                     fn, ot_dtype_name(cdt), ot_dtype_name(ab));
   OT_CHECK_POS(M, fn);
   OT_CHECK_POS(N, fn);

@@ -10,8 +10,8 @@
 #include "kern/linear_k.h"
 
 // C[M,N] = act(alpha * op(A) op(B) + bias + beta * C), row-major, leading
-// dimensions in elements. adt/bdt: f32 or bf16 (may differ: then the bf16 one
-// is converted); cdt: f32 or bf16. bias: [N] f32 or NULL (only with alpha = 1).
+// dimensions in elements. adt/bdt: f32, bf16 or f16 (may differ: then the 16-bit
+// one is converted; f16 always is); cdt: f32 or the A/B dtype. bias: [N] f32 or NULL (only with alpha = 1).
 // gelu: tanh-GELU epilogue (only with beta = 0).
 typedef struct {
   ot_dtype adt, bdt, cdt;

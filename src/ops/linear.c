@@ -61,8 +61,8 @@ ot_status ot_linear_fwd(ot_dtype dt, void *y, void *pre, const void *x, const vo
 // dy: [M,N] (dt; with GELU overwritten by dy * gelu'(pre)); dx: [M,K] (dt) =
 // dy w, overwritten (NULL: skip; w may then be NULL); dw: [N,K] f32 += dy^T x;
 // db: [N] f32 += column sums of dy (NULL: skip).
-// bf16 without native oneDNN bf16: dy is converted to f32 once and used by both
-// GEMMs and the bias gradient.
+// f16, or bf16 without native oneDNN bf16: dy is converted to f32 once and used
+// by both GEMMs and the bias gradient.
 ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
                         const void *pre, const void *x, const void *w,
                         int M, int N, int K, ot_act act) {
@@ -80,7 +80,7 @@ ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
   if (act == OT_ACT_GELU) s = ot_gelu_bwd(dt, dy, pre, dy, (size_t)M * N);
 
   // the gradient dy as the GEMMs read it: f32 copy when bf16 is converted anyway
-  ot_dtype gdt = dt == OT_BF16 && !ot__gemm_bf16_native() ? OT_F32 : dt;
+  ot_dtype gdt = dt == OT_F16 || (dt == OT_BF16 && !ot__gemm_bf16_native()) ? OT_F32 : dt;
   ot_mm mx = {gdt, dt, dt, false, false, M, K, N, 1.0f, 0.0f, dy, N, w, K, dx, K, NULL, false};
   ot_mm mw = {gdt, dt, OT_F32, true, false, N, K, M, 1.0f, 1.0f, dy, N, x, K, dw, K, NULL, false};
   size_t gsz = gdt != dt ? ot_align64((size_t)M * N * 4) : 0;
@@ -92,13 +92,13 @@ ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
   }
   const void *g = dy;
   if (s == OT_OK && gsz) {
-    OT_KPICK(k_lin_copy2d)(ws, 0, (size_t)N, dy, 1, (size_t)N, M, N);
+    OT_KPICK(k_lin_copy2d)(ws, 0, (size_t)N, dy, ot__sk(dt), (size_t)N, M, N);
     g = ws;
     mx.A = mw.A = g;
   }
   if (s == OT_OK && dx) s = ot__mm_run(&mx, ws ? ws + gsz : NULL, fn);
   if (s == OT_OK && dw) s = ot__mm_run(&mw, ws ? ws + gsz : NULL, fn);
-  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, g, gdt == OT_BF16, (size_t)N, M, N);
+  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, g, ot__sk(gdt), (size_t)N, M, N);
   OT_PROF_STOP();
   return s;
 }

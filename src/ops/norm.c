@@ -56,7 +56,7 @@ ot_status ot_layernorm_fwd(ot_dtype dt, void *y, float *mean, float *rstd, void 
   OT_CHECK_PTR(mean, fn);
   const double nc = (double)N * C, es = (double)ot_dtype_size(dt);
   OT_PROF_BEGIN("ot_layernorm_fwd", 8.0 * nc, nc * es * (2 + (r ? 2 : 0) + (!r && res_out ? 1 : 0)));
-  OT_KPICK(k_norm_fwd)(dt == OT_BF16, 0, y, mean, rstd, res_out, x, r, g, beta, N, C, eps);
+  OT_KPICK(k_norm_fwd)(ot__sk(dt), 0, y, mean, rstd, res_out, x, r, g, beta, N, C, eps);
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -73,7 +73,7 @@ ot_status ot_layernorm_bwd(ot_dtype dt, void *dx, float *dg, float *dbeta, const
   if (!part) return ot_error(OT_ENOMEM, "%s: no scratch for %d threads x %d columns", fn, nt, C);
   const double nc = (double)N * C, es = (double)ot_dtype_size(dt);
   OT_PROF_BEGIN("ot_layernorm_bwd", 14.0 * nc, nc * es * (3 + (dres ? 1 : 0)));
-  OT_KPICK(k_norm_bwd)(dt == OT_BF16, 0, dx, dg, dbeta, dy, dres, res, mean, rstd, g, N, C, part,
+  OT_KPICK(k_norm_bwd)(ot__sk(dt), 0, dx, dg, dbeta, dy, dres, res, mean, rstd, g, N, C, part,
                        nt, ld);
   OT_PROF_STOP();
   return OT_OK;
@@ -86,7 +86,7 @@ ot_status ot_rmsnorm_fwd(ot_dtype dt, void *y, float *rstd, void *res_out, const
   OT_TRY(fwd_check(fn, dt, y, rstd, res_out, x, r, g, N, C, eps));
   const double nc = (double)N * C, es = (double)ot_dtype_size(dt);
   OT_PROF_BEGIN("ot_rmsnorm_fwd", 5.0 * nc, nc * es * (2 + (r ? 2 : 0) + (!r && res_out ? 1 : 0)));
-  OT_KPICK(k_norm_fwd)(dt == OT_BF16, 1, y, NULL, rstd, res_out, x, r, g, NULL, N, C, eps);
+  OT_KPICK(k_norm_fwd)(ot__sk(dt), 1, y, NULL, rstd, res_out, x, r, g, NULL, N, C, eps);
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -101,7 +101,7 @@ ot_status ot_rmsnorm_bwd(ot_dtype dt, void *dx, float *dg, const void *dy, const
   if (!part) return ot_error(OT_ENOMEM, "%s: no scratch for %d threads x %d columns", fn, nt, C);
   const double nc = (double)N * C, es = (double)ot_dtype_size(dt);
   OT_PROF_BEGIN("ot_rmsnorm_bwd", 10.0 * nc, nc * es * (3 + (dres ? 1 : 0)));
-  OT_KPICK(k_norm_bwd)(dt == OT_BF16, 1, dx, dg, NULL, dy, dres, res, NULL, rstd, g, N, C, part,
+  OT_KPICK(k_norm_bwd)(ot__sk(dt), 1, dx, dg, NULL, dy, dres, res, NULL, rstd, g, N, C, part,
                        nt, ld);
   OT_PROF_STOP();
   return OT_OK;

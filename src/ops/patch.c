@@ -43,7 +43,7 @@ ot_status ot_patch_unfold(ot_dtype dt, void *cols, const float *img, int B, int 
         if (dt == OT_F32)
           memcpy(d, src, (size_t)P * sizeof(float));
         else
-          ot_cvt_f32_to_bf16(src, (uint16_t *)d, (size_t)P);
+          (void)ot_convert(src, OT_F32, d, dt, (size_t)P);   // f32 -> bf16 / f16: cannot fail
       }
   }
   OT_PROF_STOP();
@@ -74,7 +74,7 @@ ot_status ot_patch_fold(ot_dtype dt, float *dimg, const void *dcols, int B, int 
         if (dt == OT_F32)
           memcpy(d, s, (size_t)P * sizeof(float));
         else
-          ot_cvt_bf16_to_f32((const uint16_t *)s, d, (size_t)P);
+          (void)ot_convert(s, dt, d, OT_F32, (size_t)P);
       }
   }
   OT_PROF_STOP();

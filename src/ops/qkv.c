@@ -45,7 +45,7 @@ ot_status ot_qkv_fwd(ot_dtype dt, void *q, void *k, void *v, const void *x, cons
     m.C = ws;
     s = ot__mm_run(&m, ws + osz, fn);
   }
-  if (s == OT_OK) OT_KPICK(k_qkv_scatter)(q, k, v, dt == OT_BF16, (const float *)ws, B, T, Hq, Hkv, D);
+  if (s == OT_OK) OT_KPICK(k_qkv_scatter)(q, k, v, ot__sk(dt), (const float *)ws, B, T, Hq, Hkv, D);
   OT_PROF_STOP();
   return s;
 }
@@ -60,7 +60,7 @@ ot_status ot_qkv_split(ot_dtype dt, void *q, void *k, void *v, const float *qkv,
   OT_CHECK_PTR(k, fn);
   OT_CHECK_PTR(v, fn);
   OT_CHECK_PTR(qkv, fn);
-  OT_KPICK(k_qkv_scatter)(q, k, v, dt == OT_BF16, qkv, B, T, Hq, Hkv, D);
+  OT_KPICK(k_qkv_scatter)(q, k, v, ot__sk(dt), qkv, B, T, Hq, Hkv, D);
   return OT_OK;
 }
 
@@ -82,7 +82,7 @@ ot_status ot_qkv_bwd(ot_dtype dt, void *dx, float *dw, float *db, const void *dq
   const size_t es = ot_dtype_size(dt);
   OT_PROF_BEGIN("qkv_bwd", 4.0 * M * Nt * C,
                 (double)es * (2.0 * M * C + (double)Nt * C + (double)M * Nt) + 8.0 * Nt * C);
-  ot_dtype gdt = dt == OT_BF16 && !ot__gemm_bf16_native() ? OT_F32 : dt;
+  ot_dtype gdt = dt == OT_F16 || (dt == OT_BF16 && !ot__gemm_bf16_native()) ? OT_F32 : dt;
   ot_mm mx = {gdt, dt, dt, false, false, M, C, Nt, 1.0f, 0.0f, NULL, Nt, w, C, dx, C, NULL, false};
   ot_mm mw = {gdt, dt, OT_F32, true, false, Nt, C, M, 1.0f, 1.0f, NULL, Nt, x, C, dw, C, NULL, false};
   size_t gsz = ot_align64((size_t)M * Nt * ot_dtype_size(gdt));
@@ -90,12 +90,12 @@ ot_status ot_qkv_bwd(ot_dtype dt, void *dx, float *dw, float *db, const void *dq
   uint8_t *ws = ot_scratch(gsz + (wx > ww ? wx : ww));
   ot_status s = ws ? OT_OK : OT_ENOMEM;
   if (s == OT_OK) {
-    OT_KPICK(k_qkv_gather)(ws, gdt == OT_BF16, dq, dk, dv, dt == OT_BF16, B, T, Hq, Hkv, D);
+    OT_KPICK(k_qkv_gather)(ws, ot__sk(gdt), dq, dk, dv, ot__sk(dt), B, T, Hq, Hkv, D);
     mx.A = mw.A = ws;
     s = ot__mm_run(&mx, ws + gsz, fn);
   }
   if (s == OT_OK) s = ot__mm_run(&mw, ws + gsz, fn);
-  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, ws, gdt == OT_BF16, (size_t)Nt, M, Nt);
+  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, ws, ot__sk(gdt), (size_t)Nt, M, Nt);
   OT_PROF_STOP();
   return s;
 }

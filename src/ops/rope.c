@@ -59,7 +59,7 @@ static ot_status rope_run(const char *fn, const char *span, float sgn, ot_dtype 
   long rows = (long)B * H * T;
   double n = (double)rows * rot_dims;
   OT_PROF_BEGIN(span, 3.0 * n, n * 2.0 * ot_dtype_size(dt) + (double)T * rot_dims * 4.0);
-  OT_KPICK(k_rope)(x, tab, rows, T, D, rot_dims, pos0, style == OT_ROPE_GPTJ, sgn, dt == OT_BF16);
+  OT_KPICK(k_rope)(x, tab, rows, T, D, rot_dims, pos0, style == OT_ROPE_GPTJ, sgn, ot__sk(dt));
   OT_PROF_STOP();
   return OT_OK;
 }

@@ -21,13 +21,13 @@ ot_status ot_softmax_fwd(ot_dtype dt, void *y, const void *x, int N, int V) {
   size_t bs = row_stride(V);
   int nth = omp_get_max_threads();
   float *buf = NULL;
-  if (dt == OT_BF16) {
+  if (dt != OT_F32) {
     buf = ot_scratch((size_t)nth * bs * sizeof(float));
     if (!buf) return OT_ENOMEM;
   }
   double n = (double)N * V;
   OT_PROF_BEGIN("softmax_fwd", 25.0 * n, 2.0 * n * ot_dtype_size(dt));
-  OT_KPICK(k_softmax_fwd)(y, x, N, V, buf, bs, dt == OT_BF16);
+  OT_KPICK(k_softmax_fwd)(y, x, N, V, buf, bs, ot__sk(dt));
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -43,7 +43,7 @@ ot_status ot_softmax_bwd(ot_dtype dt, void *dx, const void *y, const void *dy, i
   OT_CHECK_POS(V, fn);
   double n = (double)N * V;
   OT_PROF_BEGIN("softmax_bwd", 4.0 * n, 3.0 * n * ot_dtype_size(dt));
-  OT_KPICK(k_softmax_bwd)(dx, y, dy, N, V, dt == OT_BF16);
+  OT_KPICK(k_softmax_bwd)(dx, y, dy, N, V, ot__sk(dt));
   OT_PROF_STOP();
   return OT_OK;
 }
@@ -77,7 +77,7 @@ static ot_status xent_run(ot_dtype dt, void *logits, int ld, const int32_t *targ
                           float *mean_loss, bool want_grad) {
   size_t bs = row_stride(V);
   int nth = omp_get_max_threads();
-  bool rowbuf = want_grad && dt == OT_BF16;
+  bool rowbuf = want_grad && dt != OT_F32;
   size_t loss_bytes = ot_align64((size_t)N * sizeof(double));
   uint8_t *scr = ot_scratch(loss_bytes + (rowbuf ? (size_t)nth * bs * sizeof(float) : 0));
   if (!scr) return OT_ENOMEM;
@@ -89,10 +89,10 @@ static ot_status xent_run(ot_dtype dt, void *logits, int ld, const int32_t *targ
   OT_PROF_BEGIN(eps < 0 ? "xent_fused" : "xent_ls_fused", 25.0 * n, bytes);
   if (eps < 0)
     OT_KPICK(k_xent)(logits, ld, targets, N, V, ignore_index, count, loss, want_grad, buf, bs,
-                     dt == OT_BF16);
+                     ot__sk(dt));
   else
     OT_KPICK(k_xent_ls)(logits, ld, targets, N, V, ignore_index, eps, count, loss, want_grad,
-                        buf, bs, dt == OT_BF16);
+                        buf, bs, ot__sk(dt));
   double sum = 0.0;
   for (int i = 0; i < N; i++) {
     sum += loss[i];

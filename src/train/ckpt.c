@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -249,6 +250,10 @@ static ot_status write_files(ot_trainer *t, const char *dir, const char *parent)
   meta_add(&o, "step", "%" PRId64, t->step);
   meta_add(&o, "updates", "%" PRId64, t->updates);
   meta_add(&o, "rng", "%" PRIu64, t->rng);
+  if (t->scaler.on) {   // the loss scaler: its scale (exact: 9 digits) and clean-step count
+    meta_add(&o, "loss_scale", "%.9g", (double)t->scaler.scale);
+    meta_add(&o, "loss_scale_clean", "%" PRId64, t->scaler.clean);
+  }
   meta_add(&o, "params_checksum", "%016" PRIx64, ot__hash_floats(ot_model_params(t->m), ot_model_n_floats(t->m)));
   ot_loader_state ls;
   if (t->cls ? ot__cls_data_state(t, &ls) : ot__trainer_data_state(t, &ls)) {
@@ -572,6 +577,18 @@ static ot_status load_state(ot_trainer *t, const ot_st_file *f) {
       return ot_error(OT_EINVAL, "checkpoint %s: its data position does not fit this run's training data "
                       "(other shards, --seq-len, --batch-size, --shuffle or --seed?): %s", ot_st_name(f),
                       ot_last_error());
+  }
+  if (t->scaler.on && t->scaler.dynamic && ot_st_meta(f, "loss_scale")) {   // absent: saved without one
+    uint64_t clean;
+    const char *v = ot_st_meta(f, "loss_scale");
+    char *end;
+    const float x = strtof(v, &end);
+    if (end == v || *end || !(x > 0) || !isfinite(x))
+      return ot_error(OT_EFORMAT, "%s: __metadata__ 'loss_scale' = '%.40s' is not a positive number",
+                      ot_st_name(f), v);
+    OT_TRY(meta_u64(f, "loss_scale_clean", 10, &clean));
+    t->scaler.scale = x;
+    t->scaler.clean = (int64_t)clean;
   }
   t->step = (int64_t)step;
   t->updates = (int64_t)updates;

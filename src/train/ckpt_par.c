@@ -191,6 +191,7 @@ ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only) {
     t->step = sh.step;
     t->updates = sh.updates;
     t->rng = sh.rng;
+    t->scaler = sh.scaler;
     s = ot__par_set_params(t->par, wf);
   }
   if (z3) free(wf);

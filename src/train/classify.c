@@ -171,8 +171,9 @@ ot_status ot__cls_eval(ot_trainer *t, int batches, double *loss, double *nll, in
       float bv = -INFINITY;
       for (int j = 0; j < cf->model.vocab; j++) {
         const size_t e = (size_t)k * ld + j;
-        const float v = cf->dtype == OT_F32 ? ((const float *)lg)[e]
-                                            : ot_bf16_to_f32(((const uint16_t *)lg)[e]);
+        const float v = cf->dtype == OT_F32    ? ((const float *)lg)[e]
+                        : cf->dtype == OT_F16 ? ot_f16_to_f32(((const uint16_t *)lg)[e])
+                                              : ot_bf16_to_f32(((const uint16_t *)lg)[e]);
         if (v > bv) { bv = v; best = j; }
       }
       right += best == c->lab[k];

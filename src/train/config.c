@@ -10,7 +10,7 @@
 
 typedef enum {
   K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
-  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD, K_F3
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD, K_F3, K_LSCALE, K_POW2
 } ktype;
 
 typedef struct {
@@ -74,8 +74,10 @@ static const key_def k_keys[] = {
    "rows per optimizer step (sets --grad-accum = global-batch / batch-size)"},
   {"seq-len", K_INT, O(seq_len), 1, 1 << 22, 0, "seq_length block_size seq_len", "tokens per row"},
   // run
-  {"dtype", K_DTYPE, O(dtype), 0, 0, 0, "bf16 precision params_dtype",
-   "f32 | bf16 (bf16 activations and GEMMs, f32 master weights and optimizer)"},
+  {"dtype", K_DTYPE, O(dtype), 0, 0, 0, "bf16 precision params_dtype fp16",
+   "f32 | bf16 | f16 (16-bit activations and GEMM inputs, f32 master weights and optimizer; "
+   "f16 also scales the loss, see --loss-scale; aliases take fp16, float16, half, 16-mixed, "
+   "bf16-mixed, and --fp16 / --bf16 as booleans)"},
   {"recompute", K_RECOMPUTE, O(recompute), 0, 0, 0, "recompute_granularity activation_checkpointing",
    "none | selective | full (activation recompute in backward)"},
   {"threads", K_INT, O(threads), 0, 1024, 0, "num_threads omp_num_threads", "threads (0: OMP_NUM_THREADS)"},
@@ -102,6 +104,23 @@ static const key_def k_keys[] = {
    "AdamW weight decay (matrices and embeddings; none on norms and biases)"},
   {"grad-clip", K_F32, O(grad_clip), -1, 1e9, 0, "clip_grad max_grad_norm gradient_clipping clip_norm",
    "clip the global gradient norm to this (<= 0: off)"},
+  // loss scaling (fp16), PyTorch GradScaler semantics
+  {"loss-scale", K_LSCALE, O(loss_scale), 0, 0, 0, "",
+   "auto (dynamic for --dtype f16, none for f32 / bf16) | 0 (dynamic) | > 0 (static scale) "
+   "(Megatron --loss-scale, DeepSpeed loss_scale: the same meaning)"},
+  {"loss-scale-init", K_F32, O(loss_scale_init), -BIG, BIG, 0, "initial_loss_scale init_scale",
+   "dynamic loss scale: the first scale (PyTorch init_scale)"},
+  {"loss-scale-init-power", K_POW2, O(loss_scale_init), -126, 127, F_NOSAVE, "initial_scale_power",
+   "dynamic loss scale: the first scale as a power of two (DeepSpeed initial_scale_power: 16 = 65536)"},
+  {"loss-scale-growth-interval", K_INT, O(loss_scale_growth_interval), -BIG, BIG, 0,
+   "loss_scale_window growth_interval",
+   "dynamic loss scale: consecutive clean steps before it grows (Megatron / DeepSpeed loss_scale_window)"},
+  {"loss-scale-growth", K_F32, O(loss_scale_growth), -BIG, BIG, 0, "growth_factor",
+   "dynamic loss scale: growth factor (> 1)"},
+  {"loss-scale-backoff", K_F32, O(loss_scale_backoff), -BIG, BIG, 0, "backoff_factor",
+   "dynamic loss scale: backoff factor after an inf / NaN gradient (in (0, 1))"},
+  {"loss-scale-min", K_F32, O(loss_scale_min), -BIG, BIG, 0, "min_loss_scale",
+   "dynamic loss scale: floor of the scale (0: none, as PyTorch; Megatron / DeepSpeed use 1)"},
   // evaluation and output
   {"eval-every", K_INT, O(eval_every), 0, 1 << 30, 0, "eval_interval eval_steps",
    "steps between held-out evaluations (0: at the end only)"},
@@ -292,7 +311,7 @@ bool ot_train_key_is_bool(const char *key) {
   char norm[64];
   if (!key || strlen(key) >= sizeof norm) return false;
   normalize(key, norm, sizeof norm);
-  if (!strcmp(norm, "bf16")) return true;
+  if (!strcmp(norm, "bf16") || !strcmp(norm, "fp16")) return true;
   int i = find_key(key);
   // recompute and optimizer-shard also take MindSpore's booleans: alone they mean true
   return i >= 0 && (k_keys[i].type == K_BOOL || k_keys[i].type == K_RECOMPUTE || k_keys[i].type == K_SHARD);
@@ -376,6 +395,12 @@ void ot_train_config_default(ot_train_config *c) {
   c->overlap = true;
   c->zero_prefetch = true;
   c->comm_timeout = 300.0f;
+  c->loss_scale = -1.0f;   // auto
+  c->loss_scale_init = 65536.0f;
+  c->loss_scale_growth_interval = 2000;
+  c->loss_scale_growth = 2.0f;
+  c->loss_scale_backoff = 0.5f;
+  c->loss_scale_min = 0.0f;
 }
 
 // The defaults of task = translate (fairseq's transformer recipe, scaled down).
@@ -505,7 +530,9 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
   if (!value) return ot_error(OT_EINVAL, "%s: %s needs a value", origin, who);
   void *p = (char *)c + d->off;
   c->spelling[i] = (unsigned char)alias;
-  static const char *const dtypes[] = {"f32", "bf16", "fp32", "float32", "bfloat16", "true", "false"};
+  static const char *const dtypes[] = {"f32", "bf16", "fp32", "float32", "bfloat16", "true", "false",
+                                       "f16", "fp16", "float16", "half", "16-mixed", "16",
+                                       "bf16-mixed", "32", "32-true"};
   static const char *const recs[] = {"none", "selective", "full", "false", "true", "1", "0", "yes", "no"};
   static const char *const norms[] = {"layernorm", "rmsnorm"};
   static const char *const acts[] = {"gelu", "swiglu", "gelu-new", "silu", "gelu-pytorch-tanh", "relu",
@@ -541,10 +568,37 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
       if (strlen(value) >= OT_PATH_MAX) BADV("is longer than %d bytes", OT_PATH_MAX - 1);
       snprintf((char *)p, OT_PATH_MAX, "%s", value);
       return OT_OK;
-    case K_DTYPE:
-      if ((k = parse_choice(value, dtypes, 7)) < 0) BADV("is not a dtype (f32 | bf16)");
-      *(ot_dtype *)p = (k == 1 || k == 4 || k == 5) ? OT_BF16 : OT_F32;
+    case K_DTYPE: {
+      if ((k = parse_choice(value, dtypes, 16)) < 0) BADV("is not a dtype (f32 | bf16 | f16)");
+      char a[64] = "";
+      bool ainv;
+      if (alias) alias_text(i, alias, a, sizeof a, &ainv);
+      if (k == 5 && !strcmp(a, "fp16")) k = 7;   // --fp16 (Megatron, HF): a boolean meaning f16
+      *(ot_dtype *)p = (k == 1 || k == 4 || k == 5 || k == 13) ? OT_BF16 : (k >= 7 && k <= 12) ? OT_F16 : OT_F32;
       return OT_OK;
+    }
+    case K_LSCALE: {   // auto | dynamic | a number >= 0
+      char n[16];
+      normalize(value, n, sizeof n);
+      if (!strcmp(n, "auto")) { *(float *)p = -1.0f; return OT_OK; }
+      if (!strcmp(n, "dynamic")) { *(float *)p = 0.0f; return OT_OK; }
+      char *end;
+      errno = 0;
+      const double x = strtod(value, &end);
+      if (end == value || *end || errno || !isfinite(x) || x < 0 || x > 3.4e38)
+        BADV("is not a loss scale (auto | 0 = dynamic | a static scale > 0, e.g. 1024)");
+      *(float *)p = (float)x;
+      return OT_OK;
+    }
+    case K_POW2: {   // stores 2^value
+      char *end;
+      errno = 0;
+      const double x = strtod(value, &end);
+      if (end == value || *end || errno || !(x >= d->lo && x <= d->hi))
+        BADV("is not a power of two's exponent in [%g, %g] (16 means a scale of 65536)", d->lo, d->hi);
+      *(float *)p = (float)pow(2.0, x);
+      return OT_OK;
+    }
     case K_RECOMPUTE:
       if ((k = parse_choice(value, recs, 9)) < 0)
         BADV("is not a recompute mode (none | selective | full, or a boolean: true = full)");
@@ -661,6 +715,16 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
     case K_BOOL: snprintf(buf, cap, "%s", *(const bool *)p ? "true" : "false"); break;
     case K_STR: snprintf(buf, cap, "%s", (const char *)p); break;
     case K_DTYPE: snprintf(buf, cap, "%s", ot_dtype_name(*(const ot_dtype *)p)); break;
+    case K_LSCALE:
+      if (*(const float *)p < 0) snprintf(buf, cap, "auto");
+      else float_text(buf, cap, *(const float *)p);
+      break;
+    case K_POW2: {
+      const float x = *(const float *)p;
+      if (x > 0) float_text(buf, cap, (float)log2((double)x));
+      else snprintf(buf, cap, "none");
+      break;
+    }
     case K_RECOMPUTE: snprintf(buf, cap, "%s", ot_recompute_name(*(const ot_recompute *)p)); break;
     case K_NORM: snprintf(buf, cap, "%s", *(const ot_norm_kind *)p == OT_NORM_RMSNORM ? "rmsnorm" : "layernorm"); break;
     case K_ACT: {
@@ -804,12 +868,39 @@ static ot_status resolve_task(ot_train_config *c) {
   return OT_OK;
 }
 
+// The loss-scaling keys (each message names the key as the user wrote it and the fix).
+static ot_status resolve_loss_scale(ot_train_config *c) {
+  char f[160];
+  if (!(c->loss_scale >= -1.0f) || !isfinite(c->loss_scale) || (c->loss_scale < 0 && c->loss_scale != -1.0f))
+    BAD("%s must be auto, 0 (dynamic) or a static scale > 0", flagv(c, "loss-scale", f, sizeof f));
+  if (!(c->loss_scale_init > 0) || !isfinite(c->loss_scale_init))
+    BAD("%s must be finite and > 0 (PyTorch's default is 65536 = 2^16)", flagv(c, "loss-scale-init", f, sizeof f));
+  if (c->loss_scale_growth_interval < 1)
+    BAD("%s must be >= 1 clean steps between growths (PyTorch's default is 2000)",
+        flagv(c, "loss-scale-growth-interval", f, sizeof f));
+  if (!(c->loss_scale_growth > 1) || !isfinite(c->loss_scale_growth))
+    BAD("%s must be > 1 (the scale is multiplied by it after the growth interval; default 2)",
+        flagv(c, "loss-scale-growth", f, sizeof f));
+  if (!(c->loss_scale_backoff > 0 && c->loss_scale_backoff < 1))
+    BAD("%s must be in (0, 1) (the scale is multiplied by it after an inf / NaN gradient; default 0.5)",
+        flagv(c, "loss-scale-backoff", f, sizeof f));
+  if (!(c->loss_scale_min >= 0) || !isfinite(c->loss_scale_min))
+    BAD("%s must be >= 0 (0: no floor)", flagv(c, "loss-scale-min", f, sizeof f));
+  char g[160];
+  if (c->loss_scale_min > c->loss_scale_init && !(c->loss_scale > 0))
+    BAD("%s is above %s: the dynamic scale starts at its floor or above (lower the floor)",
+        flagv(c, "loss-scale-min", f, sizeof f), flagv(c, "loss-scale-init", g, sizeof g));
+  return OT_OK;
+}
+
 ot_status ot_train_config_resolve(ot_train_config *c) {
   OT_CHECK_PTR(c, "ot_train_config_resolve");
   if (ot_model_config_validate(&c->model) != OT_OK)
     BAD("model: %s (set with --model / --d-model / --heads / ...)", ot_last_error());
   OT_TRY(resolve_task(c));
-  if (c->dtype != OT_F32 && c->dtype != OT_BF16) BAD("--dtype %s unsupported (f32 | bf16)", ot_dtype_name(c->dtype));
+  if (c->dtype != OT_F32 && c->dtype != OT_BF16 && c->dtype != OT_F16)
+    BAD("--dtype %s unsupported (f32 | bf16 | f16)", ot_dtype_name(c->dtype));
+  OT_TRY(resolve_loss_scale(c));
   if (c->batch_size < 1) BAD("--batch-size %d must be >= 1", c->batch_size);
   if (c->grad_accum < 1) BAD("--grad-accum %d must be >= 1", c->grad_accum);
   if (c->seq_len < 1) BAD("--seq-len %d must be >= 1", c->seq_len);

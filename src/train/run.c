@@ -251,7 +251,8 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
   fflush(out);
 
   double val = NAN, loss = NAN, t_run = ot_now(), ema = 0;
-  int64_t last_eval = -1, last_save = start > 0 ? start : -1, skipped = 0, streak = 0;
+  int64_t last_eval = -1, last_save = start > 0 ? start : -1, skipped = 0, streak = 0, overflows = 0;
+  bool last_overflow = false;   // the last step was skipped by the dynamic loss scaler
   const bool has_val = ot_trainer_has_val(t);
   if (s == OT_OK && has_val && start == 0 && c.eval_every > 0) {
     s = do_eval(t, &r, 0, &val);
@@ -277,7 +278,16 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     const int world = ot_dist_world_size();
     double tps = st.tokens / st.seconds, mfu = r.peak > 0 ? fpt * (st.tgt_tokens / st.seconds) / (r.peak * world * 1e9) : NAN;
     ema = step == start ? st.seconds : 0.9 * ema + 0.1 * st.seconds;
-    if (st.skipped) {
+    last_overflow = st.overflow;
+    if (st.overflow) {   // the dynamic loss scaler's skip: expected, the scale backs off
+      skipped++;
+      overflows++;
+      loss = st.loss;
+      if (++streak >= 40)
+        s = ot_error(OT_EINVAL, "%lld consecutive steps had an inf / NaN gradient although the loss scale "
+                     "backed off to %g: training diverged (lower --lr, raise --warmup, or check the data)",
+                     (long long)streak, (double)st.loss_scale);
+    } else if (st.skipped) {
       skipped++;
       if (root) fprintf(stderr, "ot: warning: step %lld: non-finite %s (loss %g, grad norm %g): update skipped, weights "
               "and optimizer state unchanged\n", (long long)st.step, isfinite(st.loss) ? "gradient" : "loss",
@@ -293,13 +303,15 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     if (!c.quiet && (st.step % c.print_every == 0 || st.step == c.steps || st.step == start + 1)) {
       char eta[32];
       fmt_dur(eta, sizeof eta, ema * (double)(c.steps - st.step));
-      char comm[32] = "";
+      char comm[32] = "", scale[48] = "";
       if (t->par) snprintf(comm, sizeof comm, " | comm %4.1f%%", 100 * ot__par_comm_seconds(t->par) / st.seconds);
+      if (st.loss_scale > 0) snprintf(scale, sizeof scale, " | scale %g", (double)st.loss_scale);
       const bool img = c.task == OT_TASK_CLASSIFY;   // images/s: tokens/s over tokens per image
       fprintf(out, "step %6lld/%lld | loss %7.4f | lr %.3e | norm %7.3f | %7.0f %s | MFU %5.1f%% | "
-              "mem %6.1f MiB%s | %5.2f s | eta %s%s\n", (long long)st.step, (long long)c.steps, st.loss,
+              "mem %6.1f MiB%s%s | %5.2f s | eta %s%s\n", (long long)st.step, (long long)c.steps, st.loss,
               st.lr, st.grad_norm, img ? tps / c.seq_len : tps, img ? "img/s" : "tok/s", 100 * mfu,
-              mem_mib(), comm, st.seconds, eta, st.skipped ? " | SKIPPED" : "");
+              mem_mib(), comm, scale, st.seconds, eta,
+              st.overflow ? " | SKIPPED (gradient overflow: scale backed off)" : st.skipped ? " | SKIPPED" : "");
       fflush(out);
     }
     fprintf(r.log, "{\"step\": %lld, ", (long long)st.step);
@@ -313,6 +325,10 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     jnum(r.log, "mfu", mfu, false);
     jnum(r.log, "time_s", st.seconds, false);
     jnum(r.log, "mem_mib", mem_mib(), false);
+    if (st.loss_scale > 0) {
+      jnum(r.log, "loss_scale", st.loss_scale, false);
+      fprintf(r.log, "\"overflow\": %s, ", st.overflow ? "true" : "false");
+    }
     fprintf(r.log, "\"skipped\": %s}\n", st.skipped ? "true" : "false");
     fflush(r.log);
     if (s != OT_OK) break;
@@ -356,7 +372,7 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     s = ot_train_plot(logp, plotp, title);
   }
   // a run must end in a finite state: not on skipped steps, not on a non-finite held-out loss
-  if (s == OT_OK && streak > 0)
+  if (s == OT_OK && streak > 0 && !last_overflow)
     s = ot_error(OT_EINVAL, "the run ended on %lld skipped step%s (steps %lld-%lld: non-finite loss or gradient), "
                  "so its final loss is not finite%s%s; lower --lr, raise --warmup, or check the data",
                  (long long)streak, streak > 1 ? "s" : "", (long long)(done - streak + 1), (long long)done,
@@ -379,8 +395,17 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     char vs[48];
     if (isfinite(val)) snprintf(vs, sizeof vs, "held-out loss %.4f", val);
     else snprintf(vs, sizeof vs, "no held-out split");
+    char sk[128] = "";
+    float lsc = 0.0f;
+    ot_trainer_loss_scale(t, &lsc, NULL);
+    if (overflows && overflows == skipped)
+      snprintf(sk, sizeof sk, " (%lld step%s skipped on gradient overflow; loss scale now %g)",
+               (long long)overflows, overflows > 1 ? "s" : "", (double)lsc);
+    else if (skipped)
+      snprintf(sk, sizeof sk, " (%lld steps skipped, %lld of them on gradient overflow)", (long long)skipped,
+               (long long)overflows);
     fprintf(out, "done: %lld steps in %s, final loss %.4f, %s%s; wrote %s, %s\n", (long long)(done - start),
-            took, loss, vs, skipped ? " (some steps skipped)" : "", logp, plotp);
+            took, loss, vs, sk, logp, plotp);
   }
   fflush(out);
   if (final_loss) *final_loss = loss;

@@ -36,6 +36,25 @@ void ot__ckpt_cleanup(const char *out);
 // metadata checksums hold, the files they name exist); no tensor is read.
 bool ot__ckpt_complete(const char *dir);
 
+// ---- loss scaling (scaler.c): PyTorch GradScaler semantics
+typedef struct {
+  bool on;                  // scaling active (dtype f16 by default, or asked for)
+  bool dynamic;             // grows and backs off; else a static scale
+  float scale;              // the scale of the next step
+  int64_t clean;            // consecutive clean steps since the last growth or backoff
+  int interval;             // clean steps before a growth
+  float growth, backoff, min;
+} ot__scaler;
+// From the resolved keys (loss_scale < 0: dynamic for dtype f16, off otherwise).
+void ot__scaler_init(ot__scaler *s, const ot_train_config *c);
+// The scale of the next step (1 when off).
+float ot__scaler_scale(const ot__scaler *s);
+// After a step: found_inf (agreed by every rank) backs the scale off (not below
+// min) and restarts the count; else a clean step, and the interval-th grows it.
+void ot__scaler_update(ot__scaler *s, bool found_inf);
+// Test aid: whether OT_TEST_INF_GRAD names this step (1-based) and world rank.
+bool ot__scaler_test_inf(int64_t step, int rank);
+
 // ---- trainer internals shared with ckpt.c, ckpt_par.c and run.c
 typedef struct { size_t off, n; bool decay; } ot__group;
 
@@ -54,6 +73,7 @@ struct ot_trainer {
   struct ot__tr *tr;          // task = translate: tokenizer, bitexts, batchers (translate.c); else NULL
   ot_train_hooks hooks;
   struct ot__cls *cls;        // task = classify: image sets, order, batch buffers (classify.c); else NULL
+  ot__scaler scaler;          // loss scaling (fp16); state saved in checkpoints
 };
 
 // ---- the translate task (translate.c)

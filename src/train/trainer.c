@@ -1,12 +1,14 @@
 // The one trainer: model + AdamW state + data loaders; one optimizer step over
 // grad_accum micro-batches (loss averaged over every non-ignored token of the
 // global batch), global-norm clipping, non-finite skip, mixed precision
-// (bf16 copy refreshed by the fused AdamW pass), held-out evaluation. A
+// (bf16 / f16 copy refreshed by the fused AdamW pass; fp16 loss scaling,
+// scaler.c, unscaled in the same pass), held-out evaluation. A
 // parallel layout runs the same step and evaluation through the runtime's
 // hooks (dist/par.h): micro-batch schedule, gradient reduction, norm
 // reduction, ZeRO shard, gather after the update.
 #include "train/train_impl.h"
 #include "io/data_impl.h"
+#include "ot/dist.h"
 #include <glob.h>
 #include <math.h>
 #include <stdlib.h>
@@ -172,6 +174,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
     return s;
   }
   t->rng = c->seed ^ 0x7472616e696e6721ull;
+  ot__scaler_init(&t->scaler, c);
   t->flops_tok = ot_model_flops_per_token(&c->model, c->seq_len);
   *out = t;
   return OT_OK;
@@ -181,6 +184,10 @@ ot_model *ot_trainer_model(ot_trainer *t) { return t ? t->m : NULL; }
 const ot_train_config *ot_trainer_config(const ot_trainer *t) { return t ? &t->cfg : NULL; }
 int64_t ot_trainer_steps_done(const ot_trainer *t) { return t ? t->step : 0; }
 int64_t ot_trainer_updates(const ot_trainer *t) { return t ? t->updates : 0; }
+void ot_trainer_loss_scale(const ot_trainer *t, float *scale, int64_t *clean) {
+  if (scale) *scale = t && t->scaler.on ? t->scaler.scale : 0.0f;
+  if (clean) *clean = t && t->scaler.on ? t->scaler.clean : 0;
+}
 float *ot_trainer_moment(ot_trainer *t, int which) {
   return t && (which == 0 || which == 1) ? t->mom[which] : NULL;
 }
@@ -211,6 +218,9 @@ static float lm_count(const int32_t *rows, size_t nrows, int T) {
 // loss and squared gradient norm; the update is skipped when the loss OR the
 // norm is not finite (weights, moments and updates unchanged), else clipped
 // AdamW over this rank's shard and, in parallel, the gather of the shards.
+// With loss scaling the backward ran on loss x scale: the norm, the clip and
+// AdamW's grad_scale divide by it (no unscaling pass), and a skip backs the
+// dynamic scale off on every rank alike (the non-finite flag is world-wide).
 static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info) {
   const ot_train_config *c = &t->cfg;
   ot__par *par = t->par;
@@ -223,20 +233,18 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   const size_t n = ot_model_n_floats(m);
   float *w = ot_model_params(m), *g = ot_model_grads(m);
   uint16_t *pb = ot_model_params_bf16(m);
+  const float ls = ot__scaler_scale(&t->scaler);
+  OT_TRY(ot_model_set_loss_scale(m, ls));
   double loss = 0.0, sumsq = 0.0;
   bool finite = true;
   int64_t ntok = (int64_t)dp * A * B * T, ntgt = ntok;
   if (t->cls) {   // classify: the step's images (one process)
     OT_TRY(ot__cls_micro_batches(t, &loss, &finite, &ntok, &ntgt));
-    if (finite) sumsq = ot_sumsq(g, n);
   } else if (t->tr) {   // translate: this rank's part of the bitext batcher's global batch
     OT_TRY(ot__tr_micro_batches(t, &loss, &finite, &ntok, &ntgt));
-    if (par) OT_TRY(ot__par_reduce_norm(par, &loss, &finite, &sumsq));
-    else if (finite) sumsq = ot_sumsq(g, n);
   } else if (par) {
     OT_TRY(ot__par_micro_batches(par, rows + (size_t)ot__par_dp_rank(par) * A * B * rowlen, t->x, t->y,
                                  lm_count(rows, (size_t)dp * A * B, T), &loss, &finite));
-    OT_TRY(ot__par_reduce_norm(par, &loss, &finite, &sumsq));
   } else {
     const float fcount = lm_count(rows, (size_t)dp * A * B, T);
     const int32_t *mine = rows;
@@ -248,11 +256,22 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
       if (!isfinite(l)) { finite = false; break; }   // the step is lost anyway
       OT_TRY(ot_model_backward(m));
     }
-    if (finite) sumsq = ot_sumsq(g, n);
+  }
+  size_t s0 = 0, s1 = n;   // this rank's shard (ZeRO), else the whole buffer
+  if (par) ot__par_shard(par, &s0, &s1);
+  float *gs = par ? ot__par_shard_grads(par) : g;   // [s1 - s0], the gradients this rank applies
+  if (s1 > s0 && ot__scaler_test_inf(t->step + 1, ot_dist_world_rank())) gs[0] = INFINITY;
+  if (par) {
+    // loss scaling: every rank checks what it will apply (a replica or shard the norm
+    // does not count included), and the reduction makes the flag world-wide
+    if (finite && t->scaler.on && !isfinite(ot_sumsq(gs, s1 - s0))) finite = false;
+    OT_TRY(ot__par_reduce_norm(par, &loss, &finite, &sumsq));
+  } else if (finite) {
+    sumsq = ot_sumsq(g, n);
   }
   // the one rule: a non-finite loss or gradient norm skips the update
   finite = finite && isfinite(loss);
-  const double norm = finite ? sqrt(sumsq) : NAN;
+  const double norm = finite ? sqrt(sumsq) / ls : NAN;
   const float coef = ot_clip_coef(norm, c->grad_clip);
   ot_lr_schedule sch = ot_train_schedule(c);
   st.lr = ot_lr_at(&sch, t->step);
@@ -260,13 +279,12 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   st.grad_norm = norm;
   st.tokens = ntok;   // translate: source + target tokens
   st.tgt_tokens = ntgt;
+  st.loss_scale = t->scaler.on ? ls : 0.0f;
   if (!finite || !isfinite(norm) || isnan(coef)) {
     st.skipped = true;
     st.clip = NAN;
+    st.overflow = t->scaler.on && t->scaler.dynamic && isfinite(loss);
   } else {
-    size_t s0 = 0, s1 = n;   // this rank's shard (ZeRO), else the whole buffer
-    if (par) ot__par_shard(par, &s0, &s1);
-    const float *gs = par ? ot__par_shard_grads(par) : g;   // [s1 - s0]
     float *ws = par ? ot__par_shard_params(par) : w;         // [s1 - s0]
     uint16_t *pbu = par && !ot__par_update_writes_bf16(par) ? NULL : pb;
     OT_PROF_BEGIN("optimizer", 0.0, 0.0);
@@ -277,8 +295,8 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
       size_t a = G->off > s0 ? G->off : s0, b = G->off + G->n < s1 ? G->off + G->n : s1;
       if (a >= b) continue;
       ac.weight_decay = G->decay ? c->weight_decay : 0.0f;
-      s = ot_adamw(ws + (a - s0), gs + (a - s0), t->mom[0] + (a - s0), t->mom[1] + (a - s0),
-                   pbu ? pbu + a : NULL, b - a, &ac, coef);
+      s = ot_adamw_dt(ws + (a - s0), gs + (a - s0), t->mom[0] + (a - s0), t->mom[1] + (a - s0),
+                      pbu ? pbu + a : NULL, c->dtype, b - a, &ac, coef / ls);
     }
     OT_PROF_STOP();
     OT_TRY(s);
@@ -286,6 +304,7 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
     t->updates++;
     st.clip = coef;
   }
+  ot__scaler_update(&t->scaler, st.skipped);
   if (par) ot__par_zero_grads(par);
   else ot_model_zero_grad(m);
   t->step++;

@@ -3,7 +3,8 @@
 // that world size is trained for 5 steps on the same global batches as a
 // one-process reference computed before MPI starts, in variants (ZeRO-1,
 // recompute, vocab-parallel, more micro-batches than stages, GPipe, no
-// overlap, bf16, a Llama-style model); losses must match to 1e-5 (f32) and
+// overlap, bf16, f16 with the loss scaler, a Llama-style model); losses must match
+// to 1e-5 (f32; bf16 2e-2, f16 2e-3 relative) and
 // the final weights (gathered through a checkpoint) to 1e-5 normalized error.
 // Also: resume in another layout, invalid layouts and their messages, the
 // ZeRO-1 optimizer memory and 1F1B vs GPipe activation memory, the refusal
@@ -125,6 +126,7 @@ typedef struct {
   int zero;
   ot_recompute rc;
   bool vp, gpipe, no_overlap, bf16;
+  bool f16;   // fp16 with the dynamic loss scaler (takes precedence over bf16)
 } variant;
 
 static ot_train_config config_of(const variant *v) {
@@ -141,7 +143,7 @@ static ot_train_config config_of(const variant *v) {
   c.overlap = !v->no_overlap;
   c.zero_prefetch = !v->no_overlap;   // ZeRO-3 variants: no_overlap also gathers without prefetch
   c.grad_buckets = v->no_overlap ? 1 : 3;
-  c.dtype = v->bf16 ? OT_BF16 : OT_F32;
+  c.dtype = v->f16 ? OT_F16 : v->bf16 ? OT_BF16 : OT_F32;
   c.comm_timeout = 120;
   return c;
 }
@@ -163,7 +165,7 @@ static void run_variant(const variant *v, const ref_run *ref, int from, int to, 
     double e = fabs(st.loss - ref->loss[s]) / fabs(ref->loss[s]);
     if (e > worst) worst = e;
   }
-  const double tol = v->bf16 ? 2e-2 : 1e-5;
+  const double tol = v->f16 ? 2e-3 : v->bf16 ? 2e-2 : 1e-5;
   th_check(worst <= tol, "%s: steps %d-%d losses equal the one-process run (worst relative "
            "difference %.2e, limit %.0e)", v->name, from + 1, to, worst, tol);
   if (save) th_check(ot_trainer_save(t, save) == OT_OK, "%s: save: %s", v->name, ot_last_error());
@@ -174,8 +176,8 @@ static void run_variant(const variant *v, const ref_run *ref, int from, int to, 
 static void check_variant(const variant *v, const ref_run *ref) {
   char dir[300];
   snprintf(dir, sizeof dir, "%s/%s", g_tmp, v->name);
-  run_variant(v, ref, 0, STEPS, NULL, v->bf16 ? NULL : dir);
-  if (v->bf16) return;
+  run_variant(v, ref, 0, STEPS, NULL, v->bf16 || v->f16 ? NULL : dir);
+  if (v->bf16 || v->f16) return;
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0) {
     double mx, e = weights_err(dir, ref->m, &mx);
@@ -397,8 +399,8 @@ int main(int argc, char **argv) {
   if (g_world == 8) { int l[1][3] = {{2, 2, 2}}; memcpy(lay, l, sizeof l); nl = 1; }
   for (int i = 0; i < nl; i++) {
     const int dp = lay[i][0], tp = lay[i][1], pp = lay[i][2], M = pp;
-    char nm[16][64];
-    variant vs[16];
+    char nm[24][64];
+    variant vs[24];
     int n = 0;
 #define V(fam_, M_, zero_, rc_, vp_, gp_, no_, bf_, tag)                                      \
     do {                                                                                       \
@@ -422,6 +424,12 @@ int main(int argc, char **argv) {
     if (ROWS % (dp * 2 * M) == 0) V('a', 2 * M, 0, OT_RECOMPUTE_NONE, false, false, false, false, "more_micro");
     if (pp > 1) V('b', 2 * M <= ROWS / dp ? 2 * M : M, 0, OT_RECOMPUTE_NONE, false, true, false, false, "gpipe");
     V('a', M, dp > 1, OT_RECOMPUTE_SELECTIVE, tp > 1, false, false, true, "bf16");
+    V('a', M, dp > 1 ? 2 : 0, OT_RECOMPUTE_SELECTIVE, tp > 1, false, false, false, "f16");
+    vs[n - 1].f16 = true;
+    if (dp > 1) {   // ZeRO-3 with f16 and the loss scaler (the f16 copy of each gathered block)
+      V('a', M, 3, OT_RECOMPUTE_NONE, false, false, false, false, "zero3_f16");
+      vs[n - 1].f16 = true;
+    }
 #undef V
     for (int k = 0; k < n; k++) check_variant(&vs[k], vs[k].fam == 'a' ? &ra : &rb);
   }

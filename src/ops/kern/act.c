@@ -219,8 +219,7 @@ void OT_K(k_gelu_fwd)(int bf16, void *y, const void *x, size_t n) {
 #pragma omp parallel if (n >= ACT_PAR_MIN)
   {
     PAR_ELEMS(n, AU * VL, i0, i1);
-    if (bf16) gelu_fwd_range(1, y, x, i0, i1);
-    else gelu_fwd_range(0, y, x, i0, i1);
+    OT_SK_SWITCH(bf16, K, gelu_fwd_range(K, y, x, i0, i1));
   }
 }
 
@@ -228,8 +227,7 @@ void OT_K(k_gelu_bwd)(int bf16, void *dx, const void *x, const void *dy, size_t 
 #pragma omp parallel if (n >= ACT_PAR_MIN)
   {
     PAR_ELEMS(n, AU * VL, i0, i1);
-    if (bf16) gelu_bwd_range(1, dx, x, dy, i0, i1);
-    else gelu_bwd_range(0, dx, x, dy, i0, i1);
+    OT_SK_SWITCH(bf16, K, gelu_bwd_range(K, dx, x, dy, i0, i1));
   }
 }
 
@@ -237,8 +235,7 @@ void OT_K(k_swiglu_fwd)(int bf16, void *y, const void *x, int N, int F) {
 #pragma omp parallel if ((size_t)N * F >= ACT_PAR_MIN)
   {
     PAR_SPLIT((size_t)N, n0, n1);
-    if (bf16) swiglu_fwd_rows(1, y, x, (long)n0, (long)n1, (size_t)F);
-    else swiglu_fwd_rows(0, y, x, (long)n0, (long)n1, (size_t)F);
+    OT_SK_SWITCH(bf16, K, swiglu_fwd_rows(K, y, x, (long)n0, (long)n1, (size_t)F));
   }
 }
 
@@ -246,7 +243,6 @@ void OT_K(k_swiglu_bwd)(int bf16, void *dx, const void *x, const void *dy, int N
 #pragma omp parallel if ((size_t)N * F >= ACT_PAR_MIN)
   {
     PAR_SPLIT((size_t)N, n0, n1);
-    if (bf16) swiglu_bwd_rows(1, dx, x, dy, (long)n0, (long)n1, (size_t)F);
-    else swiglu_bwd_rows(0, dx, x, dy, (long)n0, (long)n1, (size_t)F);
+    OT_SK_SWITCH(bf16, K, swiglu_bwd_rows(K, dx, x, dy, (long)n0, (long)n1, (size_t)F));
   }
 }

@@ -14,7 +14,7 @@
 // One AdamW update of VL lanes (n < VL: partial tail). Coefficients come from
 // the entry point (bias corrections folded in, computed in double there).
 static inline void adamw_vec(float *p, const float *g, float *m, float *v, uint16_t *pb,
-                             size_t i, int n, vf b1, vf omb1, vf b2, vf omb2, vf eps,
+                             const int pbsk, size_t i, int n, vf b1, vf omb1, vf b2, vf omb2, vf eps,
                              vf decay, vf ss, vf isb2, vf gs) {
   vf gv, mv, vv, pv;
   if (n == VL) { gv = vload(g + i); mv = vload(m + i); vv = vload(v + i); pv = vload(p + i); }
@@ -26,16 +26,17 @@ static inline void adamw_vec(float *p, const float *g, float *m, float *v, uint1
   pv = vfnmadd(ss, vdiv(mv, den), vmul(pv, decay)); // p(1-lr wd) - lr/bc1 * m/den
   if (n == VL) {
     vstore(m + i, mv); vstore(v + i, vv); vstore(p + i, pv);
-    if (pb) vstore_bf16(pb + i, pv);
+    if (pb) vst(pb, i, pv, pbsk);
   } else {
     vstore_part(m + i, mv, n); vstore_part(v + i, vv, n); vstore_part(p + i, pv, n);
-    if (pb) vstore_bf16_part(pb + i, pv, n);
+    if (pb) vst_part(pb, i, pv, n, pbsk);
   }
 }
 
-// p, g, m, v: [n] f32; pb: [n] bf16 or NULL. c = {b1, 1-b1, b2, 1-b2, eps,
-// 1 - lr*wd, lr/bc1, 1/sqrt(bc2), grad_scale}.
-void OT_K(k_adamw)(float *p, const float *g, float *m, float *v, uint16_t *pb, size_t n,
+// p, g, m, v: [n] f32; pb: [n] 16-bit copy of the new p (storage kind pbsk:
+// OT_SK_BF16 or OT_SK_F16) or NULL. c = {b1, 1-b1, b2, 1-b2, eps, 1 - lr*wd,
+// lr/bc1, 1/sqrt(bc2), grad_scale}.
+void OT_K(k_adamw)(float *p, const float *g, float *m, float *v, uint16_t *pb, int pbsk, size_t n,
                    const float c[9]) {
   const vf b1 = vset1(c[0]), omb1 = vset1(c[1]), b2 = vset1(c[2]), omb2 = vset1(c[3]);
   const vf eps = vset1(c[4]), decay = vset1(c[5]), ss = vset1(c[6]), isb2 = vset1(c[7]);
@@ -45,10 +46,17 @@ void OT_K(k_adamw)(float *p, const float *g, float *m, float *v, uint16_t *pb, s
   for (long b = 0; b < nb; b++) {
     size_t i0 = (size_t)b * ADAMW_BLK, i1 = i0 + ADAMW_BLK < n ? i0 + ADAMW_BLK : n;
     size_t i = i0;
-    for (; i + VL <= i1; i += VL)
-      adamw_vec(p, g, m, v, pb, i, VL, b1, omb1, b2, omb2, eps, decay, ss, isb2, gs);
-    if (i < i1)
-      adamw_vec(p, g, m, v, pb, i, (int)(i1 - i), b1, omb1, b2, omb2, eps, decay, ss, isb2, gs);
+    if (pbsk == OT_SK_F16) {
+      for (; i + VL <= i1; i += VL)
+        adamw_vec(p, g, m, v, pb, OT_SK_F16, i, VL, b1, omb1, b2, omb2, eps, decay, ss, isb2, gs);
+      if (i < i1)
+        adamw_vec(p, g, m, v, pb, OT_SK_F16, i, (int)(i1 - i), b1, omb1, b2, omb2, eps, decay, ss, isb2, gs);
+    } else {
+      for (; i + VL <= i1; i += VL)
+        adamw_vec(p, g, m, v, pb, OT_SK_BF16, i, VL, b1, omb1, b2, omb2, eps, decay, ss, isb2, gs);
+      if (i < i1)
+        adamw_vec(p, g, m, v, pb, OT_SK_BF16, i, (int)(i1 - i), b1, omb1, b2, omb2, eps, decay, ss, isb2, gs);
+    }
   }
 }
 

@@ -26,8 +26,7 @@ void OT_K(k_dropout)(int bf16, void *y, const void *x, size_t n, uint64_t seed, 
     }
     for (; e < ne; e++) {
       const float xv = sld(x, e0 + e, bf16), r = m[e] > 0.0f ? xv * m[e] : 0.0f;
-      if (bf16) ((uint16_t *)y)[e0 + e] = ot_f32_to_bf16(r);
-      else ((float *)y)[e0 + e] = r;
+      sst(y, e0 + e, r, bf16);
     }
   }
 }

@@ -28,8 +28,7 @@ INL void fwd_rows(void *out, const int32_t *tok, const void *wte, const void *wp
 // out: [N, C] = wte[tok[i]] + wpe[i % T] (wpe may be NULL); dt f32 or bf16.
 void OT_K(k_embed_fwd)(void *out, const int32_t *tok, const void *wte, const void *wpe, long N,
                        int T, int C, int bf16) {
-  if (bf16) fwd_rows(out, tok, wte, wpe, N, T, C, 1);
-  else fwd_rows(out, tok, wte, wpe, N, T, C, 0);
+  OT_SK_SWITCH(bf16, K, fwd_rows(out, tok, wte, wpe, N, T, C, K));
 }
 
 // dst[c0, c1) += src[c0, c1) (src f32 or bf16 at element offset s).
@@ -59,8 +58,7 @@ void OT_K(k_embed_bwd)(float *dwte, float *dwpe, const void *dout, const int32_t
     int per = ((C + nt - 1) / nt + 15) & ~15;
     int c0 = id * per, c1 = c0 + per < C ? c0 + per : C;
     if (c0 < c1) {
-      if (bf16) bwd_slice(dwte, dwpe, dout, tok, N, T, C, c0, c1, 1);
-      else bwd_slice(dwte, dwpe, dout, tok, N, T, C, c0, c1, 0);
+      OT_SK_SWITCH(bf16, K, bwd_slice(dwte, dwpe, dout, tok, N, T, C, c0, c1, K));
     }
   }
 }

@@ -256,7 +256,7 @@ static void tr_rows(float *dst, int ld, int ncols, const void *src, size_t off, 
   for (int r = 0; r < n; r++) {
     size_t o = off + (size_t)r * D;
     if (bf16)
-      for (int d = 0; d < D; d++) dst[(size_t)d * ld + r] = scale * sld(src, o + d, 1);
+      for (int d = 0; d < D; d++) dst[(size_t)d * ld + r] = scale * sld(src, o + d, bf16);
     else {
       const float *s = (const float *)src + o;
       for (int d = 0; d < D; d++) dst[(size_t)d * ld + r] = scale * s[d];

@@ -101,7 +101,7 @@ INL void norm_fwd_rows(const int bf16, const int rms, void *y, float *mean, floa
         x0 = vadd(x0, r0);
         x1 = vadd(x1, r1);
         vstx2_bfsrc(res_out, o + c, x0, x1, bf16);
-        if (bf16) vldx2(res_out, o + c, &x0, &x1, 1);  // the rounded values
+        if (bf16) vldx2(res_out, o + c, &x0, &x1, bf16);  // the rounded values
         a = rms ? vfmadd(x0, x0, a) : vadd(a, x0);
         a1 = rms ? vfmadd(x1, x1, a1) : vadd(a1, x1);
       }
@@ -111,7 +111,7 @@ INL void norm_fwd_rows(const int bf16, const int rms, void *y, float *mean, floa
         pfw_next(res_out, o + C, c, bf16);
         vf v = vadd(vld(x, o + c, bf16), vld(r, o + c, bf16));
         vst(res_out, o + c, v, bf16);
-        if (bf16) v = vld(res_out, o + c, 1);  // the rounded value
+        if (bf16) v = vld(res_out, o + c, bf16);  // the rounded value
         a = rms ? vfmadd(v, v, a) : vadd(a, v);
       }
       s = vsum(vadd(a, a1));
@@ -248,13 +248,8 @@ void OT_K(k_norm_fwd)(int bf16, int rms, void *y, float *mean, float *rstd, void
   {
     const int t = omp_get_thread_num(), T = omp_get_num_threads();
     const long n0 = (long)N * t / T, n1 = (long)N * (t + 1) / T;
-    if (bf16) {
-      if (rms) norm_fwd_rows(1, 1, y, mean, rstd, res_out, x, r, g, NULL, n0, n1, C, eps);
-      else norm_fwd_rows(1, 0, y, mean, rstd, res_out, x, r, g, beta, n0, n1, C, eps);
-    } else {
-      if (rms) norm_fwd_rows(0, 1, y, mean, rstd, res_out, x, r, g, NULL, n0, n1, C, eps);
-      else norm_fwd_rows(0, 0, y, mean, rstd, res_out, x, r, g, beta, n0, n1, C, eps);
-    }
+    if (rms) OT_SK_SWITCH(bf16, K, norm_fwd_rows(K, 1, y, mean, rstd, res_out, x, r, g, NULL, n0, n1, C, eps));
+    else OT_SK_SWITCH(bf16, K, norm_fwd_rows(K, 0, y, mean, rstd, res_out, x, r, g, beta, n0, n1, C, eps));
   }
 }
 
@@ -275,13 +270,8 @@ void OT_K(k_norm_bwd)(int bf16, int rms, void *dx, float *dg, float *dbeta, cons
     float *bx = pdg + 2 * (size_t)ld, *bd = pdg + 3 * (size_t)ld;
     memset(pdg, 0, sizeof(float) * 2 * (size_t)ld);
     const long n0 = (long)N * t / T, n1 = (long)N * (t + 1) / T;
-    if (bf16) {
-      if (rms) norm_bwd_rows(1, 1, dx, pdg, NULL, bx, bd, dy, dres, res, NULL, rstd, g, n0, n1, C);
-      else norm_bwd_rows(1, 0, dx, pdg, pdb, bx, bd, dy, dres, res, mean, rstd, g, n0, n1, C);
-    } else {
-      if (rms) norm_bwd_rows(0, 1, dx, pdg, NULL, bx, bd, dy, dres, res, NULL, rstd, g, n0, n1, C);
-      else norm_bwd_rows(0, 0, dx, pdg, pdb, bx, bd, dy, dres, res, mean, rstd, g, n0, n1, C);
-    }
+    if (rms) OT_SK_SWITCH(bf16, K, norm_bwd_rows(K, 1, dx, pdg, NULL, bx, bd, dy, dres, res, NULL, rstd, g, n0, n1, C));
+    else OT_SK_SWITCH(bf16, K, norm_bwd_rows(K, 0, dx, pdg, pdb, bx, bd, dy, dres, res, mean, rstd, g, n0, n1, C));
   }
   // fixed-order reduction of the partials: thread 0, 1, ...
   for (int c = 0; c < C; c++) {

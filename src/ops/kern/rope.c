@@ -87,11 +87,6 @@ INL void rope_rows(void *x, const float *tab, long rows, int T, int D, int rot, 
 // tab: [>= pos0 + T, rot] (cos then sin per position); row r has position pos0 + r % T.
 void OT_K(k_rope)(void *x, const float *tab, long rows, int T, int D, int rot, int pos0, int gptj,
                   float sgn, int bf16) {
-  if (bf16) {
-    if (gptj) rope_rows(x, tab, rows, T, D, rot, pos0, 1, sgn, 1);
-    else rope_rows(x, tab, rows, T, D, rot, pos0, 0, sgn, 1);
-  } else {
-    if (gptj) rope_rows(x, tab, rows, T, D, rot, pos0, 1, sgn, 0);
-    else rope_rows(x, tab, rows, T, D, rot, pos0, 0, sgn, 0);
-  }
+  if (gptj) OT_SK_SWITCH(bf16, K, rope_rows(x, tab, rows, T, D, rot, pos0, 1, sgn, K));
+  else OT_SK_SWITCH(bf16, K, rope_rows(x, tab, rows, T, D, rot, pos0, 0, sgn, K));
 }

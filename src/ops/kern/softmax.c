@@ -172,8 +172,7 @@ void OT_K(k_softmax_fwd)(void *y, const void *x, long N, int V, float *buf, size
                          int bf16) {
 #pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
   {
-    if (bf16) softmax_rows(y, x, N, V, buf, bstride, 1);
-    else softmax_rows(y, x, N, V, buf, bstride, 0);
+    OT_SK_SWITCH(bf16, K, softmax_rows(y, x, N, V, buf, bstride, K));
   }
 }
 
@@ -212,8 +211,7 @@ INL void softmax_bwd_rows(void *dx, const void *y, const void *dy, long N, int V
 void OT_K(k_softmax_bwd)(void *dx, const void *y, const void *dy, long N, int V, int bf16) {
 #pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
   {
-    if (bf16) softmax_bwd_rows(dx, y, dy, N, V, 1);
-    else softmax_bwd_rows(dx, y, dy, N, V, 0);
+    OT_SK_SWITCH(bf16, K, softmax_bwd_rows(dx, y, dy, N, V, K));
   }
 }
 
@@ -256,8 +254,7 @@ void OT_K(k_xent)(void *lg, int ld, const int32_t *tg, long N, int V, int ignore
                   double *loss, int want_grad, float *buf, size_t bstride, int bf16) {
 #pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
   {
-    if (bf16) xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, 1);
-    else xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, 0);
+    OT_SK_SWITCH(bf16, K, xent_rows(lg, ld, tg, N, V, ignore, count, loss, want_grad, buf, bstride, K));
   }
 }
 
@@ -351,7 +348,6 @@ void OT_K(k_xent_ls)(void *lg, int ld, const int32_t *tg, long N, int V, int ign
                      int bf16) {
 #pragma omp parallel if (N * (long)V >= SM_PAR_MIN)
   {
-    if (bf16) xent_ls_rows(lg, ld, tg, N, V, ignore, eps, count, loss, want_grad, buf, bstride, 1);
-    else xent_ls_rows(lg, ld, tg, N, V, ignore, eps, count, loss, want_grad, buf, bstride, 0);
+    OT_SK_SWITCH(bf16, K, xent_ls_rows(lg, ld, tg, N, V, ignore, eps, count, loss, want_grad, buf, bstride, K));
   }
 }
