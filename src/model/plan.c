@@ -271,10 +271,18 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
   return OT_OK;
 }
 
+// Whether a bf16 run keeps a bf16 copy of the weights: where bf16 GEMMs run natively
+// (oneDNN reads bf16 weights), and for vision transformers (their patch embedding
+// reads weights in the activation dtype). Elsewhere the GEMMs' conversion path reads
+// the f32 masters in place, tile by tile, and the embeddings read the f32 tables.
+static bool keeps_bf16_copy(const ot_model *m) {
+  return m->run.dt == OT_BF16 && (ot_gemm_bf16_native() || m->cfg.arch == OT_ARCH_VIT);
+}
+
 static void plan_params(ot_model *m, ot_mem_plan *p) {
   p->n_floats = m->n_floats;
   p->params = ot_align64(m->n_floats * sizeof(float));
-  p->params_bf16 = m->run.dt == OT_BF16 ? ot_align64(m->n_floats * sizeof(uint16_t)) : 0;
+  p->params_bf16 = keeps_bf16_copy(m) ? ot_align64(m->n_floats * sizeof(uint16_t)) : 0;
   p->grads = m->part.external_grads ? 0 : ot_align64(m->n_floats * sizeof(float));
   p->optim = 2 * ot_align64(m->n_floats * sizeof(float));
 }
@@ -315,6 +323,10 @@ ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_co
           r->T, ot_dtype_name(r->dt), ot_recompute_name(r->recompute), p.n_floats);
   fprintf(f, "  %-34s %12.2f MiB\n", "parameters (f32 master)", mib(p.params));
   if (p.params_bf16) fprintf(f, "  %-34s %12.2f MiB\n", "parameters (bf16 copy)", mib(p.params_bf16));
+  else if (r->dt == OT_BF16)
+    fprintf(f, "  %-34s %12.2f MiB  (none: no native bf16 GEMM here; the GEMMs read the f32 "
+            "masters, converting bf16 operands by tiles in <= %.0f MiB per thread)\n",
+            "parameters (bf16 copy)", 0.0, mib(ot_gemm_convert_ws_max()));
   fprintf(f, "  %-34s %12.2f MiB\n", "gradients (f32)", mib(p.grads));
   fprintf(f, "  %-34s %12.2f MiB  (not allocated by the model)\n", "optimizer (AdamW m, v; f32)",
           mib(p.optim));
@@ -413,13 +425,13 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   if (s == OT_OK) s = ot_arena_init(&m->a_ws, "workspace", p->workspace, OT_MEM_WORKSPACE);
   if (s == OT_OK) {
     m->w = ot_arena_alloc(&m->a_params, m->n_floats * sizeof(float));
-    m->wb = r->dt == OT_BF16 ? ot_arena_alloc(&m->a_params, m->n_floats * sizeof(uint16_t)) : NULL;
+    m->wb = p->params_bf16 ? ot_arena_alloc(&m->a_params, m->n_floats * sizeof(uint16_t)) : NULL;
     m->g = p->grads ? ot_arena_alloc(&m->a_grads, m->n_floats * sizeof(float)) : NULL;
     for (int i = 0; i < m->n_params && m->g; i++) m->gp[i] = m->g + m->params[i].offset;
     walker w = {.alloc = true, .act = &m->a_act, .ws = &m->a_ws};
     ot_mem_plan again = *p;
     walk(&w, m, &again);
-    if (!m->w || (r->dt == OT_BF16 && !m->wb) || (p->grads && !m->g) || w.failed)
+    if (!m->w || (p->params_bf16 && !m->wb) || (p->grads && !m->g) || w.failed)
       s = ot_error(OT_EINTERNAL, "%s: the memory plan does not cover the allocation (%s)", fn,
                    ot_last_error());
   }

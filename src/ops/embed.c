@@ -27,16 +27,41 @@ static ot_status embed_check(const char *fn, ot_dtype dt, const int32_t *tokens,
 // -> out: [B*T, C] (dt), row b*T + t = wte[tokens[b*T + t]] + wpe[t].
 ot_status ot_embed_fwd(ot_dtype dt, void *out, const int32_t *tokens, const void *wte,
                        const void *wpe, int B, int T, int C, int V) {
+  return ot_embed_fwd_w(dt, dt, out, tokens, wte, wpe, B, T, C, V);
+}
+
+// f32 tables, bf16 rows: the f32 kernel one row at a time into a C-float
+// buffer, rounded once (same sum as the f32 embedding, then bf16).
+static void embed_fwd_f32_to_bf16(uint16_t *out, const int32_t *tokens, const float *wte,
+                                  const float *wpe, long N, int T, int C, float *row) {
+  for (long i = 0; i < N; i++) {
+    OT_KPICK(k_embed_fwd)(row, tokens + i, wte, wpe ? wpe + (size_t)(i % T) * C : NULL, 1, 1, C, 0);
+    ot_cvt_f32_to_bf16(row, out + (size_t)i * C, (size_t)C);
+  }
+}
+
+ot_status ot_embed_fwd_w(ot_dtype dt, ot_dtype wdt, void *out, const int32_t *tokens,
+                         const void *wte, const void *wpe, int B, int T, int C, int V) {
   static const char fn[] = "ot_embed_fwd";
+  if (wdt != dt && !(wdt == OT_F32 && dt == OT_BF16))
+    return ot_error(OT_EINVAL, "%s: tables dtype %s with %s rows unsupported (use %s, or f32 tables "
+                    "with bf16 rows)", fn, ot_dtype_name(wdt), ot_dtype_name(dt), ot_dtype_name(dt));
   OT_CHECK_PTR(out, fn);
   OT_CHECK_PTR(wte, fn);
   OT_TRY(embed_check(fn, dt, tokens, B, T, C, V));
   long N = (long)B * T;
   double es = (double)ot_dtype_size(dt), n = (double)N * C;
   OT_PROF_BEGIN("embed_fwd", wpe ? n : 0.0, n * es * (wpe ? 3.0 : 2.0) + 4.0 * N);
-  OT_KPICK(k_embed_fwd)(out, tokens, wte, wpe, N, T, C, dt == OT_BF16);
+  ot_status s = OT_OK;
+  if (wdt == dt) {
+    OT_KPICK(k_embed_fwd)(out, tokens, wte, wpe, N, T, C, dt == OT_BF16);
+  } else {
+    float *row = ot_scratch((size_t)C * sizeof(float));
+    if (row) embed_fwd_f32_to_bf16(out, tokens, wte, wpe, N, T, C, row);
+    else s = OT_ENOMEM;
+  }
   OT_PROF_STOP();
-  return OT_OK;
+  return s;
 }
 
 // dout: [B*T, C] (dt) -> dwte: [V, C] f32 += (row tokens[i] gets dout[i]),
