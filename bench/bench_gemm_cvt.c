@@ -9,8 +9,8 @@
 //   native     oneDNN's bf16 GEMM (where the CPU has avx512_bf16)
 // Per GEMM: forward y = x w^T, dx = dy w, dw += dy^T x. The variants run in
 // turn, repeated, and the median of each is printed (ms) with its workspace.
-// Usage: bench_gemm_cvt [--reps N (5)] [--bytes MiB (8)] [--kt N (512)] [--m M (2048)]
-//                       [--layer "qkv"|"attn proj"|"fc"|"fc proj"|"lm head"]
+// Usage: bench_gemm_cvt [--reps N (5)] [--bytes MiB (32)] [--kt N (512)] [--m M (2048)]
+//                       [--layer "qkv"|"attn proj"|"fc"|"fc proj"|"lm head"] [--gemm fwd|dx|dw]
 // Asserts nothing.
 #include "ot/ot.h"
 #include "internal.h"
@@ -53,15 +53,16 @@ static double run(ot_mm *m, int v, size_t bytes, int kt) {
 
 int main(int argc, char **argv) {
   int reps = 5, kt = 512, M = 2048;
-  const char *only = NULL;
-  size_t bytes = (size_t)8 << 20;
+  const char *only = NULL, *gonly = NULL;
+  size_t bytes = (size_t)32 << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--bytes")) bytes = (size_t)(atof(argv[i + 1]) * 1048576.0);
     else if (!strcmp(argv[i], "--kt")) kt = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--m")) M = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--layer")) only = argv[i + 1];
-    else { fprintf(stderr, "usage: bench_gemm_cvt [--reps N] [--bytes MiB] [--kt N] [--m M] [--layer NAME]\n"); return 2; }
+    else if (!strcmp(argv[i], "--gemm")) gonly = argv[i + 1];
+    else { fprintf(stderr, "usage: bench_gemm_cvt [--reps N] [--bytes MiB] [--kt N] [--m M] [--layer NAME] [--gemm fwd|dx|dw]\n"); return 2; }
   }
   if (reps < 1 || reps > 100 || kt < 1 || M < 1 || bytes < 4096) { fprintf(stderr, "bench_gemm_cvt: bad option\n"); return 2; }
   static const struct { const char *name; int N, K; } layers[] = {
@@ -79,7 +80,9 @@ int main(int argc, char **argv) {
     void *x16 = buf((size_t)M * K, 2, 1), *w16 = buf((size_t)N * K, 2, 2), *dy16 = buf((size_t)M * N, 2, 3);
     float *y32 = buf((size_t)M * N, 4, 4), *dx32 = buf((size_t)M * K, 4, 5), *dw = buf((size_t)N * K, 4, 6);
     void *y16 = buf((size_t)M * N, 2, 4), *dx16 = buf((size_t)M * K, 2, 5);
+    static const char *gn[3] = {"fwd", "dx", "dw"};
     for (int g = 0; g < 3; g++) {
+      if (gonly && strcmp(gonly, gn[g]) != 0) continue;
       ot_mm m[NV];
       for (int v = 0; v < NV; v++) {
         const bool f = v == V_F32;
@@ -105,7 +108,6 @@ int main(int argc, char **argv) {
       }
       for (int r = 0; r < reps; r++)
         for (int v = 0; v < NV; v++) t[v][r] = run(&m[v], v, bytes, kt);
-      static const char *gn[3] = {"fwd", "dx", "dw"};
       printf("%-10s %-4s", layers[l].name, gn[g]);
       for (int v = 0; v < NV; v++) {
         qsort(t[v], reps, sizeof(double), cmp_d);

@@ -1,7 +1,7 @@
 // The conversion path of the GEMM wrapper: bf16 operands on CPUs without a
 // native bf16 GEMM (no avx512_bf16, or OT_GEMM_BF16=convert), run as f32 GEMMs
 // on tiles. The f32 workspace holds one tile of each converted operand, so it
-// is bounded (the budget: 8 MiB, or OT_GEMM_CVT_MB) whatever M, N and K are:
+// is bounded (the budget: 32 MiB, or OT_GEMM_CVT_MB) whatever M, N and K are:
 //  - op(A) [M, K]: blocks of mb rows x kb columns, converted once per block
 //    when the contraction is one chunk (kb = K), else per (block, chunk);
 //  - op(B) [K, N]: an f32 operand (e.g. a layer's f32 master weights) is read
@@ -17,12 +17,13 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#define CVT_BYTES_DEFAULT ((size_t)8 << 20)
+#define CVT_BYTES_DEFAULT ((size_t)32 << 20)
 #define CVT_KT_DEFAULT 512      // contraction chunk with a transposed A (the weight gradients)
 #define CVT_CAP 4096            // contraction chunk (no transposed A) and column panel: only a
 #define CVT_CAP_DIV 512         // vocabulary-sized K or N splits, so that the row blocks stay
                                 // tall (smaller budgets: budget/4/512)
 #define CVT_MMIN 16             // fewest rows in a block, whatever the budget
+#define CVT_PANEL_MIN 1024      // narrowest column panel / contraction chunk chosen to keep M whole
 
 static size_t g_bytes;          // 0: default (tests and benchmarks set it)
 static int g_kt;
@@ -57,7 +58,8 @@ typedef struct {
 static int imin(int a, int b) { return a < b ? a : b; }
 
 // Tile extents of m within the budget: full N and K where they are below the
-// caps, then as many rows as fit (at least CVT_MMIN, a multiple of 16 below M).
+// caps (narrower when that keeps all M rows in one block), then as many rows as
+// fit (at least CVT_MMIN, a multiple of 16 below M).
 static void cvt_plan(const ot_mm *m, cvt_tiles *t) {
   const size_t bytes = budget();
   int kt = __atomic_load_n(&g_kt, __ATOMIC_RELAXED);
@@ -70,6 +72,16 @@ static void cvt_plan(const ot_mm *m, cvt_tiles *t) {
   while (cb && (size_t)kb * nb > F / 2 && (nb > 64 || kb > 64)) {   // B's panel: half the budget at most
     if (nb >= kb) nb = nb / 2 > 64 ? nb / 2 : 64;
     else kb = kb / 2 > 64 ? kb / 2 : 64;
+  }
+  // a split N (or K) whose panels leave fewer rows than M: narrower panels (>= CVT_PANEL_MIN), so
+  // that one block holds every row and each weight panel is read (and packed by oneDNN) once
+  const size_t rowmax = F / (size_t)m->M;
+  if (!cb && nb < m->N && cc && rowmax < (ca ? (size_t)kb : 0) + nb) {
+    const size_t w = rowmax - (ca ? (size_t)kb : 0);
+    if (rowmax > (ca ? (size_t)kb : 0) && w >= CVT_PANEL_MIN) nb = (int)(w / 64 * 64);
+  } else if (!cb && !m->ta && kb < m->K && ca && rowmax < kb + (cc ? (size_t)nb : 0)) {
+    const size_t w = rowmax - (cc ? (size_t)nb : 0);
+    if (rowmax > (cc ? (size_t)nb : 0) && w >= CVT_PANEL_MIN) kb = (int)(w / 64 * 64);
   }
   const size_t bsz = cb ? (size_t)kb * nb : 0, row = (ca ? (size_t)kb : 0) + (cc ? (size_t)nb : 0);
   size_t mb = row ? (F > bsz ? (F - bsz) / row : 0) : (size_t)m->M;

@@ -40,7 +40,7 @@ ot_status ot__mm_run_f32(const ot_mm *m, const char *fn);
 size_t ot__mm_cvt_ws(const ot_mm *m);
 ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn);
 // The conversion path's tile budget in bytes and contraction chunk with a transposed A
-// (0: the defaults, 8 MiB and 512); for tests and benchmarks, not while GEMMs run.
+// (0: the defaults, 32 MiB and 512); for tests and benchmarks, not while GEMMs run.
 void ot__gemm_cvt_set_tiles(size_t bytes, int kt);
 // true when bf16 x bf16 goes to oneDNN directly (CPU with avx512_bf16, or
 // OT_GEMM_BF16=native); false: converted to f32 first (OT_GEMM_BF16=convert).
