@@ -156,6 +156,7 @@ static void parse(opts *o, int argc, char **argv) {
       if (o->dtypes[d] == OT_BF16) {
         for (int j = o->ndt; j > d + 1; j--) { o->dtypes[j] = o->dtypes[j - 1]; o->gemm[j] = o->gemm[j - 1]; }
         o->ndt++;
+        o->dtypes[d + 1] = OT_BF16;
         o->gemm[d] = 0;
         o->gemm[d + 1] = 1;
       }
