@@ -98,12 +98,27 @@ ot_status ot_linear_bwd_w(ot_dtype dt, ot_dtype wdt, void *dx, float *dw, float 
   ot_status s = OT_OK;
   if (act == OT_ACT_GELU) s = ot_gelu_bwd(dt, dy, pre, dy, (size_t)M * N);
 
-  // bf16 without a native bf16 GEMM: each GEMM converts dy tile by tile (gemm_cvt.c)
-  ot_mm mx = {dt, wdt, dt, false, false, M, K, N, 1.0f, 0.0f, dy, N, w, K, dx, K, NULL, false};
-  ot_mm mw = {dt, dt, OT_F32, true, false, N, K, M, 1.0f, 1.0f, dy, N, x, K, dw, K, NULL, false};
-  if (s == OT_OK && dx) s = ot__mm_run(&mx, NULL, fn);
-  if (s == OT_OK && dw) s = ot__mm_run(&mw, NULL, fn);
-  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, dy, dt == OT_BF16, (size_t)N, M, N);
+  // bf16 GEMMs that convert (no native bf16 GEMM, or f32 weights): dy converted to f32 once
+  // for both GEMMs and the bias when that copy fits the conversion budget, else each GEMM
+  // converts it tile by tile (gemm_cvt.c)
+  const bool cvt = dt == OT_BF16 && (wdt == OT_F32 || !ot__gemm_bf16_native()) && (dx || dw);
+  const size_t gsz = cvt && (size_t)M * N * 4 <= ot_gemm_convert_ws_max() ? ot_align64((size_t)M * N * 4) : 0;
+  const ot_dtype gdt = gsz ? OT_F32 : dt;
+  ot_mm mx = {gdt, wdt, dt, false, false, M, K, N, 1.0f, 0.0f, dy, N, w, K, dx, K, NULL, false};
+  ot_mm mw = {gdt, dt, OT_F32, true, false, N, K, M, 1.0f, 1.0f, dy, N, x, K, dw, K, NULL, false};
+  uint8_t *ws = NULL;
+  if (s == OT_OK && gsz) {
+    const size_t wx = dx ? ot__mm_ws(&mx) : 0, ww = dw ? ot__mm_ws(&mw) : 0;
+    if ((ws = ot_scratch(gsz + (wx > ww ? wx : ww)))) {
+      OT_KPICK(k_lin_copy2d)(ws, 0, (size_t)N, dy, 1, (size_t)N, M, N);
+      mx.A = mw.A = ws;
+    } else {
+      s = OT_ENOMEM;
+    }
+  }
+  if (s == OT_OK && dx) s = ot__mm_run(&mx, ws ? ws + gsz : NULL, fn);
+  if (s == OT_OK && dw) s = ot__mm_run(&mw, ws ? ws + gsz : NULL, fn);
+  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, ws ? (const void *)ws : dy, gdt == OT_BF16, (size_t)N, M, N);
   OT_PROF_STOP();
   return s;
 }

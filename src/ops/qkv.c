@@ -1,7 +1,7 @@
 // Fused QKV projection: one GEMM [B*T, C] x [(Hq+2Hkv)D, C]^T into an f32
 // workspace, then a scatter to the per-head layouts [B, H, T, D] (converting
 // to bf16 on the way). Backward: gather dq/dk/dv back into [B*T, (Hq+2Hkv)D]
-// (dt), then the dx and dw GEMMs
+// (f32 where the GEMMs convert bf16 anyway), then the dx and dw GEMMs
 // and the bias column sums.
 #include "gemm_impl.h"
 #include <limits.h>
@@ -103,7 +103,9 @@ ot_status ot_qkv_bwd_w(ot_dtype dt, ot_dtype wdt, void *dx, float *dw, float *db
   const size_t es = ot_dtype_size(dt);
   OT_PROF_BEGIN("qkv_bwd", 4.0 * M * Nt * C,
                 (double)es * (2.0 * M * C + (double)Nt * C + (double)M * Nt) + 8.0 * Nt * C);
-  const ot_dtype gdt = dt;   // the gathered gradient (a bf16 one is converted by tiles in the GEMMs)
+  // the gathered gradient: f32 where the GEMMs convert bf16 (no native bf16 GEMM, or f32
+  // weights), as large as the forward's f32 projection output, so no conversion in the GEMMs
+  const ot_dtype gdt = dt == OT_BF16 && (wdt == OT_F32 || !ot__gemm_bf16_native()) ? OT_F32 : dt;
   ot_mm mx = {gdt, wdt, dt, false, false, M, C, Nt, 1.0f, 0.0f, NULL, Nt, w, C, dx, C, NULL, false};
   ot_mm mw = {gdt, dt, OT_F32, true, false, Nt, C, M, 1.0f, 1.0f, NULL, Nt, x, C, dw, C, NULL, false};
   size_t gsz = ot_align64((size_t)M * Nt * ot_dtype_size(gdt));
