@@ -33,7 +33,11 @@
 //                    [--batch B] [--seq T] [--threads N]
 //                    [--recompute none|selective|full|all] [--model PRESET]
 //                    [--max-seconds S (0 = no cap)]
-//                    [--bf16-gemm auto|native|convert|both]
+//                    [--bf16-gemm auto|native|convert|both] [--interleave]
+// --interleave: every configuration's trainer is created first, then their steps
+// alternate (A B C A B C ...), so that a machine whose load changes during the
+// run slows them alike; tokens/s medians and minimum step times per configuration
+// (no per-configuration memory peaks: they overlap; the plans are printed).
 // --bf16-gemm: the bf16 configurations' GEMMs: auto (native where the CPU has
 // avx512_bf16), native, convert (what a CPU without it runs: f32 GEMMs on
 // converted tiles, no bf16 weight copy), or both (two bf16 configurations).
@@ -50,7 +54,7 @@
 #define MAX_STEPS 1000
 
 typedef struct {
-  int steps, warmup, batch, seq, threads, max_seconds;
+  int steps, warmup, batch, seq, threads, max_seconds, interleave;
   int dtypes[3], ndt;          // OT_F32 / OT_BF16 in run order
   int gemm[3];                 // per dtype entry: bf16 GEMM mode (-1 auto, 0 convert, 1 native)
   int recs[3], nrec;           // ot_recompute values in run order
@@ -95,7 +99,7 @@ static void usage(FILE *f) {
              "                   [--recompute none|selective|full|all (none)] [--model PRESET (gpt2)]\n"
              "                   [--max-seconds S (210; 0 = no cap: timed steps stop early, at least 1\n"
              "                    per configuration, to keep the whole run within S)]\n"
-             "                   [--bf16-gemm auto|native|convert|both (auto)]\n");
+             "                   [--bf16-gemm auto|native|convert|both (auto)] [--interleave]\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int hi) {
@@ -109,11 +113,12 @@ static int parse_int(const char *flag, const char *v, int lo, int hi) {
 }
 
 static void parse(opts *o, int argc, char **argv) {
-  *o = (opts){3, 1, 8, 256, 2, 210, {OT_F32, OT_BF16}, 2, {-1, -1, -1}, {OT_RECOMPUTE_NONE}, 1, "gpt2"};
+  *o = (opts){3, 1, 8, 256, 2, 210, 0, {OT_F32, OT_BF16}, 2, {-1, -1, -1}, {OT_RECOMPUTE_NONE}, 1, "gpt2"};
   int bf16_gemm = -1, both_gemm = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+    if (!strcmp(a, "--interleave")) { o->interleave = 1; continue; }
     if (!v) { fprintf(stderr, "bench_train: %s needs a value\n", a); usage(stderr); exit(2); }
     i++;
     if (!strcmp(a, "--steps")) o->steps = parse_int(a, v, 1, MAX_STEPS);
@@ -270,6 +275,71 @@ static void run_one(const opts *o, ot_dtype dt, int gemm, ot_recompute rc, doubl
   ot__gemm_bf16_set_mode(-1);
 }
 
+// --interleave: all configurations' trainers at once, their steps alternating.
+static void run_interleaved(const opts *o) {
+  enum { NC = 9 };
+  ot_trainer *t[NC] = {0};
+  double times[NC][MAX_STEPS];
+  char name[NC][48];
+  int n = 0;
+  const size_t nrow = (size_t)o->batch * ((size_t)o->seq + 1);
+  int32_t *rows = malloc(nrow * sizeof *rows);
+  if (!rows) { fprintf(stderr, "bench_train: out of memory\n"); exit(1); }
+  for (int d = 0; d < o->ndt; d++)
+    for (int k = 0; k < o->nrec && n < NC; k++, n++) {
+      ot_train_config c;
+      ot_train_config_default(&c);
+      must(ot_model_config_preset(&c.model, o->model), "--model");
+      c.data[0] = 0;
+      c.batch_size = o->batch;
+      c.seq_len = o->seq;
+      c.dtype = (ot_dtype)o->dtypes[d];
+      c.recompute = (ot_recompute)o->recs[k];
+      c.threads = o->threads;
+      c.steps = o->warmup + o->steps;
+      c.lr = 6e-4f;
+      c.warmup = 0;
+      c.quiet = true;
+      c.measure_peak = false;
+      ot__gemm_bf16_set_mode(o->gemm[d]);
+      must(ot_trainer_create(&t[n], &c), "ot_trainer_create");
+      snprintf(name[n], sizeof name[n], "%s%s %s", ot_dtype_name(c.dtype),
+               c.dtype != OT_BF16 ? "" : ot__gemm_bf16_native() ? " native" : " convert",
+               ot_recompute_name(c.recompute));
+      const ot_mem_plan *pl = ot_model_plan_of(ot_trainer_model(t[n]));
+      printf("%-22s plan MiB: params %.2f + bf16 copy %.2f + grads %.2f + activations %.2f + workspace "
+             "%.2f + optimizer %.2f\n", name[n], pl->params / 1048576.0, pl->params_bf16 / 1048576.0,
+             pl->grads / 1048576.0, pl->act_saved / 1048576.0, pl->workspace / 1048576.0, pl->optim / 1048576.0);
+    }
+  ot__gemm_bf16_set_mode(-1);
+  const int64_t tokens = (int64_t)o->batch * o->seq;
+  uint64_t rng = 0x62656e6368ull;
+  for (int s = 0; s < o->warmup + o->steps; s++)
+    for (int i = 0; i < n; i++) {
+      // the GEMM mode of configuration i (bf16 x bf16 GEMMs consult it at each call)
+      ot__gemm_bf16_set_mode(o->gemm[i / o->nrec]);
+      fill_tokens(rows, nrow, ot_model_config_of(ot_trainer_model(t[i]))->vocab, &rng);
+      ot_step_info st;
+      const double ts = ot_now();
+      must(ot_trainer_step_on(t[i], rows, &st), "ot_trainer_step_on");
+      const double sec = ot_now() - ts;
+      if (s >= o->warmup) times[i][s - o->warmup] = sec;
+      printf("  %-22s %s step %d: %.4f s  %.0f tok/s\n", name[i], s >= o->warmup ? "timed " : "warmup", s + 1,
+             sec, tokens / sec);
+      fflush(stdout);
+    }
+  ot__gemm_bf16_set_mode(-1);
+  double med0 = 0;
+  printf("\n%-22s %10s %10s %10s %9s\n", "configuration", "median s", "min s", "tok/s", "vs first");
+  for (int i = 0; i < n; i++) {
+    const double med = median(times[i], o->steps);   // sorts: times[i][0] is then the minimum
+    if (i == 0) med0 = med;
+    printf("%-22s %10.4f %10.4f %10.0f %8.2fx\n", name[i], med, times[i][0], tokens / med, med0 / med);
+    ot_trainer_free(t[i]);
+  }
+  free(rows);
+}
+
 int main(int argc, char **argv) {
   const double t_start = ot_now();
   opts o;
@@ -296,6 +366,11 @@ int main(int argc, char **argv) {
   printf("measured f32 FMA peak: %.1f GFLOP/s on %d threads (1 thread: %.1f); MFU uses %.1f%s\n", peak_all,
          o.threads, peak_one, peak, peak_all < 0.8 * peak_one * o.threads ? " (machine busy?)" : "");
 
+  if (o.interleave) {
+    run_interleaved(&o);
+    printf("\ntotal run time %.1f s\n", ot_now() - t_start);
+    return 0;
+  }
   result res[9];
   int nres = 0;
   const int nconf = o.ndt * o.nrec;
