@@ -30,13 +30,19 @@ ot_status ot_embed_fwd(ot_dtype dt, void *out, const int32_t *tokens, const void
   return ot_embed_fwd_w(dt, dt, out, tokens, wte, wpe, B, T, C, V);
 }
 
-// f32 tables, bf16 rows: the f32 kernel one row at a time into a C-float
-// buffer, rounded once (same sum as the f32 embedding, then bf16).
+// f32 tables, bf16 rows: each row summed in f32 (256 columns at a time, on the stack)
+// and rounded once, so it equals ot_f32_to_bf16 of the f32 embedding.
 static void embed_fwd_f32_to_bf16(uint16_t *out, const int32_t *tokens, const float *wte,
-                                  const float *wpe, long N, int T, int C, float *row) {
+                                  const float *wpe, long N, int T, int C) {
+#pragma omp parallel for schedule(static) if (N * C >= 65536)
   for (long i = 0; i < N; i++) {
-    OT_KPICK(k_embed_fwd)(row, tokens + i, wte, wpe ? wpe + (size_t)(i % T) * C : NULL, 1, 1, C, 0);
-    ot_cvt_f32_to_bf16(row, out + (size_t)i * C, (size_t)C);
+    float row[256];
+    const float *e = wte + (size_t)tokens[i] * C, *p = wpe ? wpe + (size_t)(i % T) * C : NULL;
+    for (int c0 = 0; c0 < C; c0 += 256) {
+      const int n = C - c0 < 256 ? C - c0 : 256;
+      for (int c = 0; c < n; c++) row[c] = e[c0 + c] + (p ? p[c0 + c] : 0.0f);
+      ot_cvt_f32_to_bf16(row, out + (size_t)i * C + c0, (size_t)n);
+    }
   }
 }
 
@@ -52,16 +58,10 @@ ot_status ot_embed_fwd_w(ot_dtype dt, ot_dtype wdt, void *out, const int32_t *to
   long N = (long)B * T;
   double es = (double)ot_dtype_size(dt), n = (double)N * C;
   OT_PROF_BEGIN("embed_fwd", wpe ? n : 0.0, n * es * (wpe ? 3.0 : 2.0) + 4.0 * N);
-  ot_status s = OT_OK;
-  if (wdt == dt) {
-    OT_KPICK(k_embed_fwd)(out, tokens, wte, wpe, N, T, C, dt == OT_BF16);
-  } else {
-    float *row = ot_scratch((size_t)C * sizeof(float));
-    if (row) embed_fwd_f32_to_bf16(out, tokens, wte, wpe, N, T, C, row);
-    else s = OT_ENOMEM;
-  }
+  if (wdt == dt) OT_KPICK(k_embed_fwd)(out, tokens, wte, wpe, N, T, C, dt == OT_BF16);
+  else embed_fwd_f32_to_bf16(out, tokens, wte, wpe, N, T, C);
   OT_PROF_STOP();
-  return s;
+  return OT_OK;
 }
 
 // dout: [B*T, C] (dt) -> dwte: [V, C] f32 += (row tokens[i] gets dout[i]),
