@@ -238,7 +238,7 @@ static inline float *ot__pg(const ot_model *m, int i) { return i < 0 ? NULL : m-
 // The dtype ot__pdt's weights are in: the bf16 copy where the model keeps one
 // (bf16 runs with native bf16 GEMMs), else the f32 masters (f32 runs, and bf16
 // runs whose GEMMs convert: they read the masters in place).
-static inline ot_dtype ot__wdt(const ot_model *m) { return m->wb ? OT_BF16 : OT_F32; }
+static inline ot_dtype ot__wdt(const ot_model *m) { return m->wb ? m->run.dt : OT_F32; }
 static inline const void *ot__pdt(const ot_model *m, int i) {
   if (i < 0) return NULL;
   return m->wb ? (const void *)(m->wb + m->params[i].offset) : (const void *)(m->w + m->params[i].offset);

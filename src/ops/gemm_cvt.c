@@ -68,7 +68,7 @@ static void cvt_plan(const ot_mm *m, cvt_tiles *t) {
   int kt = __atomic_load_n(&g_kt, __ATOMIC_RELAXED);
   if (kt <= 0) kt = CVT_KT_DEFAULT;
   const size_t F = bytes / 4;
-  const bool ca = m->adt == OT_BF16, cb = m->bdt == OT_BF16, cc = m->cdt == OT_BF16;
+  const bool ca = m->adt != OT_F32, cb = m->bdt != OT_F32, cc = m->cdt != OT_F32;   // converted
   const size_t c0 = F / CVT_CAP_DIV;   // >= 1 GiB: no caps (whole operands, as benchmarks compare)
   const int cap = bytes >= ((size_t)1 << 30) ? INT_MAX : c0 < 16 ? 16 : c0 > CVT_CAP ? CVT_CAP : (int)c0;
   int nb = imin(m->N, cap), kb = imin(m->K, m->ta ? kt : cap);
@@ -111,6 +111,9 @@ static const void *elem(const void *p, ot_dtype dt, size_t i) {
   return (const char *)p + i * ot_dtype_size(dt);
 }
 
+// The conversion kernel's flag for a stored operand dtype (k_lin_copy2d: 1 = bf16).
+static int sk(ot_dtype dt) { return dt == OT_BF16; }
+
 ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn) {
   cvt_tiles t;
   cvt_plan(m, &t);
@@ -128,7 +131,7 @@ ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn) {
       f.N = nr;
       if (t.c) {
         if (m->beta != 0.0f)
-          OT_KPICK(k_lin_copy2d)(tc, 0, (size_t)nr, elem(m->C, OT_BF16, at(i0, j0, m->ldc)), 1,
+          OT_KPICK(k_lin_copy2d)(tc, 0, (size_t)nr, elem(m->C, m->cdt, at(i0, j0, m->ldc)), sk(m->cdt),
                                  (size_t)m->ldc, mr, nr);
         f.C = tc;
         f.ldc = nr;
@@ -141,7 +144,7 @@ ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn) {
         const size_t aoff = m->ta ? at(k0, i0, m->lda) : at(i0, k0, m->lda);
         if (t.a) {
           if (ai != i0 || ak != k0) {
-            OT_KPICK(k_lin_copy2d)(ta, 0, (size_t)(m->ta ? mr : kr), elem(m->A, OT_BF16, aoff), 1,
+            OT_KPICK(k_lin_copy2d)(ta, 0, (size_t)(m->ta ? mr : kr), elem(m->A, m->adt, aoff), sk(m->adt),
                                    (size_t)m->lda, m->ta ? kr : mr, m->ta ? mr : kr);
             ai = i0; ak = k0;
           }
@@ -154,7 +157,7 @@ ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn) {
         const size_t boff = m->tb ? at(j0, k0, m->ldb) : at(k0, j0, m->ldb);
         if (t.b) {
           if (bk != k0 || bj != j0) {
-            OT_KPICK(k_lin_copy2d)(tb, 0, (size_t)(m->tb ? kr : nr), elem(m->B, OT_BF16, boff), 1,
+            OT_KPICK(k_lin_copy2d)(tb, 0, (size_t)(m->tb ? kr : nr), elem(m->B, m->bdt, boff), sk(m->bdt),
                                    (size_t)m->ldb, m->tb ? nr : kr, m->tb ? kr : nr);
             bk = k0; bj = j0;
           }
@@ -170,8 +173,8 @@ ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn) {
         OT_TRY(ot__mm_run_f32(&f, fn));
       }
       if (t.c)
-        OT_KPICK(k_lin_copy2d)((char *)m->C + at(i0, j0, m->ldc) * 2, 1, (size_t)m->ldc, tc, 0,
-                               (size_t)nr, mr, nr);
+        OT_KPICK(k_lin_copy2d)((void *)elem(m->C, m->cdt, at(i0, j0, m->ldc)), sk(m->cdt),
+                               (size_t)m->ldc, tc, 0, (size_t)nr, mr, nr);
     }
   }
   return OT_OK;

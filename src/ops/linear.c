@@ -101,7 +101,7 @@ ot_status ot_linear_bwd_w(ot_dtype dt, ot_dtype wdt, void *dx, float *dw, float 
   // bf16 GEMMs that convert (no native bf16 GEMM, or f32 weights): dy converted to f32 once
   // for both GEMMs and the bias when that copy fits the conversion budget, else each GEMM
   // converts it tile by tile (gemm_cvt.c)
-  const bool cvt = dt == OT_BF16 && (wdt == OT_F32 || !ot__gemm_bf16_native()) && (dx || dw);
+  const bool cvt = dt != OT_F32 && (dt != OT_BF16 || wdt == OT_F32 || !ot__gemm_bf16_native()) && (dx || dw);
   const size_t gsz = cvt && (size_t)M * N * 4 <= ot_gemm_convert_ws_max() ? ot_align64((size_t)M * N * 4) : 0;
   const ot_dtype gdt = gsz ? OT_F32 : dt;
   ot_mm mx = {gdt, wdt, dt, false, false, M, K, N, 1.0f, 0.0f, dy, N, w, K, dx, K, NULL, false};

@@ -105,7 +105,7 @@ ot_status ot_qkv_bwd_w(ot_dtype dt, ot_dtype wdt, void *dx, float *dw, float *db
                 (double)es * (2.0 * M * C + (double)Nt * C + (double)M * Nt) + 8.0 * Nt * C);
   // the gathered gradient: f32 where the GEMMs convert bf16 (no native bf16 GEMM, or f32
   // weights), as large as the forward's f32 projection output, so no conversion in the GEMMs
-  const ot_dtype gdt = dt == OT_BF16 && (wdt == OT_F32 || !ot__gemm_bf16_native()) ? OT_F32 : dt;
+  const ot_dtype gdt = dt != OT_F32 && (dt != OT_BF16 || wdt == OT_F32 || !ot__gemm_bf16_native()) ? OT_F32 : dt;
   ot_mm mx = {gdt, wdt, dt, false, false, M, C, Nt, 1.0f, 0.0f, NULL, Nt, w, C, dx, C, NULL, false};
   ot_mm mw = {gdt, dt, OT_F32, true, false, Nt, C, M, 1.0f, 1.0f, NULL, Nt, x, C, dw, C, NULL, false};
   size_t gsz = ot_align64((size_t)M * Nt * ot_dtype_size(gdt));
