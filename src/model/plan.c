@@ -271,12 +271,14 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
   return OT_OK;
 }
 
-// Whether a bf16 run keeps a bf16 copy of the weights: where bf16 GEMMs run natively
-// (oneDNN reads bf16 weights), and for vision transformers (their patch embedding
-// reads weights in the activation dtype). Elsewhere the GEMMs' conversion path reads
-// the f32 masters in place, tile by tile, and the embeddings read the f32 tables.
+// Whether a 16-bit run keeps a copy of the weights in its dtype: bf16 where bf16 GEMMs
+// run natively (oneDNN reads bf16 weights) and for vision transformers (their patch
+// embedding reads weights in the activation dtype); any other 16-bit dtype always.
+// Elsewhere (bf16 with converting GEMMs) the conversion path reads the f32 masters in
+// place, tile by tile, and the embeddings read the f32 tables.
 static bool keeps_bf16_copy(const ot_model *m) {
-  return m->run.dt == OT_BF16 && (ot_gemm_bf16_native() || m->cfg.arch == OT_ARCH_VIT);
+  if (m->run.dt == OT_F32) return false;
+  return m->run.dt != OT_BF16 || ot_gemm_bf16_native() || m->cfg.arch == OT_ARCH_VIT;
 }
 
 static void plan_params(ot_model *m, ot_mem_plan *p) {
