@@ -33,9 +33,20 @@
 //                    [--batch B] [--seq T] [--threads N]
 //                    [--recompute none|selective|full|all] [--model PRESET]
 //                    [--max-seconds S (0 = no cap)]
+//                    [--bf16-gemm auto|native|convert|both] [--interleave]
+// --interleave: every configuration's trainer is created first, then their steps
+// alternate (A B C A B C ...), so that a machine whose load changes during the
+// run slows them alike; tokens/s medians and minimum step times per configuration
+// (no per-configuration memory peaks: they overlap; the plans are printed).
+// --bf16-gemm: the bf16 configurations' GEMMs: auto (native where the CPU has
+// avx512_bf16), native, convert (what a CPU without it runs: f32 GEMMs on
+// converted tiles, no bf16 weight copy), or both (two bf16 configurations).
+// Each configuration also prints its memory plan (ot_model_plan_of: what the
+// model allocates, plus AdamW's moments).
 // Asserts nothing; exits 1 only if the library reports an error.
 #include "ot/ot.h"
 #include "internal.h"
+#include "ops/gemm_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,15 +54,19 @@
 #define MAX_STEPS 1000
 
 typedef struct {
-  int steps, warmup, batch, seq, threads, max_seconds;
-  int dtypes[2], ndt;          // OT_F32 / OT_BF16 in run order
+  int steps, warmup, batch, seq, threads, max_seconds, interleave;
+  int dtypes[3], ndt;          // OT_F32 / OT_BF16 in run order
+  int gemm[3];                 // per dtype entry: bf16 GEMM mode (-1 auto, 0 convert, 1 native)
   int recs[3], nrec;           // ot_recompute values in run order
   const char *model;
 } opts;
 
 typedef struct {
   ot_dtype dt;
+  int gemm;                    // bf16 GEMM mode asked (-1 auto) and the one that ran
+  bool native;
   ot_recompute rc;
+  size_t plan_total;           // ot_model_plan_of: allocated by the model + optimizer moments
   int timed;
   double med, tps, gflops, mfu, mfu_nano;
   size_t peak[OT_MEM_CATEGORY_COUNT];
@@ -83,7 +98,8 @@ static void usage(FILE *f) {
              "                   [--batch B (8)] [--seq T (256)] [--threads N (2)]\n"
              "                   [--recompute none|selective|full|all (none)] [--model PRESET (gpt2)]\n"
              "                   [--max-seconds S (210; 0 = no cap: timed steps stop early, at least 1\n"
-             "                    per configuration, to keep the whole run within S)]\n");
+             "                    per configuration, to keep the whole run within S)]\n"
+             "                   [--bf16-gemm auto|native|convert|both (auto)] [--interleave]\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int hi) {
@@ -97,10 +113,12 @@ static int parse_int(const char *flag, const char *v, int lo, int hi) {
 }
 
 static void parse(opts *o, int argc, char **argv) {
-  *o = (opts){3, 1, 8, 256, 2, 210, {OT_F32, OT_BF16}, 2, {OT_RECOMPUTE_NONE}, 1, "gpt2"};
+  *o = (opts){3, 1, 8, 256, 2, 210, 0, {OT_F32, OT_BF16}, 2, {-1, -1, -1}, {OT_RECOMPUTE_NONE}, 1, "gpt2"};
+  int bf16_gemm = -1, both_gemm = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+    if (!strcmp(a, "--interleave")) { o->interleave = 1; continue; }
     if (!v) { fprintf(stderr, "bench_train: %s needs a value\n", a); usage(stderr); exit(2); }
     i++;
     if (!strcmp(a, "--steps")) o->steps = parse_int(a, v, 1, MAX_STEPS);
@@ -110,6 +128,13 @@ static void parse(opts *o, int argc, char **argv) {
     else if (!strcmp(a, "--threads")) o->threads = parse_int(a, v, 1, 1024);
     else if (!strcmp(a, "--max-seconds")) o->max_seconds = parse_int(a, v, 0, 1 << 30);
     else if (!strcmp(a, "--model")) o->model = v;
+    else if (!strcmp(a, "--bf16-gemm")) {
+      if (!strcmp(v, "auto")) bf16_gemm = -1;
+      else if (!strcmp(v, "native")) bf16_gemm = 1;
+      else if (!strcmp(v, "convert")) bf16_gemm = 0;
+      else if (!strcmp(v, "both")) both_gemm = 1;
+      else { fprintf(stderr, "bench_train: --bf16-gemm '%s' must be auto, native, convert or both\n", v); exit(2); }
+    }
     else if (!strcmp(a, "--dtype")) {
       if (!strcmp(v, "f32")) { o->dtypes[0] = OT_F32; o->ndt = 1; }
       else if (!strcmp(v, "bf16")) { o->dtypes[0] = OT_BF16; o->ndt = 1; }
@@ -130,6 +155,16 @@ static void parse(opts *o, int argc, char **argv) {
       exit(2);
     }
   }
+  for (int d = 0; d < o->ndt; d++) o->gemm[d] = o->dtypes[d] == OT_BF16 ? bf16_gemm : -1;
+  if (both_gemm)   // every bf16 entry twice: converted, then native
+    for (int d = o->ndt - 1; d >= 0; d--)
+      if (o->dtypes[d] == OT_BF16) {
+        for (int j = o->ndt; j > d + 1; j--) { o->dtypes[j] = o->dtypes[j - 1]; o->gemm[j] = o->gemm[j - 1]; }
+        o->ndt++;
+        o->dtypes[d + 1] = OT_BF16;
+        o->gemm[d] = 0;
+        o->gemm[d + 1] = 1;
+      }
 }
 
 static void must(ot_status s, const char *what) {
@@ -159,7 +194,9 @@ static void release_scratch(void) {
 
 // One configuration: create the trainer, warm-up + timed steps, report. `share`
 // (seconds, <= 0: none) caps this configuration's wall time, creation included.
-static void run_one(const opts *o, ot_dtype dt, ot_recompute rc, double peak, double share, result *r) {
+static void run_one(const opts *o, ot_dtype dt, int gemm, ot_recompute rc, double peak, double share,
+                    result *r) {
+  ot__gemm_bf16_set_mode(gemm);
   ot_train_config c;
   ot_train_config_default(&c);
   must(ot_model_config_preset(&c.model, o->model), "--model");
@@ -177,13 +214,22 @@ static void run_one(const opts *o, ot_dtype dt, ot_recompute rc, double peak, do
 
   release_scratch();
   ot_mem_reset_peak();
-  printf("\n== %s, recompute %s: batch %d x seq %d, %d threads ==\n", ot_dtype_name(dt),
+  printf("\n== %s%s, recompute %s: batch %d x seq %d, %d threads ==\n", ot_dtype_name(dt),
+         dt != OT_BF16 ? "" : ot__gemm_bf16_native() ? " (native bf16 GEMMs)" : " (GEMMs converted to f32 by tiles)",
          ot_recompute_name(rc), o->batch, o->seq, o->threads);
   fflush(stdout);
   const double t0 = ot_now();
   ot_trainer *t = NULL;
   must(ot_trainer_create(&t, &c), "ot_trainer_create");
   printf("created and initialized in %.1f s\n", ot_now() - t0);
+  const ot_mem_plan *pl = ot_model_plan_of(ot_trainer_model(t));
+  const size_t ptot = pl->params + pl->params_bf16 + pl->grads + pl->act_saved + pl->workspace + pl->optim;
+  printf("plan MiB: params %.2f + bf16 copy %.2f + grads %.2f + activations %.2f + workspace %.2f + "
+         "optimizer %.2f = %.2f\n", pl->params / 1048576.0, pl->params_bf16 / 1048576.0, pl->grads / 1048576.0,
+         pl->act_saved / 1048576.0, pl->workspace / 1048576.0, pl->optim / 1048576.0, ptot / 1048576.0);
+  r->plan_total = ptot;
+  r->gemm = gemm;
+  r->native = dt == OT_BF16 && ot__gemm_bf16_native();
 
   const size_t nrow = (size_t)o->batch * ((size_t)o->seq + 1);
   int32_t *rows = malloc(nrow * sizeof *rows);
@@ -226,6 +272,72 @@ static void run_one(const opts *o, ot_dtype dt, ot_recompute rc, double peak, do
          100 * r->mfu_nano, fpt_nano * 1e-6);
   ot_mem_report(stdout);
   ot_trainer_free(t);
+  ot__gemm_bf16_set_mode(-1);
+}
+
+// --interleave: all configurations' trainers at once, their steps alternating.
+static void run_interleaved(const opts *o) {
+  enum { NC = 9 };
+  ot_trainer *t[NC] = {0};
+  double times[NC][MAX_STEPS];
+  char name[NC][48];
+  int n = 0;
+  const size_t nrow = (size_t)o->batch * ((size_t)o->seq + 1);
+  int32_t *rows = malloc(nrow * sizeof *rows);
+  if (!rows) { fprintf(stderr, "bench_train: out of memory\n"); exit(1); }
+  for (int d = 0; d < o->ndt; d++)
+    for (int k = 0; k < o->nrec && n < NC; k++, n++) {
+      ot_train_config c;
+      ot_train_config_default(&c);
+      must(ot_model_config_preset(&c.model, o->model), "--model");
+      c.data[0] = 0;
+      c.batch_size = o->batch;
+      c.seq_len = o->seq;
+      c.dtype = (ot_dtype)o->dtypes[d];
+      c.recompute = (ot_recompute)o->recs[k];
+      c.threads = o->threads;
+      c.steps = o->warmup + o->steps;
+      c.lr = 6e-4f;
+      c.warmup = 0;
+      c.quiet = true;
+      c.measure_peak = false;
+      ot__gemm_bf16_set_mode(o->gemm[d]);
+      must(ot_trainer_create(&t[n], &c), "ot_trainer_create");
+      snprintf(name[n], sizeof name[n], "%s%s %s", ot_dtype_name(c.dtype),
+               c.dtype != OT_BF16 ? "" : ot__gemm_bf16_native() ? " native" : " convert",
+               ot_recompute_name(c.recompute));
+      const ot_mem_plan *pl = ot_model_plan_of(ot_trainer_model(t[n]));
+      printf("%-22s plan MiB: params %.2f + bf16 copy %.2f + grads %.2f + activations %.2f + workspace "
+             "%.2f + optimizer %.2f\n", name[n], pl->params / 1048576.0, pl->params_bf16 / 1048576.0,
+             pl->grads / 1048576.0, pl->act_saved / 1048576.0, pl->workspace / 1048576.0, pl->optim / 1048576.0);
+    }
+  ot__gemm_bf16_set_mode(-1);
+  const int64_t tokens = (int64_t)o->batch * o->seq;
+  uint64_t rng = 0x62656e6368ull;
+  for (int s = 0; s < o->warmup + o->steps; s++)
+    for (int i = 0; i < n; i++) {
+      // the GEMM mode of configuration i (bf16 x bf16 GEMMs consult it at each call)
+      ot__gemm_bf16_set_mode(o->gemm[i / o->nrec]);
+      fill_tokens(rows, nrow, ot_model_config_of(ot_trainer_model(t[i]))->vocab, &rng);
+      ot_step_info st;
+      const double ts = ot_now();
+      must(ot_trainer_step_on(t[i], rows, &st), "ot_trainer_step_on");
+      const double sec = ot_now() - ts;
+      if (s >= o->warmup) times[i][s - o->warmup] = sec;
+      printf("  %-22s %s step %d: %.4f s  %.0f tok/s\n", name[i], s >= o->warmup ? "timed " : "warmup", s + 1,
+             sec, tokens / sec);
+      fflush(stdout);
+    }
+  ot__gemm_bf16_set_mode(-1);
+  double med0 = 0;
+  printf("\n%-22s %10s %10s %10s %9s\n", "configuration", "median s", "min s", "tok/s", "vs first");
+  for (int i = 0; i < n; i++) {
+    const double med = median(times[i], o->steps);   // sorts: times[i][0] is then the minimum
+    if (i == 0) med0 = med;
+    printf("%-22s %10.4f %10.4f %10.0f %8.2fx\n", name[i], med, times[i][0], tokens / med, med0 / med);
+    ot_trainer_free(t[i]);
+  }
+  free(rows);
 }
 
 int main(int argc, char **argv) {
@@ -254,41 +366,53 @@ int main(int argc, char **argv) {
   printf("measured f32 FMA peak: %.1f GFLOP/s on %d threads (1 thread: %.1f); MFU uses %.1f%s\n", peak_all,
          o.threads, peak_one, peak, peak_all < 0.8 * peak_one * o.threads ? " (machine busy?)" : "");
 
-  result res[6];
+  if (o.interleave) {
+    run_interleaved(&o);
+    printf("\ntotal run time %.1f s\n", ot_now() - t_start);
+    return 0;
+  }
+  result res[9];
   int nres = 0;
   const int nconf = o.ndt * o.nrec;
   for (int d = 0; d < o.ndt; d++)
     for (int k = 0; k < o.nrec; k++) {
       double share = o.max_seconds > 0 ? (o.max_seconds - (ot_now() - t_start)) / (nconf - nres) : 0;
       if (o.max_seconds > 0 && share < 1) share = 1;   // over budget already: one timed step
-      run_one(&o, (ot_dtype)o.dtypes[d], (ot_recompute)o.recs[k], peak, share, &res[nres++]);
+      run_one(&o, (ot_dtype)o.dtypes[d], o.gemm[d], (ot_recompute)o.recs[k], peak, share, &res[nres++]);
     }
   printf("\ntotal run time %.1f s\n", ot_now() - t_start);
 
-  printf("\n%-5s %-10s %5s %10s %10s %9s %7s %9s %9s %9s %9s %9s\n", "dtype", "recompute", "steps", "step s",
-         "tok/s", "GFLOP/s", "MFU", "MFU nGPT", "act MiB", "wksp MiB", "total MiB", "vs f32");
+  printf("\n%-12s %-10s %5s %10s %10s %9s %7s %9s %9s %9s %9s %9s %9s %9s\n", "dtype", "recompute", "steps",
+         "step s", "tok/s", "GFLOP/s", "MFU", "MFU nGPT", "act MiB", "wksp MiB", "total MiB", "plan MiB",
+         "vs f32", "mem/f32");
   for (int i = 0; i < nres; i++) {
     const result *r = &res[i];
-    double tot = 0, f32_tps = 0;
+    double tot = 0, f32_tps = 0, f32_tot = 0;
     for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tot += r->peak[k];
     for (int j = 0; j < nres; j++)
-      if (res[j].dt == OT_F32 && res[j].rc == r->rc) f32_tps = res[j].tps;
-    char ratio[16] = "-";
+      if (res[j].dt == OT_F32 && res[j].rc == r->rc) {
+        f32_tps = res[j].tps;
+        f32_tot = 0;
+        for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) f32_tot += res[j].peak[k];
+      }
+    char ratio[16] = "-", mratio[16] = "-", name[16];
     if (f32_tps > 0) snprintf(ratio, sizeof ratio, "%.2fx", r->tps / f32_tps);
-    printf("%-5s %-10s %5d %10.4f %10.0f %9.1f %6.1f%% %8.1f%% %9.1f %9.1f %9.1f %9s\n", ot_dtype_name(r->dt),
+    if (f32_tot > 0) snprintf(mratio, sizeof mratio, "%.3fx", tot / f32_tot);
+    snprintf(name, sizeof name, "%s%s", ot_dtype_name(r->dt), r->dt != OT_BF16 ? "" : r->native ? " native" : " convert");
+    printf("%-12s %-10s %5d %10.4f %10.0f %9.1f %6.1f%% %8.1f%% %9.1f %9.1f %9.1f %9.1f %9s %9s\n", name,
            ot_recompute_name(r->rc), r->timed, r->med, r->tps, r->gflops, 100 * r->mfu, 100 * r->mfu_nano,
            r->peak[OT_MEM_ACTIVATIONS] / 1048576.0, r->peak[OT_MEM_WORKSPACE] / 1048576.0, tot / 1048576.0,
-           ratio);
+           r->plan_total / 1048576.0, ratio, mratio);
   }
   for (int i = 0; i < nres; i++)
     for (int j = 0; j < nres; j++)
       if (res[i].dt == OT_F32 && res[j].dt == OT_BF16 && res[i].rc == res[j].rc)
-        printf("bf16/f32 throughput ratio (recompute %s): %.2fx\n", ot_recompute_name(res[i].rc),
-               res[j].tps / res[i].tps);
+        printf("bf16%s/f32 throughput ratio (recompute %s): %.2fx\n", res[j].native ? " native" : " convert",
+               ot_recompute_name(res[i].rc), res[j].tps / res[i].tps);
   // one line to set beside bench/torch_gpt2_train.py's final line
   for (int i = 0; i < nres; i++)
-    printf("RESULT ot %s recompute=%s B=%d T=%d threads=%d: median_step_s=%.4f tokens_per_s=%.1f\n",
-           ot_dtype_name(res[i].dt), ot_recompute_name(res[i].rc), o.batch, o.seq, o.threads, res[i].med,
-           res[i].tps);
+    printf("RESULT ot %s%s recompute=%s B=%d T=%d threads=%d: median_step_s=%.4f tokens_per_s=%.1f\n",
+           ot_dtype_name(res[i].dt), res[i].dt != OT_BF16 ? "" : res[i].native ? " native" : " convert",
+           ot_recompute_name(res[i].rc), o.batch, o.seq, o.threads, res[i].med, res[i].tps);
   return 0;
 }

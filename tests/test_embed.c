@@ -1,7 +1,8 @@
 // Token + position embedding: fast kernels (every ISA, f32 and bf16, with and
 // without wpe) against the reference, backward accumulation (+=) against the
 // reference, finite differences of the reference backward, determinism over
-// thread counts, token validation (first bad index, value, V; nothing written).
+// thread counts, token validation (first bad index, value, V; nothing written);
+// f32 tables with bf16 rows (ot_embed_fwd_w): the f32 sum rounded once.
 #include "harness.h"
 
 static th_rng g_rng = {0x5eed0002};
@@ -173,8 +174,40 @@ static void test_errors(void) {
   th_check(ot_embed_fwd(OT_F32, out, tok, wte, NULL, B, T, C, V) == OT_OK, "valid call succeeds");
 }
 
+// f32 tables, bf16 rows: each row = bf16(wte[tok] + wpe[t]) exactly (one rounding of the f32 sum).
+static void test_f32_tables(void) {
+  static const int shp[][4] = {{1, 1, 1, 1}, {2, 5, 33, 7}, {3, 17, 769, 50}};   // B, T, C, V
+  for (int k = 0; k < 3; k++)
+    for (int usepos = 0; usepos < 2; usepos++) {
+      const int B = shp[k][0], T = shp[k][1], C = shp[k][2], V = shp[k][3];
+      const size_t n = (size_t)B * T * C;
+      int32_t *tok = th_alloc((size_t)B * T * 4);
+      float *wte = th_falloc((size_t)V * C), *wpe = th_falloc((size_t)T * C);
+      uint16_t *out = th_alloc(n * 2);
+      fill_tokens(tok, (size_t)B * T, V);
+      th_fill(&g_rng, wte, (size_t)V * C, -1.0f, 1.0f);
+      th_fill(&g_rng, wpe, (size_t)T * C, -1.0f, 1.0f);
+      ot_status s = ot_embed_fwd_w(OT_BF16, OT_F32, out, tok, wte, usepos ? wpe : NULL, B, T, C, V);
+      size_t bad = 0;
+      for (size_t i = 0; i < (size_t)B * T; i++)
+        for (int c = 0; c < C; c++) {
+          const float want = wte[(size_t)tok[i] * C + c] + (usepos ? wpe[(i % T) * C + c] : 0.0f);
+          bad += out[i * C + c] != ot_f32_to_bf16(want);
+        }
+      th_check(s == OT_OK && bad == 0, "f32 tables -> bf16 rows B=%d T=%d C=%d wpe=%d: %zu differ (%s)",
+               B, T, C, usepos, bad, s == OT_OK ? "ok" : ot_last_error());
+      free(tok); free(wte); free(wpe); free(out);
+    }
+  uint16_t o[4];
+  float w[4] = {0};
+  int32_t t[1] = {0};
+  th_check_error(ot_embed_fwd_w(OT_F32, OT_BF16, o, t, w, NULL, 1, 1, 4, 1), OT_EINVAL, "unsupported",
+                 "bf16 tables with f32 rows refused");
+}
+
 int main(void) {
   test_vs_ref();
+  test_f32_tables();
   test_fd();
   test_determinism();
   test_errors();

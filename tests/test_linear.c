@@ -2,10 +2,13 @@
 // both modes (fused epilogue, and pre kept for the backward), f32, bf16 and f16,
 // every ISA; finite differences of the reference backward; the weight
 // gradient by row chunks and dx alone; primitive reuse; determinism; bad arguments.
+// bf16 also with f32 weights (ot_linear_fwd_w / _bwd_w: the f32 masters read in
+// place), bf16 GEMMs native and converted.
 #include "harness.h"
 #include "ops/gemm_impl.h"
 
 static th_rng g_rng = {0x11ea};
+static bool g_w32;   // bf16 runs: the weights in f32 (ot_linear_*_w with wdt = f32)
 
 typedef struct { int M, N, K; } shape;
 static const shape SHAPES[] = {{1, 1, 1}, {3, 17, 65}, {17, 3, 1}, {65, 127, 17}, {127, 65, 3},
@@ -22,16 +25,17 @@ static void test_fwd(const char *isa, ot_dtype dt, shape s, bool bias, ot_act ac
   th_fill(&g_rng, x, nx, -1, 1);
   th_fill(&g_rng, w, nw, -0.5f, 0.5f);
   th_fill(&g_rng, b, N, -1, 1);
-  th_round_dt(dt, x, nx); th_round_dt(dt, w, nw);
+  const ot_dtype wdt = g_w32 ? OT_F32 : dt;
+  th_round_dt(dt, x, nx); if (wdt == dt) th_round_dt(dt, w, nw);
   ot_ref_linear_fwd(yr, pr, x, w, bias ? b : NULL, M, N, K, act);
-  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *yd = th_to_dt(dt, yg, ny), *pd = th_to_dt(dt, pg, ny);
-  ot_status st = ot_linear_fwd(dt, yd, keep_pre ? pd : NULL, xd, wd, bias ? b : NULL, M, N, K, act);
+  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(wdt, w, nw), *yd = th_to_dt(dt, yg, ny), *pd = th_to_dt(dt, pg, ny);
+  ot_status st = ot_linear_fwd_w(dt, wdt, yd, keep_pre ? pd : NULL, xd, wd, bias ? b : NULL, M, N, K, act);
   th_check(st == OT_OK, "[%s] linear_fwd ok (%s)", isa, ot_last_error());
   th_from_dt(dt, yd, yg, ny);
   th_from_dt(dt, pd, pg, ny);
   double tol = th_tol(dt, 2e-6, 6e-3);
-  th_check_nerr(yg, yr, ny, tol, "[%s] linear_fwd %s y M=%d N=%d K=%d bias=%d act=%d pre=%d", isa,
-                ot_dtype_name(dt), M, N, K, bias, act, keep_pre);
+  th_check_nerr(yg, yr, ny, tol, "[%s] linear_fwd %s (w %s) y M=%d N=%d K=%d bias=%d act=%d pre=%d", isa,
+                ot_dtype_name(dt), ot_dtype_name(wdt), M, N, K, bias, act, keep_pre);
   if (keep_pre)
     th_check_nerr(pg, pr, ny, tol, "[%s] linear_fwd %s pre M=%d N=%d K=%d bias=%d", isa, ot_dtype_name(dt),
                   M, N, K, bias);
@@ -52,7 +56,8 @@ static void test_bwd(const char *isa, ot_dtype dt, shape s, ot_act act, bool wan
   th_fill(&g_rng, dy, ny, -1, 1);
   th_fill(&g_rng, dwr, nw, -1, 1);   // accumulated into
   th_fill(&g_rng, dbr, N, -1, 1);
-  th_round_dt(dt, x, nx); th_round_dt(dt, w, nw); th_round_dt(dt, dy, ny);
+  const ot_dtype wdt = g_w32 ? OT_F32 : dt;
+  th_round_dt(dt, x, nx); if (wdt == dt) th_round_dt(dt, w, nw); th_round_dt(dt, dy, ny);
   ot_ref_linear_fwd(y, pre, x, w, b, M, N, K, act);
   th_round_dt(dt, pre, ny);  // what the bf16 forward saved
   memcpy(dwg, dwr, nw * 4);
@@ -61,16 +66,17 @@ static void test_bwd(const char *isa, ot_dtype dt, shape s, ot_act act, bool wan
   memcpy(db0, dbr, N * 4);
   memcpy(dyr, dy, ny * 4);
   ot_ref_linear_bwd(dxr, dwr, dbr, dyr, pre, x, w, M, N, K, act);
-  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *dyd = th_to_dt(dt, dy, ny), *pd = th_to_dt(dt, pre, ny),
+  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(wdt, w, nw), *dyd = th_to_dt(dt, dy, ny), *pd = th_to_dt(dt, pre, ny),
        *dxd = th_to_dt(dt, dxg, nx);
-  ot_status st = ot_linear_bwd(dt, want_dx ? dxd : NULL, dwg, want_db ? dbg : NULL, dyd,
-                               act == OT_ACT_GELU ? pd : NULL, xd, want_dx ? wd : NULL, M, N, K, act);
+  ot_status st = ot_linear_bwd_w(dt, wdt, want_dx ? dxd : NULL, dwg, want_db ? dbg : NULL, dyd,
+                                 act == OT_ACT_GELU ? pd : NULL, xd, want_dx ? wd : NULL, M, N, K, act);
   th_check(st == OT_OK, "[%s] linear_bwd ok (%s)", isa, ot_last_error());
   th_from_dt(dt, dxd, dxg, nx);
   th_from_dt(dt, dyd, dyg, ny);
   double tol = th_tol(dt, 2e-6, 6e-3), tolw = act == OT_ACT_GELU ? th_tol(dt, 2e-6, 1e-2) : 2e-6;
   const char *n = ot_dtype_name(dt);
-  if (want_dx) th_check_nerr(dxg, dxr, nx, tol, "[%s] linear_bwd %s dx M=%d N=%d K=%d act=%d", isa, n, M, N, K, act);
+  if (want_dx) th_check_nerr(dxg, dxr, nx, tol, "[%s] linear_bwd %s (w %s) dx M=%d N=%d K=%d act=%d", isa, n,
+                             ot_dtype_name(wdt), M, N, K, act);
   // bf16 with GELU: dy*gelu'(pre) is stored in bf16 before the dw GEMM
   th_check_nerr(dwg, dwr, nw, tolw, "[%s] linear_bwd %s dw M=%d N=%d K=%d act=%d", isa, n, M, N, K, act);
   if (want_db) th_check_nerr(dbg, dbr, N, tolw, "[%s] linear_bwd %s db M=%d N=%d K=%d act=%d", isa, n, M, N, K, act);
@@ -230,6 +236,21 @@ int main(void) {
     }
   }
   ot_isa_unforce();
+  // bf16 activations with f32 weights, bf16 GEMMs native (mixed dtypes: the conversion path
+  // anyway) and converted; and bf16 weights converted
+  for (int mode = 1; mode >= 0; mode--)
+    for (int w32 = mode; w32 >= 0; w32--) {
+      ot__gemm_bf16_set_mode(mode);
+      g_w32 = w32;
+      const char *isa = mode ? (w32 ? "native request, f32 w" : "native") : (w32 ? "convert, f32 w" : "convert");
+      for (int s = 0; s < NSHAPES; s++) {
+        test_fwd(isa, OT_BF16, SHAPES[s], s & 1, OT_ACT_NONE, false);
+        test_fwd(isa, OT_BF16, SHAPES[s], true, OT_ACT_GELU, s & 1);
+        test_bwd(isa, OT_BF16, SHAPES[s], s & 1 ? OT_ACT_GELU : OT_ACT_NONE, true, true);
+      }
+    }
+  g_w32 = false;
+  ot__gemm_bf16_set_mode(-1);
   test_reuse_and_determinism();
   test_bad_args();
   ot_gemm_cache_clear();

@@ -1,14 +1,15 @@
 // Model tests on tiny configs (2 layers, C=32, 4 heads, vocab 50 padded to 64):
 //  - config/run validation: each bad field rejected with a message naming it
 //  - memory plan: the plan equals the bytes the arenas hold (per category,
-//    measured with ot_mem_current), recompute modes order none > selective > full
+//    measured with ot_mem_current), recompute modes order none > selective > full;
+//    with bf16 GEMMs native (a bf16 weight copy) and converted (none: f32 masters)
 //  - whole-model gradients vs central finite differences (loss in double, a few
 //    random elements of every tensor) for a GPT-2 family and a Llama family
 //    (RMSNorm, SwiGLU, RoPE, GQA 4/2, untied) config
 //  - recompute none / selective / full: bitwise-identical losses and gradients
 //    (f32 and bf16); determinism (two runs, two models: bitwise equal)
 //  - bf16 mixed precision: loss within 1% of f32, gradients within nerr 2e-2
-//    (GPT-2 init) / 0.1 (large random weights)
+//    (GPT-2 init) / 0.1 (large random weights), GEMMs native and converted
 //  - PyTorch golden files (tools/gen_model_golden.py): logits, loss and every
 //    gradient by HF name within nerr 1e-5, for every ISA; bf16 close to them
 //  - HF-name export -> strict import round trip is bit exact; bad imports are
@@ -17,6 +18,7 @@
 //    transformers): config.json + model.safetensors load and logits match
 // Run from the repository root (CTest does).
 #include "model_common.h"
+#include "ops/gemm_impl.h"
 #include "ot/model.h"
 #include <sys/stat.h>
 #include <unistd.h>
@@ -151,7 +153,9 @@ static void test_validation(void) {
 }
 
 // ---------------------------------------------------------- memory plan -----
-static void test_plan(void) {
+// mode: bf16 GEMMs 1 native (the bf16 copy kept), 0 converted (the GEMMs read the f32 masters).
+static void test_plan(int mode) {
+  ot__gemm_bf16_set_mode(mode);
   ot_model_config cfgs[2] = {cfg_gpt2(), cfg_llama()};
   for (int ci = 0; ci < 2; ci++)
     for (int d = 0; d < TH_NDT; d++) {
@@ -179,8 +183,11 @@ static void test_plan(void) {
                  p->params + p->params_bf16, got[OT_MEM_GRADS], p->grads, got[OT_MEM_ACTIVATIONS],
                  p->act_saved, got[OT_MEM_WORKSPACE], p->workspace);
         th_check(p->params == ot_align64(ot_model_n_floats(m) * 4) &&
-                     p->params_bf16 == (dt != OT_F32 ? ot_align64(ot_model_n_floats(m) * 2) : 0),
-                 "params plan: f32 master + 16-bit copy only with bf16 / f16");
+                     p->params_bf16 == (dt != OT_F32 && (dt != OT_BF16 || mode) ? ot_align64(ot_model_n_floats(m) * 2) : 0),
+                 "params plan: f32 master + 16-bit copy only with f16, and bf16 with native bf16 GEMMs (mode %d)",
+                 mode);
+        th_check((ot_model_params_bf16(m) != NULL) == (p->params_bf16 != 0),
+                 "a 16-bit copy exactly where planned (mode %d)", mode);
         act[rc] = p->act_saved;
         // the layout covers the HF parameter count plus padding rows/alignment only
         size_t hf = 0;
@@ -217,10 +224,12 @@ static void test_plan(void) {
   ot_status s = ot_model_plan_print(f, &g, &r);
   fclose(f);
   th_check(s == OT_OK && strstr(text, "gradients") && strstr(text, "saves vs none") &&
-               strstr(text, "<- this run") && strstr(text, "bf16 copy"),
-           "plan print: %s", s == OT_OK ? "ok" : ot_last_error());
+               strstr(text, "<- this run") && strstr(text, "bf16 copy") &&
+               (mode || strstr(text, "the GEMMs read the f32 masters")),
+           "plan print (mode %d): %s", mode, s == OT_OK ? "ok" : ot_last_error());
   printf("%s", text);
   free(text);
+  ot__gemm_bf16_set_mode(-1);
 }
 
 // ---------------------------------------------------- finite differences ----
@@ -357,11 +366,13 @@ static void test_smaller_batch(const ot_model_config *c) {
 }
 
 // A 16-bit run (bf16 or f16 activations) against f32: f16's 3 more mantissa bits give
-// tolerances / 8.
-static void test_16bit(const ot_model_config *c, ot_dtype dt) {
+// tolerances / 8. mode: bf16 GEMMs native (1) or converted by tiles from the f32 masters (0).
+static void test_16bit(const ot_model_config *c, ot_dtype dt, int mode) {
   int32_t tok[B_ * T_], tgt[B_ * T_];
   make_batch(tok, tgt, c->vocab, 31);
   const char *dn = ot_dtype_name(dt);
+  ot__gemm_bf16_set_mode(mode);
+  ot__gemm_cvt_set_tiles(mode ? 0 : 4096, mode ? 0 : 16);   // tiny tiles: every GEMM in many
   for (int init = 0; init < 2; init++) {
     ot_model *f = make(c, OT_F32, OT_RECOMPUTE_NONE), *h = make(c, dt, OT_RECOMPUTE_SELECTIVE);
     if (!f || !h) return;
@@ -370,8 +381,9 @@ static void test_16bit(const ot_model_config *c, ot_dtype dt) {
     double lf = step(f, tok, tgt), lh = step(h, tok, tgt);
     size_t n = ot_model_n_floats(f);
     double e = th_nerr(ot_model_grads(h), ot_model_grads(f), n);
-    printf("%s (%s weights): loss f32 %.6f %s %.6f (rel %.2e), gradient nerr %.3g\n", c->name,
-           init ? "random" : "GPT-2 init", lf, dn, lh, fabs(lh - lf) / lf, e);
+    printf("%s (%s weights, bf16 GEMMs %s): loss f32 %.6f %s %.6f (rel %.2e), gradient nerr %.3g\n",
+           c->name, init ? "random" : "GPT-2 init", mode ? "native" : "converted", lf, dn, lh,
+           fabs(lh - lf) / lf, e);
     const double ltol = th_tol(dt, 0.0, 1e-2);
     th_check(fabs(lh - lf) <= ltol * lf, "%s %s loss %.6f within %.2g%% of f32 %.6f", c->name, dn, lh,
              100 * ltol, lf);
@@ -381,6 +393,8 @@ static void test_16bit(const ot_model_config *c, ot_dtype dt) {
     ot_model_free(f);
     ot_model_free(h);
   }
+  ot__gemm_bf16_set_mode(-1);
+  ot__gemm_cvt_set_tiles(0, 0);
 }
 
 // ---------------------------------------------------------------- golden ----
@@ -619,7 +633,8 @@ static void test_hf_config_errors(void) {
 
 int main(void) {
   test_validation();
-  test_plan();
+  test_plan(1);
+  test_plan(0);
   ot_model_config g = cfg_gpt2(), l = cfg_llama();
   test_fd(&g);
   test_fd(&l);
@@ -629,10 +644,12 @@ int main(void) {
   }
   test_smaller_batch(&g);
   test_smaller_batch(&l);
-  test_16bit(&g, OT_BF16);
-  test_16bit(&l, OT_BF16);
-  test_16bit(&g, OT_F16);
-  test_16bit(&l, OT_F16);
+  for (int mode = 1; mode >= 0; mode--) {
+    test_16bit(&g, OT_BF16, mode);
+    test_16bit(&l, OT_BF16, mode);
+  }
+  test_16bit(&g, OT_F16, 1);
+  test_16bit(&l, OT_F16, 1);
   test_golden("tests/golden/model_gpt2.safetensors");
   test_golden("tests/golden/model_llama.safetensors");
   test_hf_config_errors();

@@ -3,8 +3,10 @@
 // finite differences of the reference backward; the layout of one head
 // checked by hand; primitive reuse; bad arguments.
 #include "harness.h"
+#include "ops/gemm_impl.h"
 
 static th_rng g_rng = {0x9c7};
+static bool g_w32;   // bf16 runs: the weights in f32 (ot_qkv_*_w with wdt = f32)
 
 typedef struct { int B, T, C, Hq, Hkv, D; } qshape;
 static const qshape SHAPES[] = {
@@ -22,14 +24,15 @@ static void test_fwd_bwd(const char *isa, ot_dtype dt, qshape s, bool bias) {
   th_fill(&g_rng, x, nx, -1, 1);
   th_fill(&g_rng, w, nw, -0.5f, 0.5f);
   th_fill(&g_rng, b, Nt, -1, 1);
-  th_round_dt(dt, x, nx); th_round_dt(dt, w, nw);
-  const char *n = ot_dtype_name(dt);
+  const ot_dtype wdt = g_w32 ? OT_F32 : dt;
+  th_round_dt(dt, x, nx); if (wdt == dt) th_round_dt(dt, w, nw);
+  const char *n = g_w32 ? "bf16 (w f32)" : ot_dtype_name(dt);
   double tol = th_tol(dt, 2e-6, 6e-3);
   // forward
   ot_ref_qkv_fwd(qr, kr, vr, x, w, bias ? b : NULL, B, T, C, Hq, Hkv, D);
-  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(dt, w, nw), *qd = th_to_dt(dt, qg, nq), *kd = th_to_dt(dt, kg, nk),
+  void *xd = th_to_dt(dt, x, nx), *wd = th_to_dt(wdt, w, nw), *qd = th_to_dt(dt, qg, nq), *kd = th_to_dt(dt, kg, nk),
        *vd = th_to_dt(dt, vg, nk);
-  ot_status st = ot_qkv_fwd(dt, qd, kd, vd, xd, wd, bias ? b : NULL, B, T, C, Hq, Hkv, D);
+  ot_status st = ot_qkv_fwd_w(dt, wdt, qd, kd, vd, xd, wd, bias ? b : NULL, B, T, C, Hq, Hkv, D);
   th_check(st == OT_OK, "[%s] qkv_fwd ok (%s)", isa, ot_last_error());
   th_from_dt(dt, qd, qg, nq); th_from_dt(dt, kd, kg, nk); th_from_dt(dt, vd, vg, nk);
   th_check_nerr(qg, qr, nq, tol, "[%s] qkv_fwd %s q B=%d T=%d C=%d Hq=%d Hkv=%d D=%d bias=%d", isa, n, B, T, C, Hq, Hkv, D, bias);
@@ -48,7 +51,7 @@ static void test_fwd_bwd(const char *isa, ot_dtype dt, qshape s, bool bias) {
   memcpy(dbg, dbr, Nt * 4);
   ot_ref_qkv_bwd(dxr, dwr, bias ? dbr : NULL, dq, dk, dv, x, w, B, T, C, Hq, Hkv, D);
   void *dqd = th_to_dt(dt, dq, nq), *dkd = th_to_dt(dt, dk, nk), *dvd = th_to_dt(dt, dv, nk), *dxd = th_to_dt(dt, dxg, nx);
-  st = ot_qkv_bwd(dt, dxd, dwg, bias ? dbg : NULL, dqd, dkd, dvd, xd, wd, B, T, C, Hq, Hkv, D);
+  st = ot_qkv_bwd_w(dt, wdt, dxd, dwg, bias ? dbg : NULL, dqd, dkd, dvd, xd, wd, B, T, C, Hq, Hkv, D);
   th_check(st == OT_OK, "[%s] qkv_bwd ok (%s)", isa, ot_last_error());
   th_from_dt(dt, dxd, dxg, nx);
   th_check_nerr(dxg, dxr, nx, tol, "[%s] qkv_bwd %s dx B=%d T=%d C=%d Hq=%d Hkv=%d D=%d", isa, n, B, T, C, Hq, Hkv, D);
@@ -169,6 +172,15 @@ int main(void) {
         test_fwd_bwd(ot_isa_name(isas[i]), th_dts[d], SHAPES[s], (s & 1) == 0);
   }
   ot_isa_unforce();
+  for (int mode = 1; mode >= 0; mode--)   // bf16 GEMMs native / converted, bf16 or f32 weights
+    for (int w32 = 0; w32 < 2; w32++) {
+      ot__gemm_bf16_set_mode(mode);
+      g_w32 = w32;
+      for (int s = 0; s < NSHAPES; s++)
+        test_fwd_bwd(mode ? "native" : "convert", OT_BF16, SHAPES[s], (s & 1) == 0);
+    }
+  g_w32 = false;
+  ot__gemm_bf16_set_mode(-1);
   test_reuse();
   test_bad_args();
   ot_gemm_cache_clear();

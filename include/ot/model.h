@@ -189,7 +189,9 @@ typedef struct {
 // two f32 moments will take (8 bytes per master float), for the report.
 typedef struct {
   size_t params;            // f32 master weights
-  size_t params_bf16;       // 16-bit copy in dt (bf16 or f16; 0 for f32), also OT_MEM_PARAMS
+  size_t params_bf16;       // 16-bit copy in dt (bf16 or f16; 0 for f32, and for bf16 where
+                            // bf16 GEMMs convert, except a ViT: the GEMMs read the f32
+                            // masters), also OT_MEM_PARAMS
   size_t grads;             // f32 gradients
   size_t optim;             // AdamW m + v (informational)
   size_t act_saved_layer;   // saved for the backward, per layer
@@ -227,7 +229,9 @@ const ot_mem_plan *ot_model_plan_of(const ot_model *m);
 ot_status ot_model_init(ot_model *m, uint64_t seed);
 
 // Master buffer [n_floats] f32, gradients (same layout; NULL with external_grads), 16-bit
-// copy in the run dtype, bf16 or f16 (NULL when dt = f32).
+// copy in the run dtype, bf16 or f16 (NULL when dt = f32, and with dt = bf16 where bf16
+// GEMMs convert (!ot_gemm_bf16_native(), except vision transformers): the forward and
+// backward then read the f32 masters).
 float *ot_model_params(ot_model *m);
 float *ot_model_grads(ot_model *m);
 uint16_t *ot_model_params_bf16(ot_model *m);

@@ -36,6 +36,13 @@ int ot_gemm_cache_size(void);
 // *seconds = the wall time inside the matmul kernels (dtype conversions excluded).
 void ot_gemm_stats(double *flops, double *seconds);
 void ot_gemm_cache_clear(void);
+// Whether bf16 x bf16 GEMMs run natively here (oneDNN's bf16 matmul: CPUs with
+// avx512_bf16, or OT_GEMM_BF16=native); false: the conversion path, f32 GEMMs on
+// tiles converted from bf16 in a bounded workspace (OT_GEMM_BF16=convert forces it).
+bool ot_gemm_bf16_native(void);
+// The most f32 workspace (bytes) the conversion path takes per calling thread, whatever
+// the shape (one tile of each converted operand; this thread's scratch, not an arena).
+size_t ot_gemm_convert_ws_max(void);
 
 // ---------------------------------------------------------------- linear ----
 typedef enum { OT_ACT_NONE = 0, OT_ACT_GELU = 1 } ot_act;
@@ -52,6 +59,14 @@ ot_status ot_linear_fwd(ot_dtype dt, void *y, void *pre, const void *x, const vo
 ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
                         const void *pre, const void *x, const void *w,
                         int M, int N, int K, ot_act act);
+// ot_linear_fwd / _bwd with the weights w in their own dtype wdt (dt, or f32: the
+// f32 master weights of a bf16 run read in place, no bf16 copy needed; x, y, dy,
+// dx stay dt). bf16 activations with f32 weights run the GEMMs' conversion path.
+ot_status ot_linear_fwd_w(ot_dtype dt, ot_dtype wdt, void *y, void *pre, const void *x,
+                          const void *w, const float *b, int M, int N, int K, ot_act act);
+ot_status ot_linear_bwd_w(ot_dtype dt, ot_dtype wdt, void *dx, float *dw, float *db, void *dy,
+                          const void *pre, const void *x, const void *w, int M, int N, int K,
+                          ot_act act);
 // Rows [n0, n0 + rows) of that weight gradient, overwritten (no activation):
 // dw [rows, K] f32 = dy[:, n0:n0+rows]^T x, dy [M, N] and x [M, K] (dt). Lets a
 // caller produce a large dw in chunks (ZeRO-2's vocabulary head).
@@ -75,6 +90,12 @@ ot_status ot_qkv_split(ot_dtype dt, void *q, void *k, void *v, const float *qkv,
 ot_status ot_qkv_bwd(ot_dtype dt, void *dx, float *dw, float *db, const void *dq,
                      const void *dk, const void *dv, const void *x, const void *w,
                      int B, int T, int C, int Hq, int Hkv, int D);
+// The same with w in wdt (dt or f32, as ot_linear_fwd_w).
+ot_status ot_qkv_fwd_w(ot_dtype dt, ot_dtype wdt, void *q, void *k, void *v, const void *x,
+                       const void *w, const float *b, int B, int T, int C, int Hq, int Hkv, int D);
+ot_status ot_qkv_bwd_w(ot_dtype dt, ot_dtype wdt, void *dx, float *dw, float *db, const void *dq,
+                       const void *dk, const void *dv, const void *x, const void *w,
+                       int B, int T, int C, int Hq, int Hkv, int D);
 
 // ------------------------------------------------------------- embedding ----
 // tokens: [B*T] int32 in [0, V); wte: [V, C] (dt); wpe: [Tpos >= T, C] (dt) or
@@ -82,6 +103,10 @@ ot_status ot_qkv_bwd(ot_dtype dt, void *dx, float *dw, float *db, const void *dq
 // -> out: [B*T, C] (dt). Out-of-range tokens: OT_EINVAL naming the index.
 ot_status ot_embed_fwd(ot_dtype dt, void *out, const int32_t *tokens, const void *wte,
                        const void *wpe, int B, int T, int C, int V);
+// The same with the tables wte, wpe in wdt (dt, or f32 with dt bf16: each row
+// summed in f32 and rounded once).
+ot_status ot_embed_fwd_w(ot_dtype dt, ot_dtype wdt, void *out, const int32_t *tokens,
+                         const void *wte, const void *wpe, int B, int T, int C, int V);
 // dout: [B*T, C] (dt) -> dwte: [V, C] f32 +=, dwpe: [T, C] f32 += (NULL: skip).
 ot_status ot_embed_bwd(ot_dtype dt, float *dwte, float *dwpe, const void *dout,
                        const int32_t *tokens, int B, int T, int C, int V);

@@ -50,8 +50,8 @@ static ot_status qkv_fwd(const ot__graph *g, const ot__block_w *w, const ot__blo
   ot__layer_acts *A = io->A;
   const void *x = a->post ? A->res : A->y1;
   if (w->qkv.dense)
-    return ot_qkv_fwd(g->dt, A->q, A->k, A->v, x, w->qkv.dense, w->qkv_b, io->B, io->T, a->C,
-                      a->Hq, a->Hkv, a->D);
+    return ot_qkv_fwd_w(g->dt, w->qkv.w32 ? OT_F32 : g->dt, A->q, A->k, A->v, x, w->qkv.dense,
+                        w->qkv_b, io->B, io->T, a->C, a->Hq, a->Hkv, a->D);
   const int N = io->B * io->T, QKV = (a->Hq + 2 * a->Hkv) * a->D;
   OT_TRY(ot__wlinear(g->dt, io->qkv_tok, NULL, x, &w->qkv, w->qkv_b, N, QKV, a->C, OT_ACT_NONE));
   return ot_qkv_split(g->dt, A->q, A->k, A->v, io->qkv_tok, io->B, io->T, a->Hq, a->Hkv, a->D);
@@ -260,21 +260,21 @@ static ot_status mlp_bwd(ot_model *m, const ot__stack *st, int l, const ot__laye
                          const ot__layer_params *P, const void *x, void *dout, void *dx, int N) {
   const ot_dtype dt = m->run.dt;
   const int C = m->C;
-  OT_TRY(ot_linear_bwd(dt, m->dh, ot__pg(m, P->proj_w), ot__pg(m, P->proj_b), dout, NULL, A->h,
+  OT_TRY(ot_linear_bwd_w(dt, ot__wdt(m), m->dh, ot__pg(m, P->proj_w), ot__pg(m, P->proj_b), dout, NULL, A->h,
                        ot__pdt(m, P->proj_w), N, C, m->F, OT_ACT_NONE));
   ot__grads_ready(m, m->params[P->proj_w].offset);
   const ot__dropout *d = st->drop;
   OT_TRY(ot__drop_bwd(d, d ? d->act : 0.0f, dt, m->dh, m->dh, (size_t)N * m->F, l, OT__DROP_ACT));
   if (m->cfg.mlp == OT_MLP_GELU) {
-    OT_TRY(ot_linear_bwd(dt, dx, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dh, A->pre, x,
+    OT_TRY(ot_linear_bwd_w(dt, ot__wdt(m), dx, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dh, A->pre, x,
                          ot__pdt(m, P->fc_w), N, m->F, C, OT_ACT_GELU));
   } else if (m->cfg.mlp == OT_MLP_SWIGLU) {
     OT_TRY(ot_swiglu_bwd(dt, m->dfc, A->pre, m->dh, N, m->F));
-    OT_TRY(ot_linear_bwd(dt, dx, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dfc, NULL, x,
+    OT_TRY(ot_linear_bwd_w(dt, ot__wdt(m), dx, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dfc, NULL, x,
                          ot__pdt(m, P->fc_w), N, m->Fa, C, OT_ACT_NONE));
   } else {
     OT_TRY(ot__act_bwd(m->cfg.mlp, dt, m->dh, A->pre, m->dh, (size_t)N * m->F));
-    OT_TRY(ot_linear_bwd(dt, dx, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dh, NULL, x,
+    OT_TRY(ot_linear_bwd_w(dt, ot__wdt(m), dx, ot__pg(m, P->fc_w), ot__pg(m, P->fc_b), m->dh, NULL, x,
                          ot__pdt(m, P->fc_w), N, m->Fa, C, OT_ACT_NONE));
   }
   ot__grads_ready(m, m->params[P->fc_w].offset);
@@ -296,7 +296,7 @@ static ot_status attn_bwd(ot_model *m, const ot__stack *st, int l, const ot__lay
     OT_TRY(ot_attn_flash_fwd(dt, m->ohead, A->lse, A->q, A->k, A->v, &s));
     ot__transpose_heads(ot_dtype_size(dt), A->atty, m->ohead, B, T, m->Hq, m->D, false);
   }
-  OT_TRY(ot_linear_bwd(dt, m->datty, ot__pg(m, P->o_w), ot__pg(m, P->o_b), dout, NULL, A->atty,
+  OT_TRY(ot_linear_bwd_w(dt, ot__wdt(m), m->datty, ot__pg(m, P->o_w), ot__pg(m, P->o_b), dout, NULL, A->atty,
                        ot__pdt(m, P->o_w), N, C, HD, OT_ACT_NONE));
   ot__grads_ready(m, m->params[P->o_w].offset);
   const size_t es = ot_dtype_size(dt);
@@ -312,7 +312,7 @@ static ot_status attn_bwd(ot_model *m, const ot__stack *st, int l, const ot__lay
     OT_TRY(ot_rope_bwd(dt, m->dk, m->rope, m->cfg.max_seq, B, m->Hkv, T, m->D, m->D, 0,
                        m->cfg.rope_style));
   }
-  OT_TRY(ot_qkv_bwd(dt, dx, ot__pg(m, P->qkv_w), ot__pg(m, P->qkv_b), m->dq, m->dk, m->dv, x,
+  OT_TRY(ot_qkv_bwd_w(dt, ot__wdt(m), dx, ot__pg(m, P->qkv_w), ot__pg(m, P->qkv_b), m->dq, m->dk, m->dv, x,
                     ot__pdt(m, P->qkv_w), B, T, C, m->Hq, m->Hkv, m->D));
   ot__grads_ready(m, m->params[P->qkv_w].offset);
   return ot__tp_sum(g, dx, (size_t)N * C);
@@ -335,7 +335,7 @@ static ot_status cross_bwd(ot_model *m, const ot__stack *st, int l, const ot__la
     OT_TRY(ot_attn_flash_fwd(dt, m->ohead, A->lsec, A->qc, A->kc, A->vc, &s));
     ot__transpose_heads(es, A->attyc, m->ohead, B, T, m->Hq, m->D, false);
   }
-  OT_TRY(ot_linear_bwd(dt, m->datty, ot__pg(m, P->co_w), ot__pg(m, P->co_b), dout, NULL, A->attyc,
+  OT_TRY(ot_linear_bwd_w(dt, ot__wdt(m), m->datty, ot__pg(m, P->co_w), ot__pg(m, P->co_b), dout, NULL, A->attyc,
                        ot__pdt(m, P->co_w), N, C, HD, OT_ACT_NONE));
   ot__transpose_heads(es, m->dohead, m->datty, B, T, m->Hq, m->D, true);
   if (m->run.recompute != OT_RECOMPUTE_SELECTIVE)
@@ -346,14 +346,15 @@ static ot_status cross_bwd(ot_model *m, const ot__stack *st, int l, const ot__la
   float *dw = ot__pg(m, P->cqkv_w), *db = ot__pg(m, P->cqkv_b);
   const char *w = ot__pdt(m, P->cqkv_w);
   ot__transpose_heads(es, m->datty, m->dq, B, T, m->Hq, m->D, false);
-  OT_TRY(ot_linear_bwd(dt, dx, dw, db, m->datty, NULL, x, w, N, HD, C, OT_ACT_NONE));
+  const ot_dtype wdt = ot__wdt(m);
+  OT_TRY(ot_linear_bwd_w(dt, wdt, dx, dw, db, m->datty, NULL, x, w, N, HD, C, OT_ACT_NONE));
   OT_TRY(ot__tp_sum(g, dx, (size_t)N * C));   // tensor parallel: every rank's heads' part
   const void *dkv[2] = {m->dk, m->dv};
   for (int j = 0; j < 2; j++) {
     const size_t r0 = (size_t)HD + (size_t)j * KD;
     ot__transpose_heads(es, m->ctok, dkv[j], B, S, m->Hkv, m->D, false);
-    OT_TRY(ot_linear_bwd(dt, m->ctmp, dw ? dw + r0 * C : NULL, db ? db + r0 : NULL, m->ctok, NULL,
-                         st->enc, w + r0 * C * es, NS, KD, C, OT_ACT_NONE));
+    OT_TRY(ot_linear_bwd_w(dt, wdt, m->ctmp, dw ? dw + r0 * C : NULL, db ? db + r0 : NULL, m->ctok,
+                           NULL, st->enc, w + r0 * C * ot_dtype_size(wdt), NS, KD, C, OT_ACT_NONE));
     ot__add_into(dt, st->denc, m->ctmp, (size_t)NS * C);
   }
   ot__grads_ready(m, m->params[P->cqkv_w].offset);

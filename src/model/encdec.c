@@ -128,14 +128,15 @@ static void s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int
   const int C = m->C, off = m->cfg.pos_offset;
   const float sc = embed_scale(m);
   const void *w = ot__pdt(m, m->wte), *lp = ot__pdt(m, pos);
+  const ot_dtype wdt = ot__wdt(m);   // the tables' dtype
   const long n = (long)B * T;
 #pragma omp parallel for schedule(static) if (n * C >= 65536)
   for (long i = 0; i < n; i++) {
     const size_t row = (size_t)tok[i] * C, o = (size_t)i * C, p = (size_t)(i % T);
     const float *sin_row = m->pos_tab ? m->pos_tab + p * C : NULL;
     for (int c = 0; c < C; c++) {
-      const float pe = sin_row ? sin_row[c] : ot__ldf(dt, lp, (p + off) * C + c);
-      ot__stf(dt, x, o + c, ot__ldf(dt, w, row + c) * sc + pe);
+      const float pe = sin_row ? sin_row[c] : ot__ldf(wdt, lp, (p + off) * C + c);
+      ot__stf(dt, x, o + c, ot__ldf(wdt, w, row + c) * sc + pe);
     }
   }
 }

@@ -80,8 +80,8 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
 ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, bool want_grad,
                        double *loss) {
   const ot_dtype dt = m->run.dt;
-  OT_TRY(ot_linear_fwd(dt, m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), ot__pw(m, m->lbias),
-                       N, m->Vl, m->C, OT_ACT_NONE));
+  OT_TRY(ot_linear_fwd_w(dt, ot__wdt(m), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)),
+                         ot__pw(m, m->lbias), N, m->Vl, m->C, OT_ACT_NONE));
   if (!targets) return OT_OK;
   if (!(count > 0.0f)) {
     long n = 0;
@@ -200,9 +200,9 @@ static void embed_dw_chunks(ot_model *m, int B, int T) {
 // m->logits, dx [N, C] = dlogits W.
 ot_status ot__head_bwd(ot_model *m, int N, void *dx) {
   if (vocab_chunked(m)) OT_TRY(head_dw_chunks(m, N));
-  return ot_linear_bwd(m->run.dt, dx, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)),
-                       ot__pg(m, m->lbias), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N,
-                       m->Vl, m->C, OT_ACT_NONE);
+  return ot_linear_bwd_w(m->run.dt, ot__wdt(m), dx, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)),
+                         ot__pg(m, m->lbias), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N,
+                         m->Vl, m->C, OT_ACT_NONE);
 }
 
 static ot_status backward(ot_model *m) {

@@ -28,8 +28,10 @@
 // ---------------------------------------------------------------- weights ---
 // One matrix [out, in] as a forward reads it: exactly one of the two is set.
 typedef struct {
-  const void *dense;        // in the graph's activation dtype (f32, or the bf16 copy)
+  const void *dense;        // in the graph's activation dtype (f32, or the bf16 copy), or f32
   const ot_qweight *q;      // quantized storage; activations f32
+  bool w32;                 // dense holds f32 master weights under bf16 activations (no bf16
+                            // copy: CPUs without a native bf16 GEMM)
 } ot__wref;
 
 // y [N, out] = act(x [N, in] W^T + b), b [out] f32 or NULL. Dense: ot_linear_fwd

@@ -246,6 +246,10 @@ static inline void ot__need_block(const ot_model *m, int l, bool backward) {
 // Pointers to a parameter in the master (f32), weights-as-used (dt) or grads buffer.
 static inline float *ot__pw(const ot_model *m, int i) { return i < 0 ? NULL : m->w + m->wpos[i]; }
 static inline float *ot__pg(const ot_model *m, int i) { return i < 0 ? NULL : m->gp[i]; }
+// The dtype ot__pdt's weights are in: the bf16 copy where the model keeps one
+// (bf16 runs with native bf16 GEMMs), else the f32 masters (f32 runs, and bf16
+// runs whose GEMMs convert: they read the masters in place).
+static inline ot_dtype ot__wdt(const ot_model *m) { return m->wb ? m->run.dt : OT_F32; }
 static inline const void *ot__pdt(const ot_model *m, int i) {
   if (i < 0) return NULL;
   return m->wb ? (const void *)(m->wb + m->wpos[i]) : (const void *)(m->w + m->wpos[i]);

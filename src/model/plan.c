@@ -271,11 +271,21 @@ static ot_status run_validate(const ot_model_config *c, const ot_run_config *r) 
   return OT_OK;
 }
 
+// Whether a 16-bit run keeps a copy of the weights in its dtype: bf16 where bf16 GEMMs
+// run natively (oneDNN reads bf16 weights) and for vision transformers (their patch
+// embedding reads weights in the activation dtype); any other 16-bit dtype always.
+// Elsewhere (bf16 with converting GEMMs) the conversion path reads the f32 masters in
+// place, tile by tile, and the embeddings read the f32 tables.
+static bool keeps_bf16_copy(const ot_model *m) {
+  if (m->run.dt == OT_F32) return false;
+  return m->run.dt != OT_BF16 || ot_gemm_bf16_native() || m->cfg.arch == OT_ARCH_VIT;
+}
+
 static void plan_params(ot_model *m, ot_mem_plan *p) {
   const size_t ns = m->n_stored ? m->n_stored : m->n_floats;   // ZeRO-3 parts store less
   p->n_floats = m->n_floats;
   p->params = ot_align64(ns * sizeof(float));
-  p->params_bf16 = m->run.dt != OT_F32 ? ot_align64(ns * sizeof(uint16_t)) : 0;
+  p->params_bf16 = keeps_bf16_copy(m) ? ot_align64(ns * sizeof(uint16_t)) : 0;
   p->grads = m->part.external_grads ? 0 : ot_align64(m->n_floats * sizeof(float));
   p->optim = 2 * ot_align64(m->n_floats * sizeof(float));
 }
@@ -319,6 +329,10 @@ ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_co
   if (p.params_bf16) {   // the 16-bit copy the GEMMs read (bf16 or f16, as the activations)
     snprintf(line, sizeof line, "parameters (%s copy)", ot_dtype_name(r->dt));
     fprintf(f, "  %-34s %12.2f MiB\n", line, mib(p.params_bf16));
+  } else if (r->dt == OT_BF16) {
+    fprintf(f, "  %-34s %12.2f MiB  (none: no native bf16 GEMM here; the GEMMs read the f32 "
+            "masters, converting bf16 operands by tiles in <= %.0f MiB per thread)\n",
+            "parameters (bf16 copy)", 0.0, mib(ot_gemm_convert_ws_max()));
   }
   fprintf(f, "  %-34s %12.2f MiB\n", "gradients (f32)", mib(p.grads));
   fprintf(f, "  %-34s %12.2f MiB  (not allocated by the model)\n", "optimizer (AdamW m, v; f32)",
@@ -419,13 +433,13 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   if (s == OT_OK) s = ot_arena_init(&m->a_ws, "workspace", p->workspace, OT_MEM_WORKSPACE);
   if (s == OT_OK) {
     m->w = ot_arena_alloc(&m->a_params, m->n_stored * sizeof(float));
-    m->wb = r->dt != OT_F32 ? ot_arena_alloc(&m->a_params, m->n_stored * sizeof(uint16_t)) : NULL;
+    m->wb = p->params_bf16 ? ot_arena_alloc(&m->a_params, m->n_stored * sizeof(uint16_t)) : NULL;
     m->g = p->grads ? ot_arena_alloc(&m->a_grads, m->n_floats * sizeof(float)) : NULL;
     for (int i = 0; i < m->n_params && m->g; i++) m->gp[i] = m->g + m->params[i].offset;
     walker w = {.alloc = true, .act = &m->a_act, .ws = &m->a_ws};
     ot_mem_plan again = *p;
     walk(&w, m, &again);
-    if (!m->w || (r->dt != OT_F32 && !m->wb) || (p->grads && !m->g) || w.failed)
+    if (!m->w || (p->params_bf16 && !m->wb) || (p->grads && !m->g) || w.failed)
       s = ot_error(OT_EINTERNAL, "%s: the memory plan does not cover the allocation (%s)", fn,
                    ot_last_error());
   }

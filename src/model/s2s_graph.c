@@ -46,13 +46,14 @@ ot_status ot__s2s_embed_fwd(const ot__graph *g, const ot__s2s_emb *e, void *x, v
     for (long i = 0; i < n; i++) OT_TRY(ot_qweight_row(g->wte.q, tok[i], (float *)dst + i * C));
   }
   const void *w = g->wte.dense;
+  const ot_dtype wdt = g->wte.w32 ? OT_F32 : dt;   // the tables' dtype (learned positions too)
 #pragma omp parallel for schedule(static) if (n * C >= 65536)
   for (long i = 0; i < n; i++) {
     const size_t row = (size_t)tok[i] * C, o = (size_t)i * C, p = (size_t)(pos0 + i % T);
     const float *sin_row = e->sin_tab ? e->sin_tab + p * C : NULL;
     for (int c = 0; c < C; c++) {
-      const float pe = sin_row ? sin_row[c] : ot__ldf(dt, e->lpos, (p + e->off) * C + c);
-      const float t = w ? ot__ldf(dt, w, row + c) : ((const float *)dst)[o + c];
+      const float pe = sin_row ? sin_row[c] : ot__ldf(wdt, e->lpos, (p + e->off) * C + c);
+      const float t = w ? ot__ldf(wdt, w, row + c) : ((const float *)dst)[o + c];
       ot__stf(dt, dst, o + c, t * sc + pe);
     }
   }

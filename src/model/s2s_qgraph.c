@@ -31,6 +31,7 @@ static ot_status find(const ot_qmodel *q, const ot_model *lay, int i, bool vec,
 
 static ot_status mat(const ot_qmodel *q, const ot_model *lay, int i, ot__wref *r) {
   r->dense = NULL;
+  r->w32 = false;
   return find(q, lay, i, false, &r->q);
 }
 

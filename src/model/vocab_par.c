@@ -26,14 +26,15 @@ ot_status ot__vp_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B,
   OT_TRY(check_tokens(m, tokens, N, "vocab-parallel embedding"));
   const void *wte = ot__pdt(m, m->wte);
   const void *wpe = m->part.tp_rank == 0 ? ot__pdt(m, m->wpe) : NULL;
+  const ot_dtype wdt = ot__wdt(m);   // the tables' dtype (f32 masters, or the bf16 copy)
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < N; i++) {
     const long r = (long)tokens[i] - m->v0;
     const bool mine = r >= 0 && r < m->Vl;
     const size_t t = (size_t)(i % T);
     for (int c = 0; c < C; c++) {
-      float x = mine ? ld(dt, wte, (size_t)r * C + c) : 0.0f;
-      if (wpe) x += ld(dt, wpe, t * C + c);
+      float x = mine ? ld(wdt, wte, (size_t)r * C + c) : 0.0f;
+      if (wpe) x += ld(wdt, wpe, t * C + c);
       st(dt, out, (size_t)i * C + c, x);
     }
   }

@@ -8,7 +8,7 @@
 
 ot_status ot__wlinear(ot_dtype dt, void *y, void *pre, const void *x, const ot__wref *w,
                       const float *b, int N, int out, int in, ot_act act) {
-  if (w->dense) return ot_linear_fwd(dt, y, pre, x, w->dense, b, N, out, in, act);
+  if (w->dense) return ot_linear_fwd_w(dt, w->w32 ? OT_F32 : dt, y, pre, x, w->dense, b, N, out, in, act);
   if (dt != OT_F32)
     return ot_error(OT_EINVAL, "quantized weights take f32 activations, not %s", ot_dtype_name(dt));
   OT_TRY(ot_qlinear_fwd(y, x, w->q, b, N));
@@ -18,10 +18,11 @@ ot_status ot__wlinear(ot_dtype dt, void *y, void *pre, const void *x, const ot__
 ot_status ot__embed_fwd(const ot__graph *g, void *x, const int32_t *tokens, int B, int T, int pos0,
                         const int32_t *pos) {
   const int C = g->a.C;
-  const size_t es = ot_dtype_size(g->dt), row = (size_t)C * es;
+  const ot_dtype wdt = g->wte.w32 ? OT_F32 : g->dt;   // the tables' dtype
+  const size_t es = ot_dtype_size(g->dt), row = (size_t)C * es, trow = (size_t)C * ot_dtype_size(wdt);
   if (g->wte.dense && !pos) {
-    const void *wpe = g->wpe ? (const char *)g->wpe + (size_t)pos0 * row : NULL;
-    return ot_embed_fwd(g->dt, x, tokens, g->wte.dense, wpe, B, T, C, g->V);
+    const void *wpe = g->wpe ? (const char *)g->wpe + (size_t)pos0 * trow : NULL;
+    return ot_embed_fwd_w(g->dt, wdt, x, tokens, g->wte.dense, wpe, B, T, C, g->V);
   }
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++) {
@@ -29,8 +30,8 @@ ot_status ot__embed_fwd(const ot__graph *g, void *x, const int32_t *tokens, int 
       const size_t i = (size_t)b * T + t;
       void *xi = (char *)x + i * row;
       if (g->wte.dense) {
-        const void *wpe = g->wpe ? (const char *)g->wpe + (size_t)p * row : NULL;
-        OT_TRY(ot_embed_fwd(g->dt, xi, tokens + i, g->wte.dense, wpe, 1, 1, C, g->V));
+        const void *wpe = g->wpe ? (const char *)g->wpe + (size_t)p * trow : NULL;
+        OT_TRY(ot_embed_fwd_w(g->dt, wdt, xi, tokens + i, g->wte.dense, wpe, 1, 1, C, g->V));
         continue;
       }
       float *xf = xi;   // quantized: f32 activations
@@ -50,7 +51,7 @@ static ot_status model_tp_sum(void *ctx, void *buf, size_t n, ot_dtype dt) {
 }
 
 static ot__wref dense(const ot_model *m, int i) {
-  ot__wref r = {ot__pdt(m, i), NULL};
+  ot__wref r = {ot__pdt(m, i), NULL, ot__wdt(m) != m->run.dt};
   return r;
 }
 
@@ -62,8 +63,9 @@ static ot__arch arch_of(const ot_model_config *c, int C, int Hq, int Hkv, int F,
 
 // A view of rows [r0, ...) of matrix parameter i (dense, in the graph dtype).
 static ot__wref dense_rows(const ot_model *m, int i, size_t r0) {
-  const size_t es = m->wb ? sizeof(uint16_t) : sizeof(float);
-  ot__wref r = {(const char *)ot__pdt(m, i) + r0 * (size_t)m->params[i].shape[1] * es, NULL};
+  const size_t es = ot_dtype_size(ot__wdt(m));
+  ot__wref r = {(const char *)ot__pdt(m, i) + r0 * (size_t)m->params[i].shape[1] * es, NULL,
+                ot__wdt(m) != m->run.dt};
   return r;
 }
 
@@ -164,6 +166,7 @@ static ot_status qfind(const ot_qmodel *q, const ot_model *lay, int i, bool vec,
 
 static ot_status qmat(const ot_qmodel *q, const ot_model *lay, int i, ot__wref *r) {
   r->dense = NULL;
+  r->w32 = false;
   return qfind(q, lay, i, false, &r->q);
 }
 

@@ -20,7 +20,8 @@
 //  - bf16: oneDNN 2.6 only implements bf16 matmul on avx512_core and above. On
 //    CPUs with avx512_bf16 (or OT_GEMM_BF16=native) bf16 goes to oneDNN; else
 //    (or when oneDNN refuses it, or picks a reference kernel) the bf16 operands
-//    are converted to f32 in a workspace and the f32 GEMM runs.
+//    run as f32 GEMMs on tiles (gemm_cvt.c): a bounded f32 workspace holds one
+//    converted tile of each bf16 operand; f32 operands are read in place.
 // Set OT_GEMM_VERBOSE=1 to print each primitive created and its implementation.
 #include "gemm_impl.h"
 #include <oneapi/dnnl/dnnl.h>
@@ -305,6 +306,7 @@ bool ot__gemm_bf16_native(void) {
   }
   return mode == 1;
 }
+bool ot_gemm_bf16_native(void) { return ot__gemm_bf16_native(); }
 void ot__gemm_bf16_set_mode(int mode) { __atomic_store_n(&g_bf16_mode, mode < 0 ? -1 : (mode ? 1 : 0), __ATOMIC_RELAXED); }
 
 // Whether m runs in oneDNN as is (all f32, or bf16 x bf16 with a native primitive).
@@ -316,19 +318,7 @@ static bool runs_direct(const ot_mm *m) {
   return e->prim != NULL;
 }
 
-// f32 workspace of the conversion path: A and B (those in bf16 / f16) packed
-// with their minimal leading dimension, and C when it is bf16 / f16.
-static size_t cvt_sizes(const ot_mm *m, size_t sz[3]) {
-  sz[0] = m->adt != OT_F32 ? ot_align64((size_t)m->M * m->K * 4) : 0;
-  sz[1] = m->bdt != OT_F32 ? ot_align64((size_t)m->K * m->N * 4) : 0;
-  sz[2] = m->cdt != OT_F32 ? ot_align64((size_t)m->M * m->N * 4) : 0;
-  return sz[0] + sz[1] + sz[2];
-}
-
-size_t ot__mm_ws(const ot_mm *m) {
-  size_t sz[3];
-  return runs_direct(m) ? 0 : cvt_sizes(m, sz);
-}
+size_t ot__mm_ws(const ot_mm *m) { return runs_direct(m) ? 0 : ot__mm_cvt_ws(m); }
 
 // f32 GEMMs with a transposed A and no epilogue (the weight gradients dW += dy^T x of
 // linear / QKV backward) go to oneDNN's sgemm: on these shapes (dy^T [N, M] with M the
@@ -351,17 +341,30 @@ void ot__gemm_ta_set_mode(int mode) {
   __atomic_store_n(&g_ta_sgemm, mode < 0 ? -1 : (mode ? 1 : 0), __ATOMIC_RELAXED);
 }
 
-ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
-  mm_entry *e;
+// An all-f32 m: sgemm for a transposed A without epilogue (ta_sgemm), else the
+// cached matmul primitive.
+ot_status ot__mm_run_f32(const ot_mm *m, const char *fn) {
   if (ta_sgemm(m)) {
+    const double t0 = ot_now();
     dnnl_status_t st = dnnl_sgemm('T', m->tb ? 'T' : 'N', m->M, m->N, m->K, m->alpha, m->A, m->lda,
                                   m->B, m->ldb, m->beta, m->C, m->ldc);
+    gemm_count(m, ot_now() - t0);
     if (st != dnnl_success)
       return ot_error(OT_EINTERNAL, "%s: oneDNN sgemm M=%d N=%d K=%d (transposed A) failed: status %d",
                       fn, m->M, m->N, m->K, (int)st);
     return OT_OK;
   }
-  if (m->adt == m->bdt && (m->adt == OT_F32 ? m->cdt == OT_F32 : m->adt == OT_BF16 && ot__gemm_bf16_native())) {
+  mm_entry *e;
+  OT_TRY(lookup(m, &e, fn));
+  ot_status s = exec(e, m, fn);
+  release(e);
+  return s;
+}
+
+ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
+  if (m->adt == OT_F32 && m->bdt == OT_F32 && m->cdt == OT_F32) return ot__mm_run_f32(m, fn);
+  if (m->adt == OT_BF16 && m->bdt == OT_BF16 && ot__gemm_bf16_native()) {
+    mm_entry *e;
     OT_TRY(lookup(m, &e, fn));
     if (e->prim) {
       ot_status s = exec(e, m, fn);
@@ -370,36 +373,8 @@ ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
     }
     release(e);
   }
-  // conversion path: every bf16 / f16 operand -> f32, f32 GEMM, C back to its dtype
-  // (f16 always: oneDNN 2.6 has no f16 matmul on these CPUs)
-  size_t sz[3], need = cvt_sizes(m, sz);
-  if (!ws && !(ws = ot_scratch(need))) return OT_ENOMEM;
-  OT_PROF_BEGIN("gemm_bf16_convert", 0.0, 0.0);
-  uint8_t *p = ws;
-  ot_mm f = *m;
-  f.adt = f.bdt = f.cdt = OT_F32;
-  if (sz[0]) {  // stored A: [K, M] when transposed, else [M, K]
-    int rows = m->ta ? m->K : m->M, cols = m->ta ? m->M : m->K;
-    OT_KPICK(k_lin_copy2d)(p, 0, (size_t)cols, m->A, ot__sk(m->adt), (size_t)m->lda, rows, cols);
-    f.A = p; f.lda = cols; p += sz[0];
-  }
-  if (sz[1]) {
-    int rows = m->tb ? m->N : m->K, cols = m->tb ? m->K : m->N;
-    OT_KPICK(k_lin_copy2d)(p, 0, (size_t)cols, m->B, ot__sk(m->bdt), (size_t)m->ldb, rows, cols);
-    f.B = p; f.ldb = cols; p += sz[1];
-  }
-  if (sz[2]) {
-    if (m->beta != 0.0f) OT_KPICK(k_lin_copy2d)(p, 0, (size_t)m->N, m->C, ot__sk(m->cdt), (size_t)m->ldc, m->M, m->N);
-    f.C = p; f.ldc = m->N;
-  }
-  OT_PROF_STOP();
-  ot_status s = lookup(&f, &e, fn);
-  if (s == OT_OK) {
-    s = exec(e, &f, fn);
-    release(e);
-  }
-  if (s == OT_OK && sz[2]) OT_KPICK(k_lin_copy2d)(m->C, ot__sk(m->cdt), (size_t)m->ldc, f.C, 0, (size_t)m->N, m->M, m->N);
-  return s;
+  // conversion path (gemm_cvt.c): f32 GEMMs on tiles, bf16 operands converted tile by tile
+  return ot__mm_cvt_run(m, ws, fn);
 }
 
 // C[M,N] = alpha op(A) op(B) + beta C; see ops.h.

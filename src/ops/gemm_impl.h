@@ -1,6 +1,7 @@
 // Private interface of the GEMM family (gemm.c, linear.c, qkv.c): one matmul
 // description that the oneDNN wrapper runs, with bf16 operands either given to
-// oneDNN natively or converted to f32 in a workspace (CPUs without avx512_bf16),
+// oneDNN natively or run as f32 GEMMs on converted tiles (CPUs without
+// avx512_bf16; gemm_cvt.c),
 // and the kernels of kern/linear.c.
 #ifndef OT_OPS_GEMM_IMPL_H
 #define OT_OPS_GEMM_IMPL_H
@@ -30,6 +31,17 @@ size_t ot__mm_ws(const ot_mm *m);
 // Runs `m` (arguments already validated). ws: ot__mm_ws(m) bytes, 64-aligned,
 // or NULL to use this thread's ot_scratch(). `fn` names the caller in errors.
 ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn);
+// Runs an all-f32 `m` (gemm.c): sgemm for a transposed A without epilogue, else the
+// cached matmul primitive.
+ot_status ot__mm_run_f32(const ot_mm *m, const char *fn);
+// The conversion path (gemm_cvt.c): `m` with a bf16 operand as f32 GEMMs on tiles;
+// ws: ot__mm_cvt_ws(m) bytes (bounded by the tile budget, not by M, N, K) or NULL
+// for this thread's ot_scratch(). f32 operands are read in place.
+size_t ot__mm_cvt_ws(const ot_mm *m);
+ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn);
+// The conversion path's tile budget in bytes and contraction chunk with a transposed A
+// (0: the defaults, 32 MiB and 512); for tests and benchmarks, not while GEMMs run.
+void ot__gemm_cvt_set_tiles(size_t bytes, int kt);
 // true when bf16 x bf16 goes to oneDNN directly (CPU with avx512_bf16, or
 // OT_GEMM_BF16=native); false: converted to f32 first (OT_GEMM_BF16=convert).
 bool ot__gemm_bf16_native(void);

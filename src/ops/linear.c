@@ -40,8 +40,22 @@ void ot__linear_set_gelu_fused(int mode) {
 // GELU with pre == NULL: fused epilogue or in place on y (see gelu_fused).
 ot_status ot_linear_fwd(ot_dtype dt, void *y, void *pre, const void *x, const void *w,
                         const float *b, int M, int N, int K, ot_act act) {
+  return ot_linear_fwd_w(dt, dt, y, pre, x, w, b, M, N, K, act);
+}
+
+// Weights in wdt: dt, or f32 (read in place by the GEMM's conversion path).
+static ot_status check_wdt(const char *fn, ot_dtype dt, ot_dtype wdt) {
+  if (wdt != dt && wdt != OT_F32)
+    return ot_error(OT_EINVAL, "%s: weights dtype %s with %s activations unsupported (use %s or f32)",
+                    fn, ot_dtype_name(wdt), ot_dtype_name(dt), ot_dtype_name(dt));
+  return OT_OK;
+}
+
+ot_status ot_linear_fwd_w(ot_dtype dt, ot_dtype wdt, void *y, void *pre, const void *x,
+                          const void *w, const float *b, int M, int N, int K, ot_act act) {
   static const char fn[] = "ot_linear_fwd";
   OT_TRY(check_common(fn, dt, M, N, K, act));
+  OT_TRY(check_wdt(fn, dt, wdt));
   OT_CHECK_PTR(y, fn);
   OT_CHECK_PTR(x, fn);
   OT_CHECK_PTR(w, fn);
@@ -51,7 +65,7 @@ ot_status ot_linear_fwd(ot_dtype dt, void *y, void *pre, const void *x, const vo
   const size_t es = ot_dtype_size(dt);
   OT_PROF_BEGIN("linear_fwd", 2.0 * M * N * K, (double)es * ((double)M * K + (double)N * K + (double)M * N * (keep ? 2 : 1)));
   const bool fuse = gelu && !keep && gelu_fused();
-  ot_mm m = {dt, dt, dt, false, true, M, N, K, 1.0f, 0.0f, x, K, w, K, keep ? pre : y, N, b, fuse};
+  ot_mm m = {dt, wdt, dt, false, true, M, N, K, 1.0f, 0.0f, x, K, w, K, keep ? pre : y, N, b, fuse};
   ot_status s = ot__mm_run(&m, NULL, fn);
   if (s == OT_OK && gelu && !fuse) s = ot_gelu_fwd(dt, y, keep ? pre : y, (size_t)M * N);
   OT_PROF_STOP();
@@ -61,13 +75,18 @@ ot_status ot_linear_fwd(ot_dtype dt, void *y, void *pre, const void *x, const vo
 // dy: [M,N] (dt; with GELU overwritten by dy * gelu'(pre)); dx: [M,K] (dt) =
 // dy w, overwritten (NULL: skip; w may then be NULL); dw: [N,K] f32 += dy^T x;
 // db: [N] f32 += column sums of dy (NULL: skip).
-// f16, or bf16 without native oneDNN bf16: dy is converted to f32 once and used
-// by both GEMMs and the bias gradient.
 ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
                         const void *pre, const void *x, const void *w,
                         int M, int N, int K, ot_act act) {
+  return ot_linear_bwd_w(dt, dt, dx, dw, db, dy, pre, x, w, M, N, K, act);
+}
+
+ot_status ot_linear_bwd_w(ot_dtype dt, ot_dtype wdt, void *dx, float *dw, float *db, void *dy,
+                          const void *pre, const void *x, const void *w, int M, int N, int K,
+                          ot_act act) {
   static const char fn[] = "ot_linear_bwd";
   OT_TRY(check_common(fn, dt, M, N, K, act));
+  OT_TRY(check_wdt(fn, dt, wdt));
   OT_CHECK_PTR(dy, fn);
   OT_CHECK_PTR(x, fn);
   if (dx) OT_CHECK_PTR(w, fn);
@@ -79,26 +98,27 @@ ot_status ot_linear_bwd(ot_dtype dt, void *dx, float *dw, float *db, void *dy,
   ot_status s = OT_OK;
   if (act == OT_ACT_GELU) s = ot_gelu_bwd(dt, dy, pre, dy, (size_t)M * N);
 
-  // the gradient dy as the GEMMs read it: f32 copy when bf16 is converted anyway
-  ot_dtype gdt = dt == OT_F16 || (dt == OT_BF16 && !ot__gemm_bf16_native()) ? OT_F32 : dt;
-  ot_mm mx = {gdt, dt, dt, false, false, M, K, N, 1.0f, 0.0f, dy, N, w, K, dx, K, NULL, false};
+  // 16-bit GEMMs that convert (f16, or bf16 without a native bf16 GEMM or with f32 weights): dy converted to f32 once
+  // for both GEMMs and the bias when that copy fits the conversion budget, else each GEMM
+  // converts it tile by tile (gemm_cvt.c)
+  const bool cvt = dt != OT_F32 && (dt != OT_BF16 || wdt == OT_F32 || !ot__gemm_bf16_native()) && (dx || dw);
+  const size_t gsz = cvt && (size_t)M * N * 4 <= ot_gemm_convert_ws_max() ? ot_align64((size_t)M * N * 4) : 0;
+  const ot_dtype gdt = gsz ? OT_F32 : dt;
+  ot_mm mx = {gdt, wdt, dt, false, false, M, K, N, 1.0f, 0.0f, dy, N, w, K, dx, K, NULL, false};
   ot_mm mw = {gdt, dt, OT_F32, true, false, N, K, M, 1.0f, 1.0f, dy, N, x, K, dw, K, NULL, false};
-  size_t gsz = gdt != dt ? ot_align64((size_t)M * N * 4) : 0;
-  size_t wx = dx ? ot__mm_ws(&mx) : 0, ww = dw ? ot__mm_ws(&mw) : 0, wmax = wx > ww ? wx : ww;
   uint8_t *ws = NULL;
-  if (s == OT_OK && gsz + wmax) {
-    ws = ot_scratch(gsz + wmax);
-    if (!ws) s = OT_ENOMEM;
-  }
-  const void *g = dy;
   if (s == OT_OK && gsz) {
-    OT_KPICK(k_lin_copy2d)(ws, 0, (size_t)N, dy, ot__sk(dt), (size_t)N, M, N);
-    g = ws;
-    mx.A = mw.A = g;
+    const size_t wx = dx ? ot__mm_ws(&mx) : 0, ww = dw ? ot__mm_ws(&mw) : 0;
+    if ((ws = ot_scratch(gsz + (wx > ww ? wx : ww)))) {
+      OT_KPICK(k_lin_copy2d)(ws, 0, (size_t)N, dy, ot__sk(dt), (size_t)N, M, N);
+      mx.A = mw.A = ws;
+    } else {
+      s = OT_ENOMEM;
+    }
   }
   if (s == OT_OK && dx) s = ot__mm_run(&mx, ws ? ws + gsz : NULL, fn);
   if (s == OT_OK && dw) s = ot__mm_run(&mw, ws ? ws + gsz : NULL, fn);
-  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, g, ot__sk(gdt), (size_t)N, M, N);
+  if (s == OT_OK && db) OT_KPICK(k_lin_colsum)(db, ws ? (const void *)ws : dy, ot__sk(gdt), (size_t)N, M, N);
   OT_PROF_STOP();
   return s;
 }
