@@ -172,6 +172,8 @@ ot_status ot__z3_set(ot__par *p, const float *full);
 // Waits until at most `left` reduction jobs are pending; the thread's error if any.
 ot_status ot__par_wait_jobs(ot__par *p, int left);
 ot_status ot__par_launch_job(ot__par *p, int k);
+// The first error of a model callback (which cannot fail) kept where the step reports it.
+void ot__par_note_error(ot__par *p, ot_status s);
 
 
 

@@ -73,6 +73,16 @@ ot_status ot__par_launch_job(ot__par *p, int k) {
   return OT_OK;
 }
 
+void ot__par_note_error(ot__par *p, ot_status s) {
+  if (s == OT_OK) return;
+  if (p->th_up) pthread_mutex_lock(&p->mu);
+  if (p->th_err == OT_OK) {
+    p->th_err = s;
+    snprintf(p->th_msg, sizeof p->th_msg, "%s", ot_last_error());
+  }
+  if (p->th_up) pthread_mutex_unlock(&p->mu);
+}
+
 ot_status ot__par_wait_jobs(ot__par *p, int left) {
   if (!p->th_up) return p->th_err == OT_OK ? OT_OK : ot_error(p->th_err, "%s", p->th_msg);
   ot__wd_begin(&p->g, "waiting for the data-parallel gradient all-reduce", -1);

@@ -135,17 +135,6 @@ ot_status ot__z2_unit_reduce(ot__par *p, int k) {
   return OT_OK;
 }
 
-// A callback cannot fail: the step reports the first error (ot__z2_finish).
-static void note_error(ot__par *p, ot_status s) {
-  if (s == OT_OK) return;
-  if (p->th_up) pthread_mutex_lock(&p->mu);
-  if (p->th_err == OT_OK) {
-    p->th_err = s;
-    snprintf(p->th_msg, sizeof p->th_msg, "%s", ot_last_error());
-  }
-  if (p->th_up) pthread_mutex_unlock(&p->mu);
-}
-
 void ot__z2_grads_ready(ot__par *p, size_t from) {
   for (int k = p->nu - 1; k >= 0; k--) {
     if (p->unit_done[k] || p->u0[k] < from) continue;
@@ -154,7 +143,7 @@ void ot__z2_grads_ready(ot__par *p, size_t from) {
     // the backward writes unit k - 1 next, in the buffer of unit k - 1 + Z2_BUFS:
     // its reduction must be over (at most units k .. k + Z2_BUFS - 2 pending)
     if (s == OT_OK) s = ot__par_wait_jobs(p, Z2_BUFS - 1);
-    note_error(p, s);
+    ot__par_note_error(p, s);
   }
 }
 
@@ -166,7 +155,7 @@ void ot__z2_vocab_chunk(ot__par *p, int i, int row0, int rows) {
     s = ot__allreduce(&p->g, p->g.dp_comm, p->chunk, n, OT_F32, OT_RED_SUM,
                       "ZeRO-2 gradient reduction (embedding / head rows)");
   if (s == OT_OK) keep_shard(p, p->chunk, q->offset + (size_t)row0 * C, n);
-  note_error(p, s);
+  ot__par_note_error(p, s);
 }
 
 ot_status ot__z2_before_backward(ot__par *p) {

@@ -117,17 +117,6 @@ static void launch(ot__par *p, int l) {
   pthread_mutex_unlock(&p->zmu);
 }
 
-// The error of a callback (which cannot fail) goes where the step finds it.
-static void note_error(ot__par *p, ot_status s) {
-  if (s == OT_OK) return;
-  if (p->th_up) pthread_mutex_lock(&p->mu);
-  if (p->th_err == OT_OK) {
-    p->th_err = s;
-    snprintf(p->th_msg, sizeof p->th_msg, "%s", ot_last_error());
-  }
-  if (p->th_up) pthread_mutex_unlock(&p->mu);
-}
-
 void ot__z3_need_block(ot__par *p, int l, bool backward) {
   ot_status s = wait_gather(p);
   if (s == OT_OK && p->zres[l % 2] != l) {   // not prefetched: gathered now, in full view
@@ -138,7 +127,7 @@ void ot__z3_need_block(ot__par *p, int l, bool backward) {
   }
   const int next = backward ? l - 1 : l + 1;
   if (s == OT_OK && p->zth_up && next >= 0 && next < p->L && p->zres[next % 2] != next) launch(p, next);
-  note_error(p, s);
+  ot__par_note_error(p, s);
 }
 
 ot_status ot__z3_setup(ot__par *p, bool prefetch) {
