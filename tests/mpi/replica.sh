@@ -7,7 +7,10 @@
 #    RANK:STEP[:NAME], src/dist/replica.c) ends the run non-zero on every rank with
 #    the first tensor that differs, the group and the world ranks: a data-parallel
 #    replica (dp2), a replicated norm weight of a tensor rank (tp2);
-# 3. --check-replicas -1 is refused.
+# 3. --check-replicas -1 is refused;
+# 4. ZeRO-3 from the command line (dp2): the layout line, the final gather line, the global
+#    tensors compared (the blocks exist once, in their owners' shards) and a perturbed
+#    embedding found; without prefetch every gather is waited for.
 set -u
 OT=$(readlink -f "$1")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_replica.XXXXXX")
@@ -52,6 +55,21 @@ run tp2bad 2 -x OT_TEST_REPLICA_PERTURB=1:1:h.0.ln_1.weight -- --tensor-parallel
 check "tp2 perturbed: non-zero exit" [ "$(cat "$tmp/tp2bad.rc")" != 0 ]
 check "tp2 perturbed: the replicated norm weight over the tensor ranks" \
   has "replica check at step 1: 'h.0.ln_1.weight' differs over the tensor-parallel ranks of data rank 0, stage 0 (a replicated parameter)" "$tmp/tp2bad.log"
+
+run z3 2 -- --data-parallel 2 --optimizer-shard 3 --no-quiet
+check "dp2 ZeRO-3: clean run exits 0 ($(tail -2 "$tmp/z3.log" | tr '\n' ' '))" [ "$(cat "$tmp/z3.rc")" = 0 ]
+check "dp2 ZeRO-3: the layout names it" has "ZeRO-3, one all-reduce per unit of" "$tmp/z3.log"
+check "dp2 ZeRO-3: the prefetch is on" has "(the next block prefetched while one runs)" "$tmp/z3.log"
+check "dp2 ZeRO-3: the gathers reported" grep -qE "^ZeRO-3 weight gathers \(world rank 0\): [0-9.]+ s per step, [0-9.]+ s of it waited for: [0-9]+% hidden behind compute \(prefetch on\)" "$tmp/z3.log"
+check "dp2 ZeRO-3: replicas checked" has "replicas: identical at 3 checks" "$tmp/z3.log"
+run z3np 2 -- --data-parallel 2 --optimizer-shard 3 --no-zero-prefetch --no-quiet
+check "dp2 ZeRO-3 without prefetch: every gather waited for" has "0% hidden behind compute (prefetch off)" "$tmp/z3np.log"
+check "dp2 ZeRO-3: the same losses with and without prefetch" \
+  [ "$(grep -o 'loss *[0-9.]*' "$tmp/z3.log" | head -3)" = "$(grep -o 'loss *[0-9.]*' "$tmp/z3np.log" | head -3)" ]
+run z3bad 2 -x OT_TEST_REPLICA_PERTURB=1:2 -- --data-parallel 2 --optimizer-shard 3
+check "dp2 ZeRO-3 perturbed: non-zero exit" [ "$(cat "$tmp/z3bad.rc")" != 0 ]
+check "dp2 ZeRO-3 perturbed: the gathered embedding differs over the replicas" \
+  has "replica check at step 2: 'wte.weight' differs over the data-parallel replicas" "$tmp/z3bad.log"
 
 out=$("$OT" train --check-replicas -1 2>&1)
 check "--check-replicas -1 refused: $out" grep -qF "check-replicas '-1' is outside [0, 1073741824]" <<<"$out"
