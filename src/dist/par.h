@@ -106,7 +106,7 @@ ot_status ot__par_set_params(ot__par *p, const float *full);
 void ot__par_local_params(const ot__par *p, float *full);
 // ZeRO-3 over the run so far: seconds spent gathering blocks' weights, and the part of
 // them the main thread waited for (not hidden behind compute). Zeros otherwise.
-void ot__par_gather_stats(const ot__par *p, double *gather_s, double *exposed_s);
+void ot__par_gather_stats(ot__par *p, double *gather_s, double *exposed_s);
 // Zeroes the step's gradients (ZeRO-2: the shard accumulator).
 void ot__par_zero_grads(ot__par *p);
 

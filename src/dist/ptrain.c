@@ -520,9 +520,13 @@ void ot__par_local_params(const ot__par *p, float *full) {
   }
 }
 
-void ot__par_gather_stats(const ot__par *p, double *gather_s, double *exposed_s) {
-  *gather_s = p ? p->zgather_s : 0.0;
-  *exposed_s = p ? p->zwait_s : 0.0;
+void ot__par_gather_stats(ot__par *p, double *gather_s, double *exposed_s) {
+  *gather_s = *exposed_s = 0.0;
+  if (!p) return;
+  if (p->zth_up) pthread_mutex_lock(&p->zmu);   // the gather thread adds
+  *gather_s = p->zgather_s;
+  *exposed_s = p->zwait_s;
+  if (p->zth_up) pthread_mutex_unlock(&p->zmu);
 }
 
 ot_status ot__par_gather(ot__par *p) {

@@ -3,8 +3,8 @@
 // Each rank keeps its shard [s0, s1) of the stage's f32 master weights (ps), of
 // the gradients (ZeRO-2's shard accumulator gs: each unit's reduce-scatter to its
 // owners composed of the tuned all-reduce and keeping the shard, since Open MPI's
-// reduce-scatter runs 10-20x slower here) and of the AdamW moments (the trainer's). The model part is
-// created with param_slots: it stores the global tensors (embedding, positions,
+// reduce-scatter runs 10-20x slower here) and of the AdamW moments (the trainer's).
+// The model part is created with param_slots: it stores the global tensors (embedding, positions,
 // final norm, head: everything outside the blocks) and two block slots, block l
 // in slot l % 2 (src/model/slots.c). Before block l runs (comm.need_block) the
 // runtime makes sure its slot holds it: the gather of block l was started while
@@ -17,8 +17,8 @@
 // Memory per rank (f32 run): 4 n/dp (master shard) + 4 n/dp (gradient shard) +
 // 8 n/dp (moments) = 16 n/dp bytes, plus the working set: the global tensors,
 // two block slots, and the gradient staging of ZeRO-2 (Z2_BUFS units and one
-// vocabulary chunk); bf16 runs add the bf16 copies of the global tensors and
-// the slots.
+// vocabulary chunk); bf16 / f16 runs add the 16-bit copies of the global tensors
+// and the slots.
 #include "dist_impl.h"
 #include <stdlib.h>
 #include <string.h>
@@ -62,13 +62,13 @@ static ot_status gather_range(ot__par *p, size_t a, size_t b, float *dst, bool p
   return rc == MPI_SUCCESS ? OT_OK : ot__mpi_error(rc, what);
 }
 
-// Gathers block l into its slot (and its bf16 copy).
-static ot_status gather_block(ot__par *p, int l, bool polite) {
+// Gathers block l into its slot (and its 16-bit copy); *sec: the seconds it took.
+static ot_status gather_block(ot__par *p, int l, bool polite, double *sec) {
   const size_t a = p->zb[l], b = p->zb[l + 1];
   const double t0 = ot_now();
   OT_TRY(gather_range(p, a, b, ot_model_storage(p->m, a), polite, "ZeRO-3 all-gather of a block's weights"));
   OT_TRY(ot_model_sync_bf16_range(p->m, a, b));
-  p->zgather_s += ot_now() - t0;
+  *sec = ot_now() - t0;
   return OT_OK;
 }
 
@@ -80,8 +80,10 @@ static void *gatherer(void *arg) {
     if (p->zjob < 0) break;
     const int l = p->zjob;
     pthread_mutex_unlock(&p->zmu);
-    ot_status s = gather_block(p, l, true);
+    double sec = 0.0;
+    ot_status s = gather_block(p, l, true, &sec);
     pthread_mutex_lock(&p->zmu);
+    p->zgather_s += sec;
     if (s != OT_OK && p->zerr == OT_OK) {
       p->zerr = s;
       snprintf(p->zmsg, sizeof p->zmsg, "%s", ot_last_error());
@@ -120,9 +122,10 @@ static void launch(ot__par *p, int l) {
 void ot__z3_need_block(ot__par *p, int l, bool backward) {
   ot_status s = wait_gather(p);
   if (s == OT_OK && p->zres[l % 2] != l) {   // not prefetched: gathered now, in full view
-    const double t0 = ot_now();
-    s = gather_block(p, l, false);
-    p->zwait_s += ot_now() - t0;
+    double sec = 0.0;   // (no gather in flight: the thread does not touch the counters)
+    s = gather_block(p, l, false, &sec);
+    p->zgather_s += sec;
+    p->zwait_s += sec;
     if (s == OT_OK) p->zres[l % 2] = l;
   }
   const int next = backward ? l - 1 : l + 1;
