@@ -324,6 +324,15 @@ typedef struct {
   // (backward = false) and in the backward (true, also before a recompute); on return the
   // block's parameters must be in its slot (ot_model_block_range). May be NULL.
   void (*need_block)(void *ctx, int l, bool backward);
+  // ZeRO-3: the vocabulary tensors (token embedding, output head) are not stored either;
+  // the embedding lookup and the head's forward and backward read them a chunk of
+  // row_rows local rows at a time: need_rows fills row_buf [rows, C] (f32) with rows
+  // [row0, row0 + rows) of parameter `param`; row_buf16 [row_rows, C] is the model's
+  // scratch for their 16-bit copy.
+  void (*need_rows)(void *ctx, int param, int row0, int rows);
+  float *row_buf;
+  uint16_t *row_buf16;
+  int row_rows;
 } ot_model_comm;
 
 typedef struct {
@@ -371,17 +380,19 @@ ot_status ot_model_bind_grad(ot_model *m, int i, float *g);
 // over the tensor group: norms, row-parallel biases, the replicated embedding).
 bool ot_model_param_is_split(const ot_model *m, int i);
 
-// ZeRO-3 parts (part.param_slots). The layout [0, n_floats) is the global tensors before
-// the blocks [0, b0), the blocks [b0, b1) and the global tensors after them [b1, n_floats);
-// the part stores only [0, b0) and [b1, n_floats) and two slots of one block each, block
-// l (local index) always in slot l % 2. ot_model_block_range: block l's layout range
-// [*o0, *o1) (l = -1: [0, b0), l = -2: [b1, n_floats)); its storage is contiguous at
-// ot_model_storage(m, *o0) (f32; the bf16 copy at the same index of
-// ot_model_params_bf16, refreshed by ot_model_sync_bf16_range). ot_model_params(m)
-// is then the storage of ot_model_n_stored(m) floats (every layout offset for a whole part).
+// ZeRO-3 parts (part.param_slots) store the global tensors other than the vocabulary
+// ones (positions, final norm: each contiguous at ot_model_storage(m, its offset)) and
+// two slots of one block each, block l (local index) always in slot l % 2; the
+// vocabulary tensors are not stored (comm.need_rows). ot_model_block_range: block l's
+// layout range [*o0, *o1), its storage contiguous at ot_model_storage(m, *o0) (f32; the
+// 16-bit copy at the same index of ot_model_params_bf16, refreshed by
+// ot_model_sync_bf16_range). ot_model_storage of a vocabulary offset: NULL.
+// ot_model_params(m) is the storage of ot_model_n_stored(m) floats (every layout offset
+// for a whole part). ot_model_param_stored: whether parameter i is stored whole.
 void ot_model_block_range(const ot_model *m, int l, size_t *o0, size_t *o1);
 float *ot_model_storage(ot_model *m, size_t off);
 size_t ot_model_n_stored(const ot_model *m);
+bool ot_model_param_stored(const ot_model *m, int i);
 ot_status ot_model_sync_bf16_range(ot_model *m, size_t o0, size_t o1);
 // The initial values of every tensor of the part (as ot_model_init) into buf [n_floats]
 // in the layout (works for param_slots parts, whose storage cannot hold them all).

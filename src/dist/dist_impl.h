@@ -127,6 +127,8 @@ struct ot__par {
   bool *unit_done;           // [nu] reduced in the running micro-batch
   // ZeRO-3 (zero == 3, zero3.c; the gradients as ZeRO-2)
   float *ps;                 // [s1 - s0] this rank's shard of the master weights
+  float *rbuf;               // [chunk_rows, d_model] vocabulary rows (comm.row_buf)
+  uint16_t *rbuf16;          // [chunk_rows, d_model] their 16-bit copy (comm.row_buf16)
   size_t *zb;                // [L + 1] block l's layout range [zb[l], zb[l + 1])
   int zres[2];               // the block each slot holds (-1: none or stale)
   int zjob;                  // block the gather thread is gathering (-1: none)
@@ -167,6 +169,7 @@ double ot__z2_sumsq(const ot__par *p);
 ot_status ot__z3_setup(ot__par *p, bool prefetch);
 void ot__z3_free(ot__par *p);
 void ot__z3_need_block(ot__par *p, int l, bool backward);
+void ot__z3_need_rows(ot__par *p, int param, int row0, int rows);
 ot_status ot__z3_refresh(ot__par *p);
 ot_status ot__z3_set(ot__par *p, const float *full);
 // Waits until at most `left` reduction jobs are pending; the thread's error if any.

@@ -114,6 +114,7 @@ static void vocab_chunk(void *ctx, int param, int row0, int rows) {
 }
 
 static void need_block(void *ctx, int l, bool backward) { ot__z3_need_block(ctx, l, backward); }
+static void need_rows(void *ctx, int i, int r0, int rows) { ot__z3_need_rows(ctx, i, r0, rows); }
 
 // Completes every bucket's reduction (launching the rest).
 static ot_status finish_buckets(ot__par *p) {
@@ -145,6 +146,8 @@ void ot__par_free(ot__par *p) {
     pthread_cond_destroy(&p->cv);
   }
   ot__z3_free(p);
+  ot_mem_free(p->rbuf);
+  ot_mem_free(p->rbuf16);
   ot__z2_free(p);
   ot__grid_free(&p->g);
   free(p->counts);
@@ -271,6 +274,16 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
     part.comm.vocab_chunk = vocab_chunk;
     part.comm.chunk_buf = p->chunk;
     part.comm.chunk_rows = p->chunk_rows;
+  }
+  if (p->zero == 3) {   // the vocabulary tensors' rows, a chunk at a time (same rows per chunk)
+    const size_t n = (size_t)p->chunk_rows * c->model.d_model;
+    p->rbuf = ot_mem_alloc(n * sizeof(float), OT_MEM_PARAMS);
+    p->rbuf16 = ot_mem_alloc(n * sizeof(uint16_t), OT_MEM_PARAMS);
+    if (!p->rbuf || !p->rbuf16) return ot_error(OT_ENOMEM, "ZeRO-3: out of memory for the vocabulary rows");
+    part.comm.need_rows = need_rows;
+    part.comm.row_buf = p->rbuf;
+    part.comm.row_buf16 = p->rbuf16;
+    part.comm.row_rows = p->chunk_rows;
   }
   OT_TRY(ot_model_create_part(mout, &c->model, run, &part));
   ot_model *m = p->m = *mout;

@@ -35,7 +35,7 @@ static void test_perturb(ot__par *p, int64_t step) {
   const ot_param *q = ot_model_param_at(p->m, i);
   if (!q) return;
   float *w = ot_model_storage(p->m, q->offset);
-  if (p->zero == 3 && q->layer >= 0) w = p->ps && q->offset >= p->s0 && q->offset < p->s1 ? p->ps + (q->offset - p->s0) : NULL;
+  if (p->zero == 3 && (q->layer >= 0 || !ot_model_param_stored(p->m, i))) w = p->ps && q->offset >= p->s0 && q->offset < p->s1 ? p->ps + (q->offset - p->s0) : NULL;
   if (!w) return;
   *w += 1e-3f;
   done = true;
@@ -104,9 +104,9 @@ ot_status ot__par_check_replicas(ot__par *p, int64_t step) {
     int nd = 0;
     for (int i = 0; i < np; i++) {
       const ot_param *q = ot_model_param_at(p->m, i);
-      // ZeRO-3: a block's weights exist once (in their owners' shards); the global tensors
-      // are compared as gathered
-      if (p->zero == 3 && q->layer >= 0) continue;
+      // ZeRO-3: the blocks' and vocabulary tensors' weights exist once (in their owners'
+      // shards); the stored global tensors are compared as gathered
+      if (p->zero == 3 && (q->layer >= 0 || !ot_model_param_stored(p->m, i))) continue;
       const float *x = ot_model_storage(p->m, q->offset);
       s_dp[nd] = (sig){ot__hash_floats(x, q->numel), sqrt(ot_sumsq(x, q->numel))};
       idx_dp[nd++] = i;

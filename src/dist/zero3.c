@@ -12,13 +12,16 @@
 // communicator of its own, so the all-gather of the next block's weights
 // overlaps the current block's compute (--zero-prefetch; without it each block
 // is gathered when it is needed). After the update the global tensors are
-// gathered again and the slots are stale until their blocks are gathered.
+// gathered again and the slots are stale until their blocks are gathered. The
+// vocabulary tensors (token embedding, head) are not stored whole: the embedding
+// lookup and the head's GEMMs read them a chunk of rows at a time (need_rows,
+// gathered when asked for).
 //
 // Memory per rank (f32 run): 4 n/dp (master shard) + 4 n/dp (gradient shard) +
-// 8 n/dp (moments) = 16 n/dp bytes, plus the working set: the global tensors,
-// two block slots, and the gradient staging of ZeRO-2 (Z2_BUFS units and one
-// vocabulary chunk); bf16 / f16 runs add the 16-bit copies of the global tensors
-// and the slots.
+// 8 n/dp (moments) = 16 n/dp bytes, plus the working set: the stored global
+// tensors, two block slots, one chunk of vocabulary rows (f32 and 16-bit), and the
+// gradient staging of ZeRO-2 (Z2_BUFS units and one vocabulary chunk); bf16 / f16
+// runs add the 16-bit copies of the global tensors and the slots.
 #include "dist_impl.h"
 #include <stdlib.h>
 #include <string.h>
@@ -178,16 +181,24 @@ void ot__z3_free(ot__par *p) {
   p->zb = NULL;
 }
 
-ot_status ot__z3_refresh(ot__par *p) {
-  OT_TRY(wait_gather(p));
+// The stored global tensors (positions, final norm; not the vocabulary ones): gathered
+// from the shards (full == NULL) or copied from the stage's layout full.
+static ot_status globals(ot__par *p, const float *full) {
   ot_model *m = p->m;
-  for (int k = -1; k >= -2; k--) {   // the global tensors before and after the blocks
-    size_t a, b;
-    ot_model_block_range(m, k, &a, &b);
-    if (a >= b) continue;
-    OT_TRY(gather_range(p, a, b, ot_model_storage(m, a), false, "ZeRO-3 all-gather of the global weights"));
+  for (int i = 0; i < ot_model_param_count(m); i++) {
+    const ot_param *q = ot_model_param_at(m, i);
+    if (q->layer >= 0 || !ot_model_param_stored(m, i)) continue;
+    const size_t a = q->offset, b = a + q->numel;
+    if (full) memcpy(ot_model_storage(m, a), full + a, q->numel * sizeof(float));
+    else OT_TRY(gather_range(p, a, b, ot_model_storage(m, a), false, "ZeRO-3 all-gather of the global weights"));
     OT_TRY(ot_model_sync_bf16_range(m, a, b));
   }
+  return OT_OK;
+}
+
+ot_status ot__z3_refresh(ot__par *p) {
+  OT_TRY(wait_gather(p));
+  OT_TRY(globals(p, NULL));
   p->zres[0] = p->zres[1] = -1;   // the blocks' weights changed
   if (p->zth_up) launch(p, 0);
   return OT_OK;
@@ -195,15 +206,22 @@ ot_status ot__z3_refresh(ot__par *p) {
 
 ot_status ot__z3_set(ot__par *p, const float *full) {
   OT_TRY(wait_gather(p));
-  ot_model *m = p->m;
   memcpy(p->ps, full + p->s0, (p->s1 - p->s0) * sizeof(float));
-  for (int k = -1; k >= -2; k--) {
-    size_t a, b;
-    ot_model_block_range(m, k, &a, &b);
-    if (a >= b) continue;
-    memcpy(ot_model_storage(m, a), full + a, (b - a) * sizeof(float));
-    OT_TRY(ot_model_sync_bf16_range(m, a, b));
-  }
+  OT_TRY(globals(p, full));
   p->zres[0] = p->zres[1] = -1;
   return OT_OK;
+}
+
+void ot__z3_need_rows(ot__par *p, int i, int r0, int rows) {
+  const ot_param *q = ot_model_param_at(p->m, i);
+  const size_t C = (size_t)q->shape[1], a = q->offset + (size_t)r0 * C;
+  ot_status s = wait_gather(p);
+  const double t0 = ot_now();
+  if (s == OT_OK) s = gather_range(p, a, a + (size_t)rows * C, p->rbuf, false,
+                                   "ZeRO-3 all-gather of vocabulary rows");
+  const double sec = ot_now() - t0;   // (no gather in flight: the thread does not touch the counters)
+  p->zgather_s += sec;
+  p->zwait_s += sec;
+  if (s != OT_OK) memset(p->rbuf, 0, (size_t)rows * C * sizeof(float));   // defined, the step fails
+  ot__par_note_error(p, s);
 }

@@ -57,7 +57,9 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
   const int N = B * T;
   if (m->first) {
     memcpy(m->tokens, tokens, (size_t)N * sizeof(int32_t));
-    if (m->part.vocab_parallel && m->part.tp > 1)
+    if (m->part.param_slots)   // ZeRO-3: the rows read from the shards a chunk at a time
+      OT_TRY(ot__z3_embed_fwd(m, m->la[0].res, m->tokens, B, T));
+    else if (m->part.vocab_parallel && m->part.tp > 1)
       OT_TRY(ot__vp_embed_fwd(m, m->la[0].res, m->tokens, B, T));
     else
       OT_TRY(ot__embed_fwd(g, m->la[0].res, m->tokens, B, T, 0, NULL));
@@ -80,8 +82,9 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
 ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, bool want_grad,
                        double *loss) {
   const ot_dtype dt = m->run.dt;
-  OT_TRY(ot_linear_fwd_w(dt, ot__wdt(m), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)),
-                         ot__pw(m, m->lbias), N, m->Vl, m->C, OT_ACT_NONE));
+  if (m->part.param_slots) OT_TRY(ot__z3_head(m, lm_index(m), N, false, NULL));
+  else OT_TRY(ot_linear_fwd_w(dt, ot__wdt(m), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)),
+                              ot__pw(m, m->lbias), N, m->Vl, m->C, OT_ACT_NONE));
   if (!targets) return OT_OK;
   if (!(count > 0.0f)) {
     long n = 0;
@@ -200,6 +203,7 @@ static void embed_dw_chunks(ot_model *m, int B, int T) {
 // m->logits, dx [N, C] = dlogits W.
 ot_status ot__head_bwd(ot_model *m, int N, void *dx) {
   if (vocab_chunked(m)) OT_TRY(head_dw_chunks(m, N));
+  if (m->part.param_slots) return ot__z3_head(m, lm_index(m), N, true, dx);
   return ot_linear_bwd_w(m->run.dt, ot__wdt(m), dx, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)),
                          ot__pg(m, m->lbias), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N,
                          m->Vl, m->C, OT_ACT_NONE);

@@ -172,6 +172,11 @@ void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
 ot_status ot__slices_build(ot_model *m);
 // Where each parameter is stored (slots.c): wpos, n_stored; the ZeRO-3 slots.
 ot_status ot__slots_build(ot_model *m);
+// ZeRO-3 (slots.c): the embedding lookup out [B*T, C] and the head's GEMMs (forward:
+// logits = yf W^T; backward: dx = dlogits W) over vocabulary parameter i read a chunk
+// of rows at a time (comm.need_rows).
+ot_status ot__z3_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B, int T);
+ot_status ot__z3_head(ot_model *m, int i, int N, bool backward, void *dx);
 // Copies between whole tensor `s` (whole) and local parameter p (local) (part.c).
 void ot__slice_copy(const ot__slice *s, const ot_param *p, float *local, float *whole, bool to_whole);
 // The model's graph over its buffers (weights.c), after the layout and the buffers.

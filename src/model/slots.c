@@ -1,13 +1,25 @@
 // Parameter storage of a part: where each tensor of the layout lives (m->wpos).
 // A normal part stores the whole layout (wpos = offset). A ZeRO-3 part
-// (part.param_slots) stores the global tensors before and after the blocks and
-// two block slots; block l always uses slot l % 2, so the weight views the graph
+// (part.param_slots) stores the global tensors other than the vocabulary ones
+// (positions, final norm), each at its padded size in layout order, then two
+// block slots; block l always uses slot l % 2, so the weight views the graph
 // builds once (weights.c) stay valid and the runtime (src/dist/zero3.c) gathers
 // block l into its slot before it runs (comm.need_block):
-//   storage = [0, b0) | [b1, n) | slot 0 [blk] | slot 1 [blk]
+//   storage = globals | slot 0 [blk] | slot 1 [blk]
+// The vocabulary tensors (token embedding, head) are read a chunk of rows at a
+// time from the shards (comm.need_rows): the embedding lookup and the head's
+// GEMMs below.
 #include "model/model_impl.h"
+#include "ops/gemm_impl.h"
 #include "ot/ops.h"
 #include <stdlib.h>
+
+static size_t padded(size_t n) { return (n + 15) & ~(size_t)15; }
+
+// A tensor of vocabulary rows that ZeRO-3 does not store (read by chunks).
+static bool is_vocab(const ot_param *q) {
+  return q->layer < 0 && (q->kind == OT_PT_EMBED || q->kind == OT_PT_LM_HEAD);
+}
 
 // Local block of every parameter (-1: a global tensor) into blk [n_params].
 static void block_of(const ot_model *m, int *blk) {
@@ -41,15 +53,17 @@ ot_status ot__slots_build(ot_model *m) {
   for (int i = 0; i < m->n_params; i++) m->wpos[i] = m->params[i].offset;
   m->n_stored = m->n_floats;
   if (!m->part.param_slots) return OT_OK;
-  if (m->cfg.arch == OT_ARCH_ENCDEC || m->L < 1)
-    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need a decoder-only or vision "
-                    "model with at least one block (encoder-decoders: use ZeRO-1 or ZeRO-2)");
-  if (!m->part.external_grads)
-    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need external_grads");
+  if (m->cfg.arch != OT_ARCH_DECODER || m->L < 1)
+    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need a decoder-only model "
+                    "with at least one block (encoder-decoders: use ZeRO-1 or ZeRO-2)");
+  if (!m->part.external_grads || !m->part.comm.need_rows || !m->part.comm.row_buf ||
+      !m->part.comm.row_buf16 || m->part.comm.row_rows < 1)
+    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need external_grads and the "
+                    "need_rows hook with its buffers");
   int *blk = malloc(((size_t)m->n_params + 1) * sizeof(int));
   if (!blk) return ot_error(OT_ENOMEM, "ot_model_create: out of memory");
   block_of(m, blk);
-  size_t prev1 = 0;
+  size_t prev1 = 0, glob = 0;
   m->sblk = 0;
   ot_status s = OT_OK;
   for (int l = 0; l < m->L && s == OT_OK; l++) {
@@ -61,32 +75,25 @@ ot_status ot__slots_build(ot_model *m) {
     if (o1 - o0 > m->sblk) m->sblk = o1 - o0;
   }
   m->sb1 = prev1;
-  const size_t front = m->sb0, back = m->n_floats - m->sb1;
-  for (int i = 0; i < m->n_params && s == OT_OK; i++) {
-    const size_t off = m->params[i].offset;
-    if (blk[i] >= 0) {
-      size_t o0, o1;
-      span(m, blk, blk[i], &o0, &o1);
-      m->wpos[i] = front + back + (size_t)(blk[i] % 2) * m->sblk + (off - o0);
-    } else if (off < m->sb0) {
-      m->wpos[i] = off;
-    } else if (off >= m->sb1) {
-      m->wpos[i] = front + (off - m->sb1);
-    } else {
-      s = ot_error(OT_EINTERNAL, "ot_model_create: global tensor '%s' lies between the blocks", m->params[i].name);
+  for (int i = 0; i < m->n_params; i++)   // the stored global tensors, in layout order
+    if (blk[i] < 0 && !is_vocab(&m->params[i])) {
+      m->wpos[i] = glob;
+      glob += padded(m->params[i].numel);
     }
+  for (int i = 0; i < m->n_params && s == OT_OK; i++) {
+    if (blk[i] < 0) continue;
+    size_t o0, o1;
+    span(m, blk, blk[i], &o0, &o1);
+    m->wpos[i] = glob + (size_t)(blk[i] % 2) * m->sblk + (m->params[i].offset - o0);
   }
-  m->n_stored = front + back + 2 * m->sblk;
+  m->n_stored = glob + 2 * m->sblk;
   free(blk);
   return s;
 }
 
 void ot_model_block_range(const ot_model *m, int l, size_t *o0, size_t *o1) {
   *o0 = *o1 = 0;
-  if (!m) return;
-  if (l == -1) { *o1 = m->part.param_slots ? m->sb0 : m->n_floats; return; }
-  if (l == -2) { *o0 = *o1 = m->n_floats; if (m->part.param_slots) *o0 = m->sb1; return; }
-  if (l < 0 || l >= m->L) return;
+  if (!m || l < 0 || l >= m->L) return;
   int *blk = malloc(((size_t)m->n_params + 1) * sizeof(int));
   if (!blk) return;
   block_of(m, blk);
@@ -94,17 +101,26 @@ void ot_model_block_range(const ot_model *m, int l, size_t *o0, size_t *o1) {
   free(blk);
 }
 
-// Storage of layout offset off (a block offset: its block's slot).
+bool ot_model_param_stored(const ot_model *m, int i) {
+  return m && i >= 0 && i < m->n_params && !(m->part.param_slots && is_vocab(&m->params[i]));
+}
+
+// Storage of layout offset off (a block offset: its block's slot; a vocabulary one: NULL).
 float *ot_model_storage(ot_model *m, size_t off) {
   if (!m || off > m->n_floats) return NULL;
   if (!m->part.param_slots) return m->w + off;
-  const size_t front = m->sb0, back = m->n_floats - m->sb1;
-  if (off < m->sb0) return m->w + off;
-  if (off >= m->sb1) return m->w + front + (off - m->sb1);
-  for (int l = 0; l < m->L; l++) {   // the block holding off
-    size_t o0, o1;
-    ot_model_block_range(m, l, &o0, &o1);
-    if (off >= o0 && off < o1) return m->w + front + back + (size_t)(l % 2) * m->sblk + (off - o0);
+  if (off >= m->sb0 && off < m->sb1) {
+    for (int l = 0; l < m->L; l++) {   // the block holding off
+      size_t o0, o1;
+      ot_model_block_range(m, l, &o0, &o1);
+      if (off >= o0 && off < o1) return m->w + m->n_stored - 2 * m->sblk + (size_t)(l % 2) * m->sblk + (off - o0);
+    }
+    return NULL;
+  }
+  for (int i = 0; i < m->n_params; i++) {
+    const ot_param *q = &m->params[i];
+    if (off >= q->offset && off < q->offset + padded(q->numel))
+      return is_vocab(q) ? NULL : m->w + m->wpos[i] + (off - q->offset);
   }
   return NULL;
 }
@@ -115,8 +131,100 @@ ot_status ot_model_sync_bf16_range(ot_model *m, size_t o0, size_t o1) {
   OT_CHECK_PTR(m, "ot_model_sync_bf16_range");
   if (!m->wb || o1 <= o0) return OT_OK;
   float *w = ot_model_storage(m, o0);
-  if (!w) return ot_error(OT_EINVAL, "ot_model_sync_bf16_range: offset %zu outside the layout", o0);
+  if (!w) return ot_error(OT_EINVAL, "ot_model_sync_bf16_range: offset %zu is not stored", o0);
   if (m->run.dt == OT_F16) ot_cvt_f32_to_f16(w, m->wb + (w - m->w), o1 - o0);
   else ot_cvt_f32_to_bf16(w, m->wb + (w - m->w), o1 - o0);
+  return OT_OK;
+}
+
+// ------------------------------------------------ ZeRO-3 vocabulary chunks ----
+// Rows [r0, r0 + rows) of vocabulary parameter i, as the unchunked path reads them:
+// f32, or the 16-bit copy where the part keeps one (*wdt says which).
+static const void *rows_of(ot_model *m, int i, int r0, int rows, ot_dtype *wdt) {
+  const ot_model_comm *c = &m->part.comm;
+  c->need_rows(c->ctx, i, r0, rows);
+  *wdt = ot__wdt(m);
+  if (*wdt == OT_F32) return c->row_buf;
+  const size_t n = (size_t)rows * m->C;
+  if (*wdt == OT_F16) ot_cvt_f32_to_f16(c->row_buf, c->row_buf16, n);
+  else ot_cvt_f32_to_bf16(c->row_buf, c->row_buf16, n);
+  return c->row_buf16;
+}
+
+// out [B*T, C] (dt) = row tokens[i] - v0 of the token embedding (0 where another tensor
+// rank holds it) + positions[t] (tp rank 0 under vocab-parallel), summed over the tensor
+// group under vocab-parallel: the rows read a chunk at a time.
+ot_status ot__z3_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B, int T) {
+  const ot_dtype dt = m->run.dt;
+  const long N = (long)B * T;
+  const int C = m->C, R = m->part.comm.row_rows;
+  const bool vp = m->part.vocab_parallel && m->part.tp > 1;
+  for (long i = 0; i < N; i++)
+    if (tokens[i] < 0 || tokens[i] >= m->V)
+      return ot_error(OT_EINVAL, "embedding: token %d at position %ld is outside the vocabulary [0, %d)",
+                      tokens[i], i, m->V);
+  const void *wpe = m->wpe >= 0 && (!vp || m->part.tp_rank == 0) ? ot__pdt(m, m->wpe) : NULL;
+  const ot_dtype pdt = ot__wdt(m);
+  for (long i = 0; i < N; i++) {   // rows of other tensor ranks: the positions alone
+    const long r = (long)tokens[i] - m->v0;
+    if (r >= 0 && r < m->Vl) continue;
+    for (int c = 0; c < C; c++) ot__stf(dt, out, (size_t)i * C + c, wpe ? ot__ldf(pdt, wpe, (size_t)(i % T) * C + c) : 0.0f);
+  }
+  for (int r0 = 0; r0 < m->Vl; r0 += R) {
+    const int rows = r0 + R < m->Vl ? R : m->Vl - r0;
+    ot_dtype wdt;
+    const void *w = rows_of(m, m->wte, r0, rows, &wdt);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) {
+      const long r = (long)tokens[i] - m->v0 - r0;
+      if (r < 0 || r >= rows) continue;
+      for (int c = 0; c < C; c++) {
+        float x = ot__ldf(wdt, w, (size_t)r * C + c);
+        if (wpe) x += ot__ldf(pdt, wpe, (size_t)(i % T) * C + c);
+        ot__stf(dt, out, (size_t)i * C + c, x);
+      }
+    }
+  }
+  return vp ? m->part.comm.allreduce(m->part.comm.ctx, out, (size_t)N * C, dt, OT_RED_SUM) : OT_OK;
+}
+
+// logits [N, Vl] (dt) = yf [N, C] W^T (no bias) for the head's parameter i, or its
+// backward dx [N, C] (dt) = dlogits W with the dlogits in logits: a chunk of W's rows at
+// a time (each chunk a GEMM on a column block of the logits; dx summed over the chunks in
+// f32 and rounded once to a 16-bit dt).
+ot_status ot__z3_head(ot_model *m, int i, int N, bool backward, void *dx) {
+  static const char fn[] = "ZeRO-3 head";
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C, R = m->part.comm.row_rows, last = m->Vl % R ? m->Vl % R : R;
+  const size_t es = ot_dtype_size(dt);
+  const ot_dtype wdt = ot__wdt(m);
+  // the chunk GEMMs' workspace (the largest of the two shapes) after the f32 sum of dx
+  size_t acc = 0, ws = 0;
+  for (int k = 0; k < 2; k++) {
+    const int rows = k ? last : (R < m->Vl ? R : m->Vl);
+    ot_mm mm = backward ? (ot_mm){dt, wdt, OT_F32, false, false, N, C, rows, 1.0f, 1.0f, m->logits,
+                                  m->Vl, NULL, C, NULL, C, NULL, false}
+                        : (ot_mm){dt, wdt, dt, false, true, N, rows, C, 1.0f, 0.0f, m->yf, C, NULL, C,
+                                  m->logits, m->Vl, NULL, false};
+    const size_t w = ot__mm_ws(&mm);
+    if (w > ws) ws = w;
+  }
+  if (backward && dt != OT_F32) acc = ot_align64((size_t)N * C * sizeof(float));
+  uint8_t *blk = acc + ws ? ot_scratch(acc + ws) : NULL;
+  if (acc + ws && !blk) return OT_ENOMEM;
+  float *sum = acc ? (float *)blk : NULL;
+  for (int r0 = 0; r0 < m->Vl; r0 += R) {
+    const int rows = r0 + R < m->Vl ? R : m->Vl - r0;
+    ot_dtype rdt;
+    const void *w = rows_of(m, i, r0, rows, &rdt);
+    char *lg = (char *)m->logits + (size_t)r0 * es;
+    ot_mm mm = backward ? (ot_mm){dt, rdt, sum ? OT_F32 : dt, false, false, N, C, rows, 1.0f,
+                                  r0 ? 1.0f : 0.0f, lg, m->Vl, w, C, sum ? (void *)sum : dx, C, NULL, false}
+                        : (ot_mm){dt, rdt, dt, false, true, N, rows, C, 1.0f, 0.0f,
+                                  m->yf, C, w, C, lg, m->Vl, NULL, false};
+    OT_TRY(ot__mm_run(&mm, ws ? blk + acc : NULL, fn));
+  }
+  if (sum && dt == OT_F16) ot_cvt_f32_to_f16(sum, dx, (size_t)N * C);
+  else if (sum) ot_cvt_f32_to_bf16(sum, dx, (size_t)N * C);
   return OT_OK;
 }

@@ -272,7 +272,8 @@ static void check_memory(void) {
     printf("ZeRO-2 on dp2: gradients %.3f MB = %.4f x the formula; n/dp alone %.3f MB; ZeRO-0 %.3f MB\n",
            gr[1] / 1e6, gr[1] / want, 4.0 * nf / 2 / 1e6, gr[0] / 1e6);
   // ZeRO-3: parameters + gradients + optimizer state = 16 n / dp bytes, plus the working
-  // set: the global tensors and two block slots (f32 weights) and ZeRO-2's gradient staging
+  // set: the stored global tensors (not the vocabulary ones) and two block slots (f32
+  // weights), one chunk of vocabulary rows (f32 + 16-bit) and ZeRO-2's gradient staging
   {
     variant z3 = z0;
     z3.zero = 3;
@@ -283,20 +284,22 @@ static void check_memory(void) {
     const size_t got = ot_mem_current(OT_MEM_PARAMS) - b[0] + ot_mem_current(OT_MEM_GRADS) - b[1] +
                        ot_mem_current(OT_MEM_OPTIM) - b[2];
     ot_model *m = ot_trainer_model(t);
-    size_t f0, f1, k0, k1, blk = 0;
-    ot_model_block_range(m, -1, &f0, &f1);
-    const size_t glob_w = f1 - f0;
-    ot_model_block_range(m, -2, &f0, &f1);
-    const size_t globals = glob_w + (f1 - f0);
+    size_t k0, k1, blk = 0, globals = 0;
+    for (int i = 0; i < ot_model_param_count(m); i++) {   // the stored global tensors
+      const ot_param *q = ot_model_param_at(m, i);
+      if (q->layer < 0 && ot_model_param_stored(m, i)) globals += (q->numel + 15) & ~(size_t)15;
+    }
     for (int l = 0; l < c.model.n_layers; l++) {
       ot_model_block_range(m, l, &k0, &k1);
       if (k1 - k0 > blk) blk = k1 - k0;
     }
     const double shard = (double)((nf / 2 + 15) & ~(size_t)15);
-    const double want = 16.0 * shard + 4.0 * (double)(globals + 2 * blk) + 4.0 * (double)stage;
+    const double want = 16.0 * shard + 4.0 * (double)(globals + 2 * blk) + 6.0 * (double)chunk +
+                        4.0 * (double)stage;
     th_check(fabs((double)got / want - 1) <= 0.01, "ZeRO-3 on dp2: parameters + gradients + optimizer "
-             "%zu bytes vs the formula 16 n/dp + 4 (globals + 2 blocks) + 4 staging = %.0f (n %zu, "
-             "globals %zu, block %zu, staging %zu floats)", got, want, nf, globals, blk, stage);
+             "%zu bytes vs the formula 16 n/dp + 4 (stored globals + 2 blocks) + 6 vocabulary-row "
+             "chunk + 4 staging = %.0f (n %zu, globals %zu, block %zu, chunk %zu, staging %zu floats)",
+             got, want, nf, globals, blk, chunk, stage);
     if (g_rank == 0)
       printf("ZeRO-3 on dp2: params+grads+optim %.3f MB = %.4f x the formula (16 n/dp alone %.3f MB)\n",
              got / 1e6, got / want, 16.0 * shard / 1e6);

@@ -9,8 +9,8 @@
 #    replica (dp2), a replicated norm weight of a tensor rank (tp2);
 # 3. --check-replicas -1 is refused;
 # 4. ZeRO-3 from the command line (dp2): the layout line, the final gather line, the global
-#    tensors compared (the blocks exist once, in their owners' shards) and a perturbed
-#    embedding found; without prefetch every gather is waited for.
+#    tensors compared (the blocks and the vocabulary tensors exist once, in their owners'
+#    shards) and perturbed positions found; without prefetch every gather is waited for.
 set -u
 OT=$(readlink -f "$1")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_replica.XXXXXX")
@@ -66,10 +66,10 @@ run z3np 2 -- --data-parallel 2 --optimizer-shard 3 --no-zero-prefetch --no-quie
 check "dp2 ZeRO-3 without prefetch: every gather waited for" has "0% hidden behind compute (prefetch off)" "$tmp/z3np.log"
 check "dp2 ZeRO-3: the same losses with and without prefetch" \
   [ "$(grep -o 'loss *[0-9.]*' "$tmp/z3.log" | head -3)" = "$(grep -o 'loss *[0-9.]*' "$tmp/z3np.log" | head -3)" ]
-run z3bad 2 -x OT_TEST_REPLICA_PERTURB=1:2 -- --data-parallel 2 --optimizer-shard 3
+run z3bad 2 -x OT_TEST_REPLICA_PERTURB=1:2:wpe.weight -- --data-parallel 2 --optimizer-shard 3
 check "dp2 ZeRO-3 perturbed: non-zero exit" [ "$(cat "$tmp/z3bad.rc")" != 0 ]
-check "dp2 ZeRO-3 perturbed: the gathered embedding differs over the replicas" \
-  has "replica check at step 2: 'wte.weight' differs over the data-parallel replicas" "$tmp/z3bad.log"
+check "dp2 ZeRO-3 perturbed: the gathered positions differ over the replicas" \
+  has "replica check at step 2: 'wpe.weight' differs over the data-parallel replicas" "$tmp/z3bad.log"
 
 out=$("$OT" train --check-replicas -1 2>&1)
 check "--check-replicas -1 refused: $out" grep -qF "check-replicas '-1' is outside [0, 1073741824]" <<<"$out"
