@@ -114,6 +114,27 @@ static const void *elem(const void *p, ot_dtype dt, size_t i) {
 // The conversion kernel's flag for a stored operand dtype (k_lin_copy2d: 1 = bf16).
 static int sk(ot_dtype dt) { return ot__sk(dt); }
 
+// The f32 view of op(X)[r0:+rows, c0:+cols] of an operand stored [R, C] (ld), or [C, R]
+// when transposed (tr): read in place when X is f32 (tile NULL), else converted into
+// tile, which keeps the panel last converted (*pr, *pc) and is reused while it is the
+// same. *ldo: the view's leading dimension.
+static const float *panel(const void *x, ot_dtype dt, bool tr, int ld, int r0, int c0, int rows,
+                          int cols, float *tile, int *pr, int *pc, int *ldo) {
+  const size_t off = tr ? at(c0, r0, ld) : at(r0, c0, ld);
+  if (!tile) {
+    *ldo = ld;
+    return (const float *)x + off;
+  }
+  if (*pr != r0 || *pc != c0) {
+    OT_KPICK(k_lin_copy2d)(tile, 0, (size_t)(tr ? rows : cols), elem(x, dt, off), sk(dt), (size_t)ld,
+                           tr ? cols : rows, tr ? rows : cols);
+    *pr = r0;
+    *pc = c0;
+  }
+  *ldo = tr ? rows : cols;
+  return tile;
+}
+
 ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn) {
   cvt_tiles t;
   cvt_plan(m, &t);
@@ -141,31 +162,9 @@ ot_status ot__mm_cvt_run(const ot_mm *m, void *ws, const char *fn) {
       for (int k0 = 0; k0 < K; k0 += t.kb) {
         const int kr = imin(t.kb, K - k0);
         // op(A)[i0:+mr, k0:+kr]: stored [M, K], or [K, M] when transposed
-        const size_t aoff = m->ta ? at(k0, i0, m->lda) : at(i0, k0, m->lda);
-        if (t.a) {
-          if (ai != i0 || ak != k0) {
-            OT_KPICK(k_lin_copy2d)(ta, 0, (size_t)(m->ta ? mr : kr), elem(m->A, m->adt, aoff), sk(m->adt),
-                                   (size_t)m->lda, m->ta ? kr : mr, m->ta ? mr : kr);
-            ai = i0; ak = k0;
-          }
-          f.A = ta;
-          f.lda = m->ta ? mr : kr;
-        } else {
-          f.A = (const float *)m->A + aoff;
-        }
+        f.A = panel(m->A, m->adt, m->ta, m->lda, i0, k0, mr, kr, t.a ? ta : NULL, &ai, &ak, &f.lda);
         // op(B)[k0:+kr, j0:+nr]: stored [K, N], or [N, K] when transposed
-        const size_t boff = m->tb ? at(j0, k0, m->ldb) : at(k0, j0, m->ldb);
-        if (t.b) {
-          if (bk != k0 || bj != j0) {
-            OT_KPICK(k_lin_copy2d)(tb, 0, (size_t)(m->tb ? kr : nr), elem(m->B, m->bdt, boff), sk(m->bdt),
-                                   (size_t)m->ldb, m->tb ? nr : kr, m->tb ? kr : nr);
-            bk = k0; bj = j0;
-          }
-          f.B = tb;
-          f.ldb = m->tb ? kr : nr;
-        } else {
-          f.B = (const float *)m->B + boff;
-        }
+        f.B = panel(m->B, m->bdt, m->tb, m->ldb, k0, j0, kr, nr, t.b ? tb : NULL, &bk, &bj, &f.ldb);
         f.K = kr;
         f.beta = k0 == 0 ? m->beta : 1.0f;
         f.bias = k0 == 0 && m->bias ? m->bias + j0 : NULL;
