@@ -106,6 +106,15 @@ static void test_memory(void) {
   ot_mem_free(p2);
   ot_mem_free(NULL);
   th_check(ot_mem_current(OT_MEM_ACTIVATIONS) == before, "back to the start");
+  // the total peak: the most held at once over all categories, not the sum of their peaks
+  size_t all = 0;
+  for (int c = 0; c < OT_MEM_CATEGORY_COUNT; c++) all += ot_mem_current((ot_mem_category)c);
+  ot_mem_reset_peak();
+  void *p3 = ot_mem_alloc(3000, OT_MEM_PARAMS);
+  ot_mem_free(p3);
+  void *p4 = ot_mem_alloc(2000, OT_MEM_GRADS);
+  th_check(ot_mem_peak_total() == all + 3000, "total peak %zu = %zu + 3000 (not + 5000)", ot_mem_peak_total(), all);
+  ot_mem_free(p4);
   void *huge = ot_mem_alloc((size_t)1 << 62, OT_MEM_PARAMS);
   th_check(huge == NULL && strstr(ot_last_error(), "out of memory") != NULL,
            "impossible allocation fails with a message: %s", ot_last_error());

@@ -78,7 +78,8 @@ void ot_mem_free(void *p);                              // NULL ok
 // Current and peak bytes per category (process-wide, thread-safe).
 size_t ot_mem_current(ot_mem_category c);
 size_t ot_mem_peak(ot_mem_category c);
-void ot_mem_reset_peak(void);                // peak := current, all categories
+size_t ot_mem_peak_total(void);              // the most bytes held at once, all categories together
+void ot_mem_reset_peak(void);                // peak := current, all categories (and the total)
 void ot_mem_report(FILE *f);                 // table of current/peak per category
 size_t ot_mem_allocated(void);               // bytes ot_mem_alloc handed out since the start (cumulative)
 

@@ -364,6 +364,15 @@ ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *
 ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const ot_run_config *r,
                                const ot_model_part *p);
 const ot_model_part *ot_model_part_of(const ot_model *m);
+// The memory plan of one part, exactly what ot_model_create_part allocates (the same
+// checks and walker; nothing allocated). The part's hooks may be unset.
+ot_status ot_model_plan_part(const ot_model_config *c, const ot_run_config *r, const ot_model_part *part,
+                             ot_mem_plan *p);
+// A part's parameter layout and memory plan without any buffer (the parameter-table
+// queries, ot_model_plan_of, ot_model_block_range work; no forward, no weights): for
+// planning what a layout allocates. Free with ot_model_free.
+ot_status ot_model_create_layout(ot_model **out, const ot_model_config *c, const ot_run_config *r,
+                                 const ot_model_part *part);
 bool ot_model_is_first(const ot_model *m);   // holds the embedding (layer0 == 0)
 bool ot_model_is_last(const ot_model *m);    // holds the final norm and the head
 // Parameter i of a part <-> the whole tensor of the same name in the one-process

@@ -236,6 +236,22 @@ typedef struct {
 // exist. A config with no data (data, train_data empty) gives a trainer that
 // only takes ot_trainer_step_on.
 ot_status ot_trainer_create(ot_trainer **out, const ot_train_config *c);
+
+// What world rank `rank` of a resolved lm config's layout (dp x tp x pp ranks) allocates
+// when ot_trainer_create builds it, by memory category, from the same sizing code
+// (the model part's plan, the parallel runtime's buffers, AdamW's moments, the input /
+// target buffers; not the data loaders'): equal to ot_mem_current's growth over the
+// creation, category by category (tests/mpi/mpi_parallel.c checks every layout). The
+// transient scratch of the ops (ot_scratch) comes on top during a step.
+typedef struct {
+  size_t bytes[OT_MEM_CATEGORY_COUNT];
+  int dp_rank, tp_rank, pp_rank;
+  int layer0, layer1;        // the rank's pipeline stage: blocks [layer0, layer1)
+  int slots;                 // micro-batches whose activations it holds at once
+  size_t n_floats;           // its stage's parameters (floats)
+  size_t act_saved_layer;    // activations one block saves per micro-batch
+} ot_rank_memory;
+ot_status ot_train_plan_memory(const ot_train_config *resolved, int rank, ot_rank_memory *out);
 void ot_trainer_free(ot_trainer *t);    // NULL ok
 
 // One optimizer step on the next global batch from the training loader.

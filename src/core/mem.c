@@ -14,6 +14,7 @@ typedef struct { uint64_t magic; size_t bytes; int cat; } blk_hdr;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t g_cur[OT_MEM_CATEGORY_COUNT], g_peak[OT_MEM_CATEGORY_COUNT];
 static size_t g_allocated;   // cumulative bytes handed out
+static size_t g_total, g_peak_total;   // all categories together: now, and the most at once
 
 const char *ot_mem_category_name(ot_mem_category c) {
   static const char *nm[OT_MEM_CATEGORY_COUNT] = {
@@ -40,6 +41,8 @@ void *ot_mem_alloc(size_t bytes, ot_mem_category cat) {
   g_cur[cat] += bytes;
   g_allocated += bytes;
   if (g_cur[cat] > g_peak[cat]) g_peak[cat] = g_cur[cat];
+  g_total += bytes;
+  if (g_total > g_peak_total) g_peak_total = g_total;
   pthread_mutex_unlock(&g_lock);
   return (uint8_t *)p + HDR;
 }
@@ -51,6 +54,7 @@ void ot_mem_free(void *q) {
   h->magic = 0;
   pthread_mutex_lock(&g_lock);
   g_cur[h->cat] -= h->bytes;
+  g_total -= h->bytes;
   pthread_mutex_unlock(&g_lock);
   free(h);
 }
@@ -65,6 +69,10 @@ size_t ot_mem_peak(ot_mem_category c) {
   pthread_mutex_lock(&g_lock); size_t v = g_peak[c]; pthread_mutex_unlock(&g_lock);
   return v;
 }
+size_t ot_mem_peak_total(void) {
+  pthread_mutex_lock(&g_lock); size_t v = g_peak_total; pthread_mutex_unlock(&g_lock);
+  return v;
+}
 size_t ot_mem_allocated(void) {
   pthread_mutex_lock(&g_lock); size_t v = g_allocated; pthread_mutex_unlock(&g_lock);
   return v;
@@ -72,6 +80,7 @@ size_t ot_mem_allocated(void) {
 void ot_mem_reset_peak(void) {
   pthread_mutex_lock(&g_lock);
   for (int c = 0; c < OT_MEM_CATEGORY_COUNT; c++) g_peak[c] = g_cur[c];
+  g_peak_total = g_total;
   pthread_mutex_unlock(&g_lock);
 }
 

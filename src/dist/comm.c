@@ -72,6 +72,12 @@ ot_status ot__mpi_error(int rc, const char *what) {
 }
 
 // ------------------------------------------------------------------ grid ----
+void ot__grid_coords(int r, int dp, int tp, int *dp_rank, int *tp_rank, int *pp_rank) {
+  *tp_rank = r % tp;
+  *dp_rank = (r / tp) % dp;
+  *pp_rank = r / (tp * dp);
+}
+
 ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, const bool *embed_stage,
                           double timeout) {
   memset(g, 0, sizeof *g);
@@ -89,9 +95,7 @@ ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, const bool *embed
                     "pipeline_stages %d = %d processes, but %d %s started (run `mpirun -np %d "
                     "...` or change the layout)", dp, tp, pp, dp * tp * pp, g->world,
                     g->world == 1 ? "was" : "were", dp * tp * pp);
-  g->tp_rank = g->rank % tp;
-  g->dp_rank = (g->rank / tp) % dp;
-  g->pp_rank = g->rank / (tp * dp);
+  ot__grid_coords(g->rank, dp, tp, &g->dp_rank, &g->tp_rank, &g->pp_rank);
   if (!ot_dist_active()) {   // one process: no communicators are ever used
     g->world_comm = MPI_COMM_NULL;
     return OT_OK;

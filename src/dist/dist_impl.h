@@ -26,6 +26,8 @@ typedef struct {
 // Builds the grid for dp x tp x pp over the world (collective); embed_stage [pp]:
 // the stages holding a copy of the embedding (NULL: none). OT_EINVAL when the
 // world size is not dp * tp * pp, naming both and the fix.
+// Grid coordinates of world rank r (tensor fastest, then data, then pipeline).
+void ot__grid_coords(int r, int dp, int tp, int *dp_rank, int *tp_rank, int *pp_rank);
 ot_status ot__grid_create(ot__grid *g, int dp, int tp, int pp, const bool *embed_stage,
                           double timeout);
 void ot__grid_free(ot__grid *g);
@@ -147,6 +149,13 @@ struct ot__par {
 size_t ot__block_prefix(const ot_param *q);
 // ZeRO-2 (zero2.c). setup: staging + shard buffers, gradients bound to the model.
 ot_status ot__z2_setup(ot__par *p);
+// ZeRO-2's units over a stage's layout (u non-NULL: their starts u0 [nu + 1], each block
+// parameter's unit, each small global's offset goff in the globals' staging), the globals'
+// staging floats *ng and the largest unit *usz; ot__z2_bytes: the gradient bytes ZeRO-2
+// allocates for a shard of `shard` floats (shard accumulator, globals, Z2_BUFS units).
+typedef struct { size_t *u0; int *unit_of; size_t *goff; int nu; } ot__z2_layout;
+ot_status ot__z2_units(const ot_model *m, bool whole_blocks, ot__z2_layout *u, size_t *ng, size_t *usz);
+size_t ot__z2_bytes(size_t shard, size_t ng, size_t usz);
 void ot__z2_free(ot__par *p);
 // Rows of the embedding / head chunk for a model width.
 int ot__z2_chunk_rows(int d_model);

@@ -28,6 +28,21 @@ typedef struct {
   float comm_timeout;         // seconds (0: never)
 } ot__par_config;
 
+// What rank `rank` of a layout allocates, by memory category (ot_mem_category), from the
+// same sizing code ot__par_create and the model use (no MPI, nothing allocated): the
+// model part's plan, ZeRO-2's gradient staging and vocabulary-row chunk, ZeRO-3's
+// parameter shard and row buffers, the pipeline's send buffers. The optimizer's moments
+// are the trainer's (2 x shard_floats f32 each under AdamW). OT_EINVAL for a layout the
+// model cannot be split into, naming the numbers.
+typedef struct {
+  size_t bytes[7];            // by ot_mem_category (OT_MEM_CATEGORY_COUNT)
+  int dp_rank, tp_rank, pp_rank, layer0, layer1, slots;
+  size_t n_floats;            // the stage's parameter buffer (floats)
+  size_t shard_floats;        // the part the optimizer updates (ZeRO >= 1: the shard)
+  ot_mem_plan model;          // the part's own plan
+} ot__par_mem;
+ot_status ot__par_plan_rank(const ot__par_config *c, int rank, ot__par_mem *out);
+
 // True when dp * tp * pp > 1 or mpirun started several processes.
 bool ot__par_wanted(int dp, int tp, int pp);
 // Creates the rank grid, this rank's model part (*m, owned by the caller, freed

@@ -212,6 +212,123 @@ static ot_status make_buckets(ot__par *p, int buckets, int fusion) {
   return OT_OK;
 }
 
+// Micro-batches whose activations stage st of pp holds at once: 1F1B at most pp - st (an
+// encoder-decoder's step has as many as its token budget makes: slots for the most 1F1B
+// keeps), GPipe all of them.
+static int stage_slots(const ot__par_config *c, int pp, int st) {
+  if (c->model.arch == OT_ARCH_ENCDEC) return pp - st;
+  if (c->gpipe) return c->micro_batches;
+  return pp - st < c->micro_batches ? pp - st : c->micro_batches;
+}
+
+// The part of stage st and tensor rank tr: blocks, slots, tensor split, vocab-parallel,
+// ZeRO's gradient and parameter storage, and (ctx non-NULL) the runtime's hooks; the
+// hook buffers are bound by ot__par_create. *chunk_rows: ZeRO-2/3's vocabulary rows per
+// chunk (0 below ZeRO-2).
+static ot_model_part stage_part(const ot__par_config *c, int st, int tr, void *ctx, int *chunk_rows) {
+  const int nblk = ot_model_n_blocks(&c->model);
+  ot_model_part part = ot_model_part_whole(&c->model);
+  part.tp = c->tp;
+  part.tp_rank = tr;
+  stage_layers(nblk, c->pp, st, &part.layer0, &part.layer1);
+  part.vocab_parallel = c->vocab_parallel && c->tp > 1;
+  part.slots = stage_slots(c, c->pp, st);
+  part.comm.ctx = ctx;
+  part.comm.allreduce = tp_allreduce;
+  part.comm.grads_ready = grads_ready;
+  part.external_grads = c->zero >= 2;
+  part.param_slots = c->zero == 3;
+  if (c->zero == 3) part.comm.need_block = need_block;
+  *chunk_rows = 0;
+  if (c->zero >= 2) {   // the embedding / head gradients in chunks of rows
+    const int vp = ot_model_vocab_padded(&c->model);
+    const int vl = part.vocab_parallel ? (vp + part.tp - 1) / part.tp : vp;
+    *chunk_rows = ot__z2_chunk_rows(c->model.d_model);
+    if (*chunk_rows > vl) *chunk_rows = vl;
+    part.comm.vocab_chunk = vocab_chunk;
+    part.comm.chunk_rows = *chunk_rows;
+  }
+  if (c->zero == 3) {
+    part.comm.need_rows = need_rows;
+    part.comm.row_rows = *chunk_rows;
+  }
+  return part;
+}
+
+// ZeRO shard [*a, *b) of data-parallel rank r over a stage buffer of n floats: dp equal
+// parts, 16-float aligned.
+static void shard_range(size_t n, int dp, int r, size_t *a, size_t *b) {
+  const size_t per = ((n + (size_t)dp - 1) / (size_t)dp + 15) & ~(size_t)15;
+  *a = (size_t)r * per < n ? (size_t)r * per : n;
+  *b = *a + per < n ? *a + per : n;
+}
+
+// Bytes of the pipeline's gradient send buffer (a stage input [B * rows, C]) and of an
+// encoder-decoder decoder stage's encoder-gradient send buffer.
+static size_t stage_act_bytes(const ot__par_config *c) {
+  const bool encdec = c->model.arch == OT_ARCH_ENCDEC;
+  const size_t rows = (size_t)c->run.B * (encdec && c->run.S > c->run.T ? c->run.S : c->run.T);
+  return rows * c->model.d_model * ot_dtype_size(c->run.dt);
+}
+static size_t enc_grad_bytes(const ot__par_config *c) {
+  return (size_t)c->run.B * c->run.S * c->model.d_model * ot_dtype_size(c->run.dt);
+}
+// The pipeline stage holding the encoder's last block (encoder-decoders), else -1.
+static int seam_stage(const ot__par_config *c) {
+  const int nblk = ot_model_n_blocks(&c->model), nenc = c->model.arch == OT_ARCH_ENCDEC ? c->model.n_enc_layers : 0;
+  for (int s = 0; s < c->pp && nenc; s++) {
+    int k0, k1;
+    stage_layers(nblk, c->pp, s, &k0, &k1);
+    if (k0 < nenc && k1 >= nenc) return s;
+  }
+  return -1;
+}
+
+ot_status ot__par_plan_rank(const ot__par_config *c, int rank, ot__par_mem *o) {
+  memset(o, 0, sizeof *o);
+  if (c->dp < 1 || c->tp < 1 || c->pp < 1 || rank < 0 || rank >= c->dp * c->tp * c->pp)
+    return ot_error(OT_EINVAL, "parallel plan: rank %d of dp=%d tp=%d pp=%d", rank, c->dp, c->tp, c->pp);
+  const int nblk = ot_model_n_blocks(&c->model);
+  if (c->pp > nblk)
+    return ot_error(OT_EINVAL, "parallel layout: %d pipeline stages for %d blocks (at most one "
+                    "stage per block)", c->pp, nblk);
+  ot__grid_coords(rank, c->dp, c->tp, &o->dp_rank, &o->tp_rank, &o->pp_rank);
+  int chunk_rows = 0;
+  ot_model_part part = stage_part(c, o->pp_rank, o->tp_rank, NULL, &chunk_rows);
+  o->layer0 = part.layer0;
+  o->layer1 = part.layer1;
+  o->slots = part.slots;
+  ot_model *m = NULL;
+  OT_TRY(ot_model_create_layout(&m, &c->model, &c->run, &part));
+  const ot_mem_plan *mp = ot_model_plan_of(m);
+  o->model = *mp;
+  size_t *b = o->bytes;
+  b[OT_MEM_PARAMS] = mp->params + mp->params_bf16;
+  b[OT_MEM_GRADS] = mp->grads;
+  b[OT_MEM_ACTIVATIONS] = mp->act_saved;
+  b[OT_MEM_WORKSPACE] = mp->workspace;
+  const size_t cd = (size_t)chunk_rows * c->model.d_model;
+  if (c->zero >= 2) b[OT_MEM_GRADS] += cd * sizeof(float);
+  if (c->zero == 3) b[OT_MEM_PARAMS] += cd * (sizeof(float) + sizeof(uint16_t));
+  const size_t n = ot_model_n_floats(m);
+  size_t s0, s1;
+  shard_range(n, c->dp, o->dp_rank, &s0, &s1);
+  o->n_floats = n;
+  o->shard_floats = c->zero ? s1 - s0 : n;
+  if (c->pp > 1 && part.layer0 > 0) b[OT_MEM_WORKSPACE] += stage_act_bytes(c);
+  const int seam = seam_stage(c);
+  if (seam >= 0 && c->pp > 1 && o->pp_rank > seam) b[OT_MEM_WORKSPACE] += enc_grad_bytes(c);
+  ot_status s = OT_OK;
+  if (c->zero >= 2) {
+    size_t ng = 0, usz = 0;
+    s = ot__z2_units(m, c->model.norm_place == OT_PLACE_POST, NULL, &ng, &usz);
+    b[OT_MEM_GRADS] += ot__z2_bytes(s1 - s0, ng, usz);
+  }
+  if (c->zero == 3) b[OT_MEM_PARAMS] += (s1 - s0 ? s1 - s0 : 1) * sizeof(float);
+  ot_model_free(m);
+  return s;
+}
+
 ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out) {
   const ot_run_config *run = &c->run;
   ot__par *p = calloc(1, sizeof *p);
@@ -236,10 +353,10 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
                     "stage per block)", c->pp, p->nblk);
   bool *embed = calloc((size_t)c->pp, sizeof(bool));
   if (!embed) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
+  p->seam = seam_stage(c) >= 0 ? seam_stage(c) : 0;
   for (int s = 0; s < c->pp; s++) {
     int k0, k1;
     stage_layers(p->nblk, c->pp, s, &k0, &k1);
-    if (encdec && k0 < p->nenc && k1 >= p->nenc) p->seam = s;
     embed[s] = k0 == 0 || (c->model.tied && k1 == p->nblk) ||
                (encdec && k0 <= p->nenc && p->nenc < k1);   // decoder block 0
   }
@@ -247,43 +364,22 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   free(embed);
   OT_TRY(gs);
   const int pp = p->g.pp, st = p->g.pp_rank;
-  // 1F1B: stage st holds at most pp - st micro-batches (an encoder-decoder's step has as
-  // many as its token budget makes: slots for the most 1F1B keeps)
-  p->slots = encdec ? pp - st : p->gpipe ? p->M : (pp - st < p->M ? pp - st : p->M);
-  ot_model_part part = ot_model_part_whole(&c->model);
-  part.tp = p->g.tp;
-  part.tp_rank = p->g.tp_rank;
-  stage_layers(p->nblk, pp, st, &part.layer0, &part.layer1);
+  ot_model_part part = stage_part(c, st, p->g.tp_rank, p, &p->chunk_rows);
+  p->slots = part.slots;
   p->k0 = part.layer0;
   p->k1 = part.layer1;
-  part.vocab_parallel = c->vocab_parallel && p->g.tp > 1;
-  part.slots = p->slots;
-  part.comm.ctx = p;
-  part.comm.allreduce = tp_allreduce;
-  part.comm.grads_ready = grads_ready;
-  part.external_grads = p->zero >= 2;
-  part.param_slots = p->zero == 3;
-  if (p->zero == 3) part.comm.need_block = need_block;
   if (p->zero >= 2) {   // the embedding / head gradients in chunks of rows
-    const int vp = ot_model_vocab_padded(&c->model);
-    const int vl = part.vocab_parallel ? (vp + part.tp - 1) / part.tp : vp;
-    p->chunk_rows = ot__z2_chunk_rows(c->model.d_model);
-    if (p->chunk_rows > vl) p->chunk_rows = vl;
     p->chunk = ot_mem_alloc((size_t)p->chunk_rows * c->model.d_model * sizeof(float), OT_MEM_GRADS);
     if (!p->chunk) return ot_error(OT_ENOMEM, "ZeRO-2: out of memory for the gradient staging");
-    part.comm.vocab_chunk = vocab_chunk;
     part.comm.chunk_buf = p->chunk;
-    part.comm.chunk_rows = p->chunk_rows;
   }
   if (p->zero == 3) {   // the vocabulary tensors' rows, a chunk at a time (same rows per chunk)
     const size_t n = (size_t)p->chunk_rows * c->model.d_model;
     p->rbuf = ot_mem_alloc(n * sizeof(float), OT_MEM_PARAMS);
     p->rbuf16 = ot_mem_alloc(n * sizeof(uint16_t), OT_MEM_PARAMS);
     if (!p->rbuf || !p->rbuf16) return ot_error(OT_ENOMEM, "ZeRO-3: out of memory for the vocabulary rows");
-    part.comm.need_rows = need_rows;
     part.comm.row_buf = p->rbuf;
     part.comm.row_buf16 = p->rbuf16;
-    part.comm.row_rows = p->chunk_rows;
   }
   OT_TRY(ot_model_create_part(mout, &c->model, run, &part));
   ot_model *m = p->m = *mout;
@@ -297,9 +393,9 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   p->own = calloc((size_t)np + 1, sizeof(bool));
   if (!p->counts || !p->displs || !p->own) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   if (p->n > (size_t)1 << 31) return ot_error(OT_EINVAL, "parallel trainer: a stage of %zu floats is too large", p->n);
-  size_t per = ((p->n + (size_t)dp - 1) / (size_t)dp + 15) & ~(size_t)15;
   for (int r = 0; r < dp; r++) {
-    size_t a = (size_t)r * per < p->n ? (size_t)r * per : p->n, b = a + per < p->n ? a + per : p->n;
+    size_t a, b;
+    shard_range(p->n, dp, r, &a, &b);
     p->displs[r] = (int)a;
     p->counts[r] = (int)(b - a);
   }
@@ -321,8 +417,7 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   for (int k = 0; k < p->slots; k++) p->freq[k] = MPI_REQUEST_NULL;
   p->breq = MPI_REQUEST_NULL;
   // (an encoder-decoder's stage input: the encoder's [B*S, C] or the decoder's [B*T, C])
-  const size_t rows = (size_t)run->B * (encdec && run->S > run->T ? run->S : run->T);
-  p->act_bytes = rows * c->model.d_model * ot_dtype_size(run->dt);
+  p->act_bytes = stage_act_bytes(c);
   if (pp > 1 && !ot_model_is_first(m)) {
     p->gsend = ot_mem_alloc(p->act_bytes, OT_MEM_WORKSPACE);
     if (!p->gsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
@@ -332,8 +427,7 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   if (!p->ereq) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   for (int k = 0; k < pp * p->slots; k++) p->ereq[k] = MPI_REQUEST_NULL;
   if (encdec && pp > 1 && st > p->seam) {
-    p->dsend = ot_mem_alloc((size_t)run->B * run->S * c->model.d_model * ot_dtype_size(run->dt),
-                            OT_MEM_WORKSPACE);
+    p->dsend = ot_mem_alloc(enc_grad_bytes(c), OT_MEM_WORKSPACE);
     if (!p->dsend) return ot_error(OT_ENOMEM, "parallel trainer: out of memory");
   }
   if (p->zero >= 2) OT_TRY(ot__z2_setup(p));

@@ -58,6 +58,44 @@ int ot__z2_chunk_rows(int d_model) {
   return r > 0 ? r : 1;
 }
 
+ot_status ot__z2_units(const ot_model *m, bool whole_blocks, ot__z2_layout *u, size_t *ng, size_t *usz) {
+  const int np = ot_model_param_count(m);
+  size_t blk_end = 0, g = 0, big = 0, start = 0;
+  int nu = 0;
+  for (int i = 0; i < np; i++) {
+    const ot_param *q = ot_model_param_at(m, i), *prev = i > 0 ? ot_model_param_at(m, i - 1) : NULL;
+    if (q->layer < 0) {
+      if (!chunked(q)) {
+        if (u) u->goff[i] = g;
+        g += padded(q->numel);
+      }
+      continue;
+    }
+    if (unit_start(q, prev, whole_blocks) || nu == 0) {   // unit nu - 1 ends where this one starts
+      if (nu > 0 && q->offset < start) return ot_error(OT_EINTERNAL, "ZeRO-2: units out of order");
+      if (nu > 0 && q->offset - start > big) big = q->offset - start;
+      if (u) u->u0[nu] = q->offset;
+      start = q->offset;
+      nu++;
+    }
+    if (u) u->unit_of[i] = nu - 1;
+    if (q->offset + padded(q->numel) > blk_end) blk_end = q->offset + padded(q->numel);
+  }
+  if (nu > 0 && blk_end - start > big) big = blk_end - start;   // the last unit: to the blocks' end
+  if (u) {
+    u->u0[nu] = blk_end;   // (alignment gaps included in the units)
+    u->nu = nu;
+  }
+  *ng = g;
+  *usz = big;
+  return OT_OK;
+}
+
+size_t ot__z2_bytes(size_t shard, size_t ng, size_t usz) {
+  const size_t f = sizeof(float);
+  return (shard ? shard : 1) * f + (ng ? ng : 1) * f + Z2_BUFS * (usz ? usz : 1) * f;
+}
+
 ot_status ot__z2_setup(ot__par *p) {
   ot_model *m = p->m;
   const int np = ot_model_param_count(m);
@@ -66,29 +104,9 @@ ot_status ot__z2_setup(ot__par *p) {
   p->unit_of = calloc((size_t)np + 1, sizeof(int));
   p->goff = calloc((size_t)np + 1, sizeof(size_t));
   if (!p->u0 || !p->unit_done || !p->unit_of || !p->goff) return ot_error(OT_ENOMEM, "ZeRO-2: out of memory");
-  // units in layout order: [u0[k], u0[k + 1]) (alignment gaps included)
-  size_t blk_end = 0;
-  p->nu = 0;
-  const bool whole_blocks = p->mc.norm_place == OT_PLACE_POST;
-  for (int i = 0; i < np; i++) {
-    const ot_param *q = ot_model_param_at(m, i), *prev = i > 0 ? ot_model_param_at(m, i - 1) : NULL;
-    if (q->layer < 0) {
-      if (!chunked(q)) {
-        p->goff[i] = p->ng;
-        p->ng += padded(q->numel);
-      }
-      continue;
-    }
-    if (unit_start(q, prev, whole_blocks) || p->nu == 0) {
-      if (p->nu > 0 && q->offset < p->u0[p->nu - 1]) return ot_error(OT_EINTERNAL, "ZeRO-2: units out of order");
-      p->u0[p->nu++] = q->offset;
-    }
-    p->unit_of[i] = p->nu - 1;
-    if (q->offset + padded(q->numel) > blk_end) blk_end = q->offset + padded(q->numel);
-  }
-  p->u0[p->nu] = blk_end;
-  for (int k = 0; k < p->nu; k++)
-    if (p->u0[k + 1] - p->u0[k] > p->usz) p->usz = p->u0[k + 1] - p->u0[k];
+  ot__z2_layout lay = {p->u0, p->unit_of, p->goff, 0};
+  OT_TRY(ot__z2_units(m, p->mc.norm_place == OT_PLACE_POST, &lay, &p->ng, &p->usz));
+  p->nu = lay.nu;
   p->gs = zalloc(p->s1 - p->s0);
   p->gstage = zalloc(p->ng);
   bool ok = p->gs && p->gstage;

@@ -172,6 +172,8 @@ void ot__set_dims(ot_model *m, const ot_model_config *c, const ot_run_config *r,
 ot_status ot__slices_build(ot_model *m);
 // Where each parameter is stored (slots.c): wpos, n_stored; the ZeRO-3 slots.
 ot_status ot__slots_build(ot_model *m);
+// ZeRO-3 parts: the need_rows hook and its buffers are set (a model with buffers needs them).
+ot_status ot__slots_check_hooks(const ot_model *m);
 // ZeRO-3 (slots.c): the embedding lookup out [B*T, C] and the head's GEMMs (forward:
 // logits = yf W^T; backward: dx = dlogits W) over vocabulary parameter i read a chunk
 // of rows at a time (comm.need_rows).

@@ -394,8 +394,10 @@ ot_status ot_model_create(ot_model **out, const ot_model_config *c, const ot_run
   return ot_model_create_part(out, c, r, &whole);
 }
 
-ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const ot_run_config *r,
-                               const ot_model_part *part) {
+// Creates the part's model; dry: its layout and memory plan only (no buffer, no graph:
+// what ot_model_plan_part reads), with the same validation and the same walker.
+static ot_status create_part(ot_model **out, const ot_model_config *c, const ot_run_config *r,
+                             const ot_model_part *part, bool dry) {
   static const char fn[] = "ot_model_create";
   OT_CHECK_PTR(out, fn);
   *out = NULL;
@@ -424,10 +426,15 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   ot_mem_plan *p = &m->plan;
   if (s == OT_OK) {
     plan_params(m, p);
-    walker dry = {0};
-    walk(&dry, m, p);
-    s = ot_arena_init(&m->a_params, "params", p->params + p->params_bf16, OT_MEM_PARAMS);
+    walker w0 = {0};
+    walk(&w0, m, p);
+    if (dry) {
+      *out = m;
+      return OT_OK;
+    }
+    s = ot__slots_check_hooks(m);
   }
+  if (s == OT_OK) s = ot_arena_init(&m->a_params, "params", p->params + p->params_bf16, OT_MEM_PARAMS);
   if (s == OT_OK && p->grads) s = ot_arena_init(&m->a_grads, "grads", p->grads, OT_MEM_GRADS);
   if (s == OT_OK) s = ot_arena_init(&m->a_act, "activations", p->act_saved, OT_MEM_ACTIVATIONS);
   if (s == OT_OK) s = ot_arena_init(&m->a_ws, "workspace", p->workspace, OT_MEM_WORKSPACE);
@@ -465,4 +472,26 @@ ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const o
   }
   *out = m;
   return OT_OK;
+}
+
+ot_status ot_model_create_part(ot_model **out, const ot_model_config *c, const ot_run_config *r,
+                               const ot_model_part *part) {
+  return create_part(out, c, r, part, false);
+}
+
+ot_status ot_model_plan_part(const ot_model_config *c, const ot_run_config *r, const ot_model_part *part,
+                             ot_mem_plan *p) {
+  OT_CHECK_PTR(p, "ot_model_plan_part");
+  OT_CHECK_PTR(part, "ot_model_plan_part");
+  ot_model *m = NULL;
+  OT_TRY(create_part(&m, c, r, part, true));
+  *p = m->plan;
+  ot_model_free(m);
+  return OT_OK;
+}
+
+ot_status ot_model_create_layout(ot_model **out, const ot_model_config *c, const ot_run_config *r,
+                                 const ot_model_part *part) {
+  OT_CHECK_PTR(part, "ot_model_create_layout");
+  return create_part(out, c, r, part, true);
 }

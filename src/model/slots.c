@@ -47,6 +47,14 @@ static void span(const ot_model *m, const int *blk, int l, size_t *o0, size_t *o
   *o1 = b;
 }
 
+ot_status ot__slots_check_hooks(const ot_model *m) {
+  if (m->part.param_slots &&
+      (!m->part.comm.need_rows || !m->part.comm.row_buf || !m->part.comm.row_buf16))
+    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need the need_rows hook with "
+                    "its buffers");
+  return OT_OK;
+}
+
 ot_status ot__slots_build(ot_model *m) {
   m->wpos = calloc((size_t)m->n_params + 1, sizeof *m->wpos);
   if (!m->wpos) return ot_error(OT_ENOMEM, "ot_model_create: out of memory");
@@ -56,10 +64,9 @@ ot_status ot__slots_build(ot_model *m) {
   if (m->cfg.arch != OT_ARCH_DECODER || m->L < 1)
     return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need a decoder-only model "
                     "with at least one block (encoder-decoders: use ZeRO-1 or ZeRO-2)");
-  if (!m->part.external_grads || !m->part.comm.need_rows || !m->part.comm.row_buf ||
-      !m->part.comm.row_buf16 || m->part.comm.row_rows < 1)
-    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need external_grads and the "
-                    "need_rows hook with its buffers");
+  if (!m->part.external_grads || m->part.comm.row_rows < 1)
+    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need external_grads and "
+                    "row_rows >= 1");
   int *blk = malloc(((size_t)m->n_params + 1) * sizeof(int));
   if (!blk) return ot_error(OT_ENOMEM, "ot_model_create: out of memory");
   block_of(m, blk);

@@ -14,6 +14,56 @@ static double mem_mib(void) {
   return (double)b / (1024.0 * 1024.0);
 }
 
+// Peak resident set of this process (VmHWM, bytes; 0 when /proc is not there).
+static double rss_peak(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 0.0;
+  char line[256];
+  double kb = 0.0;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmHWM:", 6)) kb = strtod(line + 6, NULL);
+  fclose(f);
+  return kb * 1024.0;
+}
+
+// After the training steps: every rank's memory plan (ot_train_plan_memory), the most
+// tracked memory it held at once so far (the plan + the ops' scratch + the loaders) and
+// its peak resident set (the tracked memory + libraries, MPI, stacks), printed by rank 0
+// and logged ("mem_peak_mib", "mem_plan_mib": this rank's).
+static ot_status peak_report(ot_trainer *t, FILE *out, FILE *log, bool quiet) {
+  const ot_train_config *c = ot_trainer_config(t);
+  const int world = t->par ? c->data_parallel * c->tensor_parallel * c->pipeline_stages : 1;
+  const int me = ot__par_rank(t->par);
+  ot_rank_memory pm;
+  double plan = NAN;
+  if (c->task == OT_TASK_LM && ot_train_plan_memory(c, me, &pm) == OT_OK) {
+    plan = 0.0;
+    for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) plan += (double)pm.bytes[k];
+  }
+  double *v = calloc((size_t)world * 3, sizeof(double));
+  if (!v) return ot_error(OT_ENOMEM, "memory report: out of memory");
+  v[3 * me] = isfinite(plan) ? plan : -1.0;
+  v[3 * me + 1] = (double)ot_mem_peak_total();
+  v[3 * me + 2] = rss_peak();
+  ot_status s = t->par ? ot__par_sum(t->par, v, 3 * world, "memory report") : OT_OK;
+  if (s == OT_OK && me == 0 && !quiet) {
+    fprintf(out, "memory by rank over the steps (MiB): planned allocations, tracked peak (+ the ops' scratch "
+            "and the data loaders), resident peak (+ libraries, MPI, stacks)\n");
+    for (int r = 0; r < world; r++)
+      fprintf(out, "  rank %3d  plan %10.1f  tracked peak %10.1f  resident peak %10.1f\n", r,
+              v[3 * r] >= 0 ? v[3 * r] / 1048576 : NAN, v[3 * r + 1] / 1048576, v[3 * r + 2] / 1048576);
+  }
+  if (log && me == 0) {
+    fprintf(log, "{\"event\": \"memory\", \"ranks\": [");
+    for (int r = 0; r < world; r++)
+      fprintf(log, "%s{\"plan_mib\": %.3f, \"tracked_peak_mib\": %.3f, \"rss_peak_mib\": %.3f}", r ? ", " : "",
+              v[3 * r] >= 0 ? v[3 * r] / 1048576 : -1.0, v[3 * r + 1] / 1048576, v[3 * r + 2] / 1048576);
+    fprintf(log, "]}\n");
+  }
+  free(v);
+  return s;
+}
+
 static void fmt_dur(char *buf, size_t cap, double s) {
   if (!(s >= 0) || s > 3.6e7) { snprintf(buf, cap, "?"); return; }
   int x = (int)(s + 0.5);
@@ -345,6 +395,7 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     }
   }
   const int64_t done = ot_trainer_steps_done(t);
+  if (s == OT_OK) s = peak_report(t, out, r.log, c.quiet);
   if (s == OT_OK && has_val && last_eval != done) s = do_eval(t, &r, done, &val);
   char ck[OT_PATH_MAX + 64] = "";
   if (s == OT_OK && last_save != done) {

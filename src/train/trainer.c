@@ -118,6 +118,38 @@ ot__par_config ot__train_par_config(const ot_train_config *c, const ot_run_confi
   return pc;
 }
 
+// Bytes of one of the trainer's input / target buffers ([B * T] int32 each).
+static size_t io_bytes(const ot_train_config *c) {
+  return (size_t)c->batch_size * (size_t)c->seq_len * sizeof(int32_t);
+}
+
+ot_status ot_train_plan_memory(const ot_train_config *c, int rank, ot_rank_memory *o) {
+  static const char fn[] = "ot_train_plan_memory";
+  OT_CHECK_PTR(c, fn);
+  OT_CHECK_PTR(o, fn);
+  memset(o, 0, sizeof *o);
+  if (c->task != OT_TASK_LM)
+    return ot_error(OT_EUNSUPPORTED, "%s: memory plans cover the lm task (decoder language models); "
+                    "--task %s is not planned yet", fn, c->task == OT_TASK_TRANSLATE ? "translate" : "classify");
+  ot_run_config run = {c->batch_size, c->seq_len, c->dtype, c->recompute, -1};
+  const ot__par_config pc = ot__train_par_config(c, &run);
+  ot__par_mem pm;
+  OT_TRY(ot__par_plan_rank(&pc, rank, &pm));
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) o->bytes[k] = pm.bytes[k];
+  const size_t n = pm.shard_floats;
+  if (!c->eval_only) o->bytes[OT_MEM_OPTIM] += 2 * (n ? n : 1) * sizeof(float);   // AdamW m, v
+  o->bytes[OT_MEM_OTHER] += 2 * io_bytes(c);
+  o->dp_rank = pm.dp_rank;
+  o->tp_rank = pm.tp_rank;
+  o->pp_rank = pm.pp_rank;
+  o->layer0 = pm.layer0;
+  o->layer1 = pm.layer1;
+  o->slots = pm.slots;
+  o->n_floats = pm.n_floats;
+  o->act_saved_layer = pm.model.act_saved_layer;
+  return OT_OK;
+}
+
 ot_status ot_trainer_create(ot_trainer **out, const ot_train_config *cin) {
   static const char fn[] = "ot_trainer_create";
   OT_CHECK_PTR(out, fn);
@@ -163,7 +195,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
   }
   if (s == OT_OK) s = build_groups(t);
   if (s == OT_OK) {
-    size_t bt = (size_t)c->batch_size * (size_t)c->seq_len * sizeof(int32_t);
+    size_t bt = io_bytes(c);
     t->x = ot_mem_alloc(bt, OT_MEM_OTHER);
     t->y = ot_mem_alloc(bt, OT_MEM_OTHER);
     if (!t->x || !t->y) s = OT_ENOMEM;

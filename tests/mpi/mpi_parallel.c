@@ -148,13 +148,29 @@ static ot_train_config config_of(const variant *v) {
   return c;
 }
 
+// The memory plan of this rank (ot_train_plan_memory) equals what creating the trainer
+// allocated, category by category, to the byte.
+static void check_plan(const char *name, const ot_train_config *resolved, const size_t *before) {
+  ot_rank_memory pm;
+  if (!th_check(ot_train_plan_memory(resolved, g_rank, &pm) == OT_OK, "%s: plan: %s", name, ot_last_error()))
+    return;
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) {
+    const size_t got = ot_mem_current((ot_mem_category)k) - before[k];
+    th_check(got == pm.bytes[k], "%s rank %d: planned %s %zu bytes = allocated %zu", name, g_rank,
+             ot_mem_category_name((ot_mem_category)k), pm.bytes[k], got);
+  }
+}
+
 // Trains variant v for steps [from, to) (resuming from `resume` when set) and
 // checks the losses; saves to `save` (when set) at the end.
 static void run_variant(const variant *v, const ref_run *ref, int from, int to, const char *resume,
                         const char *save) {
   ot_train_config c = config_of(v);
   ot_trainer *t = NULL;
+  size_t before[OT_MEM_CATEGORY_COUNT];
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) before[k] = ot_mem_current((ot_mem_category)k);
   if (!th_check(ot_trainer_create(&t, &c) == OT_OK, "%s: create: %s", v->name, ot_last_error())) return;
+  check_plan(v->name, ot_trainer_config(t), before);
   if (resume) th_check(ot_trainer_load(t, resume, false) == OT_OK, "%s: load: %s", v->name, ot_last_error());
   double worst = 0;
   for (int s = from; s < to; s++) {
