@@ -33,6 +33,7 @@ rank_of_public() {
     ops|attn|quant) rank_of_layer ops ;;
     io|data) rank_of_layer io ;;
     model|dist|train|infer|serve) rank_of_layer "$1" ;;
+    plan) rank_of_layer train ;;   # the layout planner lives in the train layer
     ot) rank_of_layer cli ;;   # the umbrella: the command (and users) only
     *) echo -1 ;;
   esac

@@ -101,7 +101,10 @@ typedef struct {
 // heads / 2 kv heads, SwiGLU F 768, RoPE, RMSNorm, untied), "tiny" (tests: V 50
 // padded to 64, C 32, 2 layers, 4 heads, F 128, T 16, GPT-2 family), "small"
 // (the default: GPT-2 family, V 8192, C 256, 4 layers, 4 heads, F 1024, T 256,
-// a few minutes of training on 2 cores). Unknown name: OT_EINVAL listing them.
+// a few minutes of training on 2 cores). For planning layouts of large models
+// (`ot plan`): "llama-34b" (CodeLlama-34B's shape: V 32000, C 8192, 48 layers, 64 heads
+// / 8 kv heads, SwiGLU F 22016) and "gpt-1t" (1.0T parameters, GPT-2 family: V 51200,
+// C 25600, 128 layers, 160 heads, F 102400, T 2048). Unknown name: OT_EINVAL listing them.
 // Dropout is 0 in every preset except transformer-base / -big / -seed / -small
 // (dropout 0.1, attn_dropout 0, act_dropout 0: fairseq's transformer); the test
 // shape transformer-tiny keeps 0.

@@ -10,6 +10,7 @@
 #include "ot/model.h"
 #include "ot/dist.h"
 #include "ot/train.h"
+#include "ot/plan.h"
 #include "ot/infer.h"
 #include "ot/serve.h"
 #endif

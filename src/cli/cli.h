@@ -24,6 +24,7 @@ int ot_cmd_launch(int argc, char **argv);    // launch.c
 bool cli_is_command(const char *name);       // main.c: `ot <name>` exists
 int ot_cmd_classify(int argc, char **argv);  // classify.c
 int ot_cmd_export(int argc, char **argv);    // export.c
+int ot_cmd_plan(int argc, char **argv);      // plan.c
 
 // Each command's flag table (its synopsis and summary make `ot help`).
 extern const cli_command cli_info_command, cli_bench_command, cli_prepare_command, cli_tokenize_command,
@@ -34,6 +35,7 @@ extern const cli_command cli_translate_command;
 extern const cli_command cli_launch_command;
 extern const cli_command cli_classify_command;
 extern const cli_command cli_export_command;
+extern const cli_command cli_plan_command;
 
 // generate.c, shared with serve.c: loads an `ot train` checkpoint (or its run
 // directory, or a config.json + model.safetensors directory); ckpt receives the

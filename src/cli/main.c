@@ -20,6 +20,7 @@ static const command k_commands[] = {
     {"launch", ot_cmd_launch, &cli_launch_command},
     {"classify", ot_cmd_classify, &cli_classify_command},
     {"export", ot_cmd_export, &cli_export_command},
+    {"plan", ot_cmd_plan, &cli_plan_command},
 };
 enum { NCOMMANDS = sizeof k_commands / sizeof k_commands[0] };
 

@@ -56,6 +56,48 @@ void ot_dist_allreduce_max_int(int *x) {
   if (g_active) MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 }
 
+static ot_status allreduce_raw(MPI_Comm comm, void *buf, size_t n, MPI_Datatype t, size_t es,
+                               MPI_Op op, const char *what);
+
+ot_status ot_dist_measure_allreduce(size_t n, int reps, double *sec, bool *hosts_differ) {
+  *sec = 0.0;
+  *hosts_differ = false;
+  if (!g_active || g_size < 2) return ot_error(OT_EINVAL, "measuring the all-reduce needs 2 or more processes (mpirun -np 2)");
+  char name[MPI_MAX_PROCESSOR_NAME] = "", first[MPI_MAX_PROCESSOR_NAME] = "";
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  memcpy(first, name, sizeof first);
+  MPI_Bcast(first, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+  int differ = strcmp(first, name) != 0;
+  MPI_Allreduce(MPI_IN_PLACE, &differ, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  *hosts_differ = differ != 0;
+  float *buf = ot_mem_alloc((n ? n : 1) * sizeof(float), OT_MEM_WORKSPACE);
+  double *t = malloc((size_t)(reps > 0 ? reps : 1) * sizeof(double));
+  if (!buf || !t) {
+    ot_mem_free(buf);
+    free(t);
+    return ot_error(OT_ENOMEM, "all-reduce measurement: out of memory");
+  }
+  for (size_t i = 0; i < n; i++) buf[i] = 1e-3f;
+  ot_status s = allreduce_raw(MPI_COMM_WORLD, buf, n, MPI_FLOAT, 4, MPI_SUM, "all-reduce measurement");
+  for (int r = 0; r < reps && s == OT_OK; r++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    s = allreduce_raw(MPI_COMM_WORLD, buf, n, MPI_FLOAT, 4, MPI_SUM, "all-reduce measurement");
+    double dt = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    t[r] = dt;
+  }
+  if (s == OT_OK) {   // the median
+    for (int i = 1; i < reps; i++)
+      for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x; }
+    *sec = t[reps / 2];
+  }
+  ot_mem_free(buf);
+  free(t);
+  return s;
+}
+
 void ot_dist_abort(int code) {
   fflush(stdout);
   fflush(stderr);

@@ -83,7 +83,7 @@ static void shape(ot_model_config *c, const char *name, int V, int pad, int C, i
   c->n_kv_heads = Hkv; c->d_ff = F; c->max_seq = T;
 }
 
-static const char *const k_presets = "gpt2, llama-tiny, tiny, small, transformer-base, "
+static const char *const k_presets = "gpt2, llama-tiny, tiny, small, llama-34b, gpt-1t, transformer-base, "
                                      "transformer-big, transformer-seed, transformer-small, "
                                      "transformer-tiny, vit-tiny/16, vit-small/16, vit-base/16, "
                                      "vit-long, vit-digits";
@@ -97,6 +97,12 @@ ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
   } else if (strcmp(name, "llama-tiny") == 0) {
     *c = base_llama();
     shape(c, name, 32000, 64, 288, 6, 6, 2, 768, 256);
+  } else if (strcmp(name, "llama-34b") == 0) {   // CodeLlama-34B's shape (planning)
+    *c = base_llama();
+    shape(c, name, 32000, 64, 8192, 48, 64, 8, 22016, 16384);
+  } else if (strcmp(name, "gpt-1t") == 0) {      // a 1.0T-parameter GPT (the seed's 1000B layout)
+    *c = base_gpt2();
+    shape(c, name, 51200, 128, 25600, 128, 160, 160, 102400, 2048);
   } else if (strcmp(name, "tiny") == 0) {
     *c = base_gpt2();
     shape(c, name, 50, 64, 32, 2, 4, 4, 128, 16);

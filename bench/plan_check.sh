@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Predicted against measured, for the layout planner (`ot plan`): each layout of a list is
+# predicted by `ot plan --only` and then trained for a few steps by `ot train` (mpirun on this
+# host, or across simulated hosts made by tests/netns/hosts.sh with shaped links); prints one
+# table row per layout: predicted / measured peak memory of the fullest rank (the tracked
+# allocations, and the resident set beside them) and predicted / measured step time (median of
+# the steps after the first).
+#
+#   bench/plan_check.sh OT_BINARY [LIST]
+#
+# LIST (default: the built-in one below): lines "HOSTS RATE DELAY | TRAINING KEYS", HOSTS 0 = this
+# host (RATE, DELAY ignored), else that many simulated hosts with links of RATE / DELAY (tc
+# syntax: 1gbit 1ms). The model keys common to all rows are $MODEL (default below). The machine
+# of this host is out/machine.conf (measure it first: `mpirun -np 2 ot plan --measure`); the
+# simulated hosts' machine is derived from it: the host's cores split evenly over the simulated
+# hosts (they share this machine's cores), their link measured by `ot plan --measure` over 2
+# ranks on 2 hosts. Needs root for the simulated hosts. Timing: run on a quiet machine.
+set -u
+OT=$(readlink -f "$1")
+LIST=${2:-}
+here=$(dirname "$(readlink -f "$0")")
+H=$here/../tests/netns/hosts.sh
+MACHINE=${MACHINE:-out/machine.conf}
+MODEL=${MODEL:---d-model 384 --layers 6 --heads 6 --kv-heads 6 --d-ff 1536 --vocab-size 8192 --seq-len 128 --max-seq 128}
+STEPS=${STEPS:-5}
+DATA=${DATA:-out/data}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_plan_check.XXXXXX")
+P=otplanck
+up=""
+cleanup() { [ -z "$up" ] || bash "$H" down --prefix "$P" >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"; }
+trap cleanup EXIT
+[ -f "$MACHINE" ] || { echo "plan_check: no $MACHINE (run: mpirun -np 2 $OT plan --measure)" >&2; exit 2; }
+[ -n "$(ls "$DATA"/train_*.bin 2>/dev/null)" ] || "$OT" prepare --corpus data/shakespeare.txt --out "$DATA" --quiet
+
+if [ -z "$LIST" ]; then
+  LIST=$tmp/list
+  cat >"$LIST" <<'EOF'
+0 - - | --global-batch 16
+0 - - | --global-batch 16 --data-parallel 2
+0 - - | --global-batch 16 --data-parallel 2 --optimizer-shard 1
+0 - - | --global-batch 16 --data-parallel 2 --optimizer-shard 2
+0 - - | --global-batch 16 --data-parallel 2 --optimizer-shard 3
+0 - - | --global-batch 16 --tensor-parallel 2
+0 - - | --global-batch 16 --tensor-parallel 2 --vocab-parallel
+0 - - | --global-batch 16 --pipeline-stages 2 --grad-accum 4
+0 - - | --global-batch 16 --data-parallel 2 --recompute full
+0 - - | --global-batch 16 --data-parallel 4
+0 - - | --global-batch 16 --data-parallel 2 --tensor-parallel 2
+0 - - | --global-batch 16 --data-parallel 2 --pipeline-stages 2 --grad-accum 2
+0 - - | --global-batch 16 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 4
+0 - - | --global-batch 16 --data-parallel 8
+0 - - | --global-batch 16 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2
+2 1gbit 1ms | --global-batch 16 --data-parallel 2
+2 1gbit 1ms | --global-batch 16 --data-parallel 4
+2 1gbit 1ms | --global-batch 16 --data-parallel 2 --tensor-parallel 2
+2 1gbit 1ms | --global-batch 16 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 4
+2 1gbit 1ms | --global-batch 16 --data-parallel 2 --pipeline-stages 2 --grad-accum 2
+2 1gbit 1ms | --global-batch 16 --data-parallel 4 --optimizer-shard 3
+2 10gbit 50us | --global-batch 16 --data-parallel 4
+4 1gbit 1ms | --global-batch 16 --data-parallel 4
+4 1gbit 1ms | --global-batch 16 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2
+EOF
+fi
+
+cores=$(awk -F' = ' '$1 == "cores" {print $2}' "$MACHINE")
+# the machine of H simulated hosts at RATE / DELAY: this host's cores and rates split over them,
+# the link measured (cached per H RATE DELAY)
+sim_machine() {
+  local hosts=$1 rate=$2 delay=$3 out=$tmp/sim-$1-$2-$3.conf
+  [ -f "$out" ] && { echo "$out"; return; }
+  bash "$H" up --prefix "$P" --hosts "$hosts" --rate "$rate" --delay "$delay" --slots 8 --tcp-retries 3 >/dev/null || return 1
+  up=1
+  bash "$H" mpirun --prefix "$P" -np 2 --map-by node -- "$OT" plan --measure --out "$tmp/link.conf" >"$tmp/link.log" 2>&1 ||
+    { cat "$tmp/link.log" >&2; return 1; }
+  awk -v h="$hosts" -v c="$cores" -v link="$tmp/link.conf" '
+    BEGIN { while ((getline l < link) > 0) { split(l, kv, " = "); if (kv[1] == "inter_bw" || kv[1] == "inter_lat") L[kv[1]] = kv[2] } }
+    /^#/ { print; next }
+    { split($0, kv, " = "); k = kv[1]; v = kv[2]
+      c1 = c / h < 1 ? 1 : c / h
+      if (k == "cores") v = c1
+      else if (k == "hosts") v = h
+      else if (k == "devices_per_host") v = 8
+      else if (k == "mem_bytes" || k == "mem_bw" || k == "peak_flops") v = v / h
+      else if (k == "gemm_flops") v = v * c1 / c
+      else if (k in L) v = L[k]
+      else if (k == "name") v = h " simulated hosts"
+      print k " = " v }' "$MACHINE" >"$out"
+  echo "$out"
+}
+
+med() { python3 -c "
+import json, statistics, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+t = [r['time_s'] for r in L if 'time_s' in r][1:]
+m = [r for r in L if r.get('event') == 'memory'][0]['ranks']
+print('%.4f %.2f %.2f' % (statistics.median(t), max(x['tracked_peak_mib'] for x in m), max(x['rss_peak_mib'] for x in m)))
+" "$1"; }
+
+printf '%-6s %-7s %-66s | %9s %9s %6s %9s | %8s %8s %6s\n' hosts link layout "mem plan" measured err "RSS" "step s" measured err
+n=0 bad_mem=0 bad_t=0
+cur=""
+while IFS='|' read -r where keys; do
+  [ -z "${where// }" ] && continue
+  read -r hosts rate delay <<<"$where"
+  read -r -a K <<<"$keys"
+  dp=1 tp=1 pp=1
+  for ((i = 0; i < ${#K[@]}; i++)); do
+    case ${K[i]} in --data-parallel) dp=${K[i+1]} ;; --tensor-parallel) tp=${K[i+1]} ;; --pipeline-stages) pp=${K[i+1]} ;; esac
+  done
+  np=$((dp * tp * pp))
+  out=$tmp/run$n
+  if [ "$hosts" = 0 ]; then
+    mach=$MACHINE; h=1
+    th=$((cores / np)); [ $th -ge 1 ] || th=1
+    cmd=(env OMP_NUM_THREADS=$th)
+    [ $np -gt 1 ] && cmd+=(mpirun --oversubscribe --allow-run-as-root --bind-to none -np $np)
+  else
+    [ "$cur" = "$hosts $rate $delay" ] || { [ -z "$up" ] || bash "$H" down --prefix "$P" >/dev/null 2>&1; up=""; }
+    mach=$(sim_machine "$hosts" "$rate" "$delay") || { echo "plan_check: simulated hosts failed" >&2; exit 1; }
+    cur="$hosts $rate $delay"; h=$hosts
+    cmd=(bash "$H" mpirun --prefix "$P" -np $np --map-by "ppr:$((np / hosts)):node" --)
+  fi
+  pred=$("$OT" plan --machine "$mach" --hosts $h --devices $np --only $MODEL $keys --csv "$out.csv" 2>&1) ||
+    { echo "$pred" >&2; exit 1; }
+  IFS=, read -r -a p < <(tail -1 "$out.csv")
+  # columns: ... 17 total_bytes, 22 t_step
+  pmem=$(awk -v b="${p[17]}" 'BEGIN { printf "%.2f", b / 1048576 }')
+  pt=${p[22]}
+  "${cmd[@]}" "$OT" train $MODEL $keys --data "$DATA" --steps $STEPS --eval-every 0 --eval-batches 1 --print-every 100 \
+    --out "$out" >"$out.log" 2>&1 || { tail -5 "$out.log" >&2; echo "plan_check: run $n failed" >&2; exit 1; }
+  read -r mt mmem mrss < <(med "$out/log.jsonl")
+  emem=$(awk -v a="$pmem" -v b="$mmem" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }')
+  et=$(awk -v a="$pt" -v b="$mt" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }')
+  awk -v a="$pmem" -v b="$mmem" 'BEGIN { exit !(a > 1.05 * b || a < 0.95 * b) }' && bad_mem=$((bad_mem + 1))
+  awk -v a="$pt" -v b="$mt" 'BEGIN { exit !(a > 1.25 * b || a < 0.75 * b) }' && bad_t=$((bad_t + 1))
+  link=$([ "$hosts" = 0 ] && echo "-" || echo "$rate")
+  printf '%-6s %-7s %-66s | %9.1f %9.1f %6s %9.1f | %8.3f %8.3f %6s\n' "$([ "$hosts" = 0 ] && echo 1 || echo "$hosts")" \
+    "$link" "$(echo $keys | sed 's/--global-batch 16 *//')" "$pmem" "$mmem" "$emem" "$mrss" "$pt" "$mt" "$et"
+  n=$((n + 1))
+done <"$LIST"
+echo "$n layouts: memory outside 5%: $bad_mem; step time outside 25%: $bad_t"
+[ $bad_mem = 0 ] && [ $bad_t = 0 ]

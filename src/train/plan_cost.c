@@ -1,0 +1,308 @@
+// The layout planner's prediction of one layout (ot_plan_eval, ot/plan.h): the memory
+// of every rank from the engine's own plan (ot_train_plan_memory) plus the ops' scratch
+// and the data loaders, and the step time from the cost model the header describes.
+#include "train/train_impl.h"
+#include "ot/plan.h"
+#include <math.h>
+#include <stdlib.h>
+
+// ------------------------------------------------------------------ memory ---
+// The largest block of ops' scratch one step asks for (ot_scratch grows by doubling from
+// 4 KiB and keeps its block): the QKV projection's f32 output staging [B*T, (Hq + 2 Hkv)
+// D / tp] (forward) and its gathered gradient (backward), with a 16-bit run's conversion
+// tiles (ot_gemm_convert_ws_max) when the GEMMs convert.
+static size_t scratch_bytes(const ot_train_config *c) {
+  const ot_model_config *mc = &c->model;
+  const size_t N = (size_t)c->batch_size * c->seq_len;
+  const size_t Nt = (size_t)(mc->n_heads + 2 * mc->n_kv_heads) / (size_t)c->tensor_parallel *
+                    (size_t)ot_model_head_dim(mc);
+  size_t want = ot_align64(N * Nt * 4);
+  const bool cvt = c->dtype == OT_F16 || (c->dtype == OT_BF16 && !ot_gemm_bf16_native());
+  if (cvt) want += ot_gemm_convert_ws_max();
+  const size_t xent = ot_align64(N * sizeof(double));
+  if (xent > want) want = xent;
+  size_t cap = 4096;
+  while (cap < want) cap *= 2;
+  return cap;
+}
+
+// The loaders' buffers: one global batch of [T + 1] rows for training, one micro-batch for
+// evaluation (int32).
+static size_t loader_bytes(const ot_train_config *c) {
+  const size_t rows = (size_t)c->batch_size * c->grad_accum * c->data_parallel + (size_t)c->batch_size;
+  return rows * ((size_t)c->seq_len + 1) * sizeof(int32_t);
+}
+
+// ------------------------------------------------------------------- links ---
+typedef struct {
+  double bw, lat;
+  bool network;   // a link the host's cores do not drive (a GPU fabric, a network)
+} link;
+
+// Ranks fill hosts in rank order (rph per host).
+static int host_of(int rank, int rph) { return rank / rph; }
+
+// The link a group of n ranks r0, r0 + stride, ... uses. Groups of one kind are the
+// rank sets {blk * n * stride + j + i * stride : i < n} (j < stride): tensor groups
+// (stride 1), data groups (stride tp), stage pairs (n 2, stride dp * tp). Between hosts,
+// every group of the kind that spans hosts with a rank on r0's host shares its link.
+static link group_link(const ot_machine *m, int world, int rph, int n, int stride, int r0) {
+  const int h0 = host_of(r0, rph);
+  bool span = false;
+  for (int i = 1; i < n; i++) span |= host_of(r0 + i * stride, rph) != h0;
+  link l = {m->intra_bw, m->intra_lat, !m->shared};
+  if (!span) return l;
+  int share = 0;
+  for (int blk = 0; blk * n * stride < world; blk++)
+    for (int j = 0; j < stride; j++) {
+      const int base = blk * n * stride + j;
+      bool on = false, sp = false;
+      for (int i = 0; i < n && base + i * stride < world; i++) {
+        const int h = host_of(base + i * stride, rph);
+        on |= h == h0;
+        sp |= h != host_of(base, rph);
+      }
+      share += on && sp;
+    }
+  l.bw = m->inter_bw / (share > 0 ? share : 1);
+  l.lat = m->inter_lat;
+  l.network = true;
+  return l;
+}
+
+// Seconds of a ring all-reduce of `bytes` over n ranks on link l.
+static double allreduce_s(double bytes, int n, link l) {
+  if (n < 2 || bytes <= 0) return 0.0;
+  return 2.0 * (n - 1) / n * bytes / l.bw + 2.0 * (n - 1) * l.lat;
+}
+// An all-gather of `bytes` in all (each rank contributing bytes / n).
+static double allgather_s(double bytes, int n, link l) {
+  if (n < 2 || bytes <= 0) return 0.0;
+  return (double)(n - 1) / n * bytes / l.bw + (n - 1) * l.lat;
+}
+
+// ------------------------------------------------------------------- time ---
+typedef struct {
+  double t_mb;        // one micro-batch's forward + backward (compute + tensor comm + sends)
+  double t_bwd;       // of which the backward
+  double busy;        // the part that occupies this rank's core(s) (all but network waits)
+  double stage_floats;
+} stage_time;
+
+// Rates of one rank: GEMM FLOP/s and memory bytes/s, with its threads on a shared host.
+static void rank_rates(const ot_machine *m, int ranks_on_host, double *gemm, double *mem) {
+  if (!m->shared) {
+    *gemm = m->gemm_flops;
+    *mem = m->mem_bw;
+    return;
+  }
+  const int th = m->cores / ranks_on_host > 1 ? m->cores / ranks_on_host : 1;
+  *gemm = th == 1 ? m->core_gemm_flops : m->gemm_flops * th / m->cores;
+  *mem = m->mem_bw * (th < m->cores ? (double)th / m->cores : 1.0);
+}
+
+// Forward + backward of one micro-batch on pipeline stage st (tensor rank 0's part).
+static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int rph, int st,
+                            stage_time *o, ot_rank_memory *pm) {
+  const int dp = c->data_parallel, tp = c->tensor_parallel, world = dp * tp * c->pipeline_stages;
+  const int rank = st * dp * tp;
+  OT_TRY(ot_train_plan_memory(c, rank, pm));
+  const ot_model_config *mc = &c->model;
+  const double N = (double)c->batch_size * c->seq_len, T = c->seq_len, C = mc->d_model;
+  const double D = ot_model_head_dim(mc), Hq = mc->n_heads, Hkv = mc->n_kv_heads, F = mc->d_ff;
+  const double Fa = mc->mlp == OT_MLP_SWIGLU ? 2 * F : F, Vp = ot_model_vocab_padded(mc);
+  const double gemm_mac = ((Hq + 2 * Hkv) * D * C + C * Hq * D + Fa * C + C * F) / tp;
+  const double attn_mac = Hq / tp * D * (T + 1);   // QK^T and PV, causal average
+  const double L = pm->layer1 - pm->layer0;
+  const bool last = pm->layer1 == ot_model_n_blocks(mc);
+  const double blk_fwd = 2.0 * N * (gemm_mac + attn_mac) * L;
+  const double head_fwd = last ? 2.0 * N * C * Vp / (c->vocab_parallel && tp > 1 ? tp : 1) : 0.0;
+  double extra = 0.0;   // recompute: the forward again (full) or the attention core (selective)
+  if (c->recompute == OT_RECOMPUTE_FULL) extra = blk_fwd;
+  else if (c->recompute == OT_RECOMPUTE_SELECTIVE) extra = 2.0 * N * attn_mac * L;
+  const double flops = 3.0 * (blk_fwd + head_fwd) + extra;
+  const double logits = last ? N * Vp / (c->vocab_parallel && tp > 1 ? tp : 1) * ot_dtype_size(c->dtype) : 0.0;
+  const double traffic = 3.0 * (double)pm->act_saved_layer * L + 4.0 * logits;
+  const int on_host = world < rph ? world : rph;
+  double rg, rm;
+  rank_rates(m, on_host, &rg, &rm);
+  double comp = flops / rg + traffic / rm;
+  double comp_bwd = (2.0 * (blk_fwd + head_fwd) + extra) / rg + traffic * 2.0 / 3.0 / rm;
+  // tensor parallel: 4 all-reduces of [N, C] f32 per block (6 when the forward reruns),
+  // the vocabulary-parallel embedding and head's
+  double tcomm = 0.0, tcomm_bwd = 0.0;
+  if (tp > 1) {
+    const link l = group_link(m, world, rph, tp, 1, rank);
+    const double k = c->recompute == OT_RECOMPUTE_FULL ? 6.0 : 4.0;
+    const double one = allreduce_s(N * C * 4.0, tp, l);
+    tcomm = k * L * one;
+    tcomm_bwd = (k - 2.0) * L * one;
+    if (c->vocab_parallel) {
+      if (pm->layer0 == 0) tcomm += one;                                  // the embedding's sum
+      if (last) tcomm += one + 3.0 * allreduce_s(N * 4.0, tp, l);          // dx, the softmax sums
+    }
+    if (m->shared && on_host > m->cores && !l.network) tcomm *= (double)on_host / m->cores;
+  }
+  // pipeline sends: the activation forward, its gradient back
+  double p2p = 0.0;
+  if (c->pipeline_stages > 1) {
+    const int peer = st + 1 < c->pipeline_stages ? rank + dp * tp : rank - dp * tp;
+    link l = group_link(m, world, rph, 2, peer > rank ? peer - rank : rank - peer, peer > rank ? rank : peer);
+    const double b = N * C * ot_dtype_size(c->dtype);
+    p2p = 2.0 * (b / l.bw + l.lat);
+  }
+  o->t_mb = comp + tcomm + p2p;
+  o->t_bwd = comp_bwd + tcomm_bwd + p2p / 2;
+  o->busy = comp + tcomm;
+  o->stage_floats = (double)pm->n_floats;
+  return OT_OK;
+}
+
+static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_plan_result *o);
+
+ot_status ot_plan_eval(const ot_train_config *cin, const ot_machine *m, int hosts, ot_plan_result *o) {
+  static const char fn[] = "ot_plan_eval";
+  OT_CHECK_PTR(cin, fn);
+  OT_CHECK_PTR(m, fn);
+  OT_CHECK_PTR(o, fn);
+  memset(o, 0, sizeof *o);
+  ot_train_config *c = malloc(sizeof *c);   // (large: its paths)
+  if (!c) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  *c = *cin;
+  ot_status s = eval(c, m, hosts, o);
+  free(c);
+  return s;
+}
+
+static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_plan_result *o) {
+  static const char fn[] = "ot_plan_eval";
+  o->dp = c->data_parallel;
+  o->tp = c->tensor_parallel;
+  o->pp = c->pipeline_stages;
+  o->micro_batches = c->grad_accum;
+  o->batch_size = c->batch_size;
+  o->zero = c->optimizer_shard;
+  o->recompute = c->recompute;
+  o->vocab_parallel = c->vocab_parallel;
+  o->buckets = c->grad_buckets;
+  o->fusion_layers = c->comm_fusion_layers;
+  OT_TRY(ot_machine_validate(m));
+  const int dp = c->data_parallel, tp = c->tensor_parallel, pp = c->pipeline_stages, world = dp * tp * pp;
+  if (hosts < 1 || hosts > m->hosts)
+    return ot_error(OT_EINVAL, "%s: %d hosts, but the machine '%s' has %d", fn, hosts, m->name, m->hosts);
+  if (world % hosts)
+    return ot_error(OT_EINVAL, "%s: %d ranks do not fill %d hosts evenly", fn, world, hosts);
+  const int rph = world / hosts;
+  o->hosts = hosts;
+  o->ranks_per_host = rph;
+  if (!m->shared && rph > m->devices_per_host) {
+    snprintf(o->why, sizeof o->why, "%d ranks per host, but a host has %d devices", rph, m->devices_per_host);
+    return OT_OK;
+  }
+  if (ot_train_config_resolve(c) != OT_OK) {
+    snprintf(o->why, sizeof o->why, "%s", ot_last_error());
+    return OT_OK;
+  }
+  o->micro_batches = c->grad_accum;
+  // every pipeline stage (tensor rank 0, data rank 0: the fullest shard)
+  stage_time *stt = calloc((size_t)pp, sizeof *stt);
+  if (!stt) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  const size_t scratch = scratch_bytes(c), loaders = loader_bytes(c);
+  double tmax = 0.0, tsum = 0.0, busy_host = 0.0;
+  int slowest = 0;
+  for (int st = 0; st < pp; st++) {
+    ot_rank_memory pm;
+    if (stage_eval(c, m, rph, st, &stt[st], &pm) != OT_OK) {
+      snprintf(o->why, sizeof o->why, "%s", ot_last_error());
+      free(stt);
+      return OT_OK;
+    }
+    size_t tot = scratch + loaders;
+    for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tot += pm.bytes[k];
+    if (tot > o->mem_total) {
+      o->mem_total = tot;
+      o->mem_rank = st * dp * tp;
+      memcpy(o->mem, pm.bytes, sizeof o->mem);
+      o->mem[OT_MEM_OTHER] += loaders;
+      o->scratch = scratch;
+    }
+    if (stt[st].t_mb > tmax) {
+      tmax = stt[st].t_mb;
+      slowest = st;
+    }
+    tsum += stt[st].t_mb;
+  }
+  const int M = c->grad_accum;
+  // pipeline: (M - 1) x the slowest stage + every stage once
+  const double t_pipe = pp > 1 ? (M - 1) * tmax + tsum : M * tmax;
+  o->t_compute = M * tmax;
+  o->t_bubble = t_pipe - o->t_compute;
+  // a shared host: its ranks' work on at most `cores` cores at once
+  if (m->shared && rph > m->cores) {
+    for (int r = 0; r < rph && r < world; r++) busy_host += M * stt[(r / (dp * tp)) % pp].busy;
+    const double bound = busy_host / m->cores;
+    if (bound > t_pipe) o->t_compute += bound - t_pipe;
+  }
+  // data parallel: the gradients of the fullest stage
+  const stage_time *sl = &stt[slowest];
+  const double gbytes = sl->stage_floats * 4.0;
+  double comm = 0.0, optim = 0.0;
+  if (dp > 1) {
+    const link l = group_link(m, world, rph, dp, tp, 0);
+    const double ar = allreduce_s(gbytes, dp, l);
+    const double nb = c->comm_fusion_layers > 0 ? 4.0 : c->grad_buckets;
+    const double hide = l.network && c->overlap ? sl->t_bwd : 0.0;
+    const double ex1 = fmax(ar / nb, ar - hide);
+    double cpu_scale = m->shared && !l.network && rph > m->cores ? (double)rph / m->cores : 1.0;
+    if (c->optimizer_shard >= 2) comm += M * ex1 * cpu_scale;   // per micro-batch
+    else comm += (c->overlap ? ex1 : ar) * cpu_scale;
+    if (c->optimizer_shard == 1 || c->optimizer_shard == 2) optim += allgather_s(gbytes, dp, l) * cpu_scale;
+    if (c->optimizer_shard == 3) {   // every block gathered before its forward and backward
+      const ot_model_config *mc = &c->model;
+      const double vbytes = (double)ot_model_vocab_padded(mc) * mc->d_model * 4.0 /
+                            (c->vocab_parallel && tp > 1 ? tp : 1);
+      const double gather = 2.0 * allgather_s(gbytes - vbytes * (mc->tied ? 1 : 2), dp, l);
+      const double hidden = c->zero_prefetch && l.network ? fmin(gather, sl->t_mb) : 0.0;
+      comm += M * ((gather - hidden) + 3.0 * allgather_s(vbytes, dp, l)) * cpu_scale;
+    }
+  }
+  if (pp > 1 && c->model.tied) {   // the tied embedding's two copies summed (first, last stage)
+    const ot_model_config *mc = &c->model;
+    const int last = (pp - 1) * dp * tp;
+    const link l = group_link(m, world, rph, 2, last, 0);
+    comm += allreduce_s((double)ot_model_vocab_padded(mc) * mc->d_model * 4.0 / (c->vocab_parallel ? tp : 1), 2, l);
+  }
+  // the optimizer: AdamW reads and writes the shard's weights, moments and gradients
+  {
+    double rg, rm;
+    rank_rates(m, world < rph ? world : rph, &rg, &rm);
+    const double shard = c->optimizer_shard >= 1 ? sl->stage_floats / dp : sl->stage_floats;
+    double t = shard * 28.0 / rm;
+    if (m->shared && rph > m->cores) t *= (double)rph / m->cores;
+    optim += t;
+  }
+  o->t_comm = comm;
+  o->t_optim = optim;
+  o->t_step = o->t_compute + o->t_bubble + o->t_comm + o->t_optim;
+  const double tokens = (double)c->batch_size * M * dp * c->seq_len;
+  o->tokens_per_s = tokens / o->t_step;
+  const double peak = m->shared ? hosts * m->peak_flops : world * m->peak_flops;
+  o->mfu = ot_model_flops_per_token(&c->model, c->seq_len) * o->tokens_per_s / peak;
+  // memory: per device, or per host on a shared host
+  double need = (double)o->mem_total, have = m->mem_bytes;
+  if (m->shared) {
+    need = 0.0;
+    for (int r = 0; r < rph && r < world; r++) {
+      ot_rank_memory pm;
+      if (ot_train_plan_memory(c, r, &pm) != OT_OK) continue;
+      for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) need += (double)pm.bytes[k];
+      need += (double)(scratch + loaders);
+    }
+  }
+  free(stt);
+  o->fits = need <= have;
+  if (!o->fits)
+    snprintf(o->why, sizeof o->why, "needs %.1f GiB per %s, the machine has %.1f GiB", need / 1073741824.0,
+             m->shared ? "host" : "device", have / 1073741824.0);
+  return OT_OK;
+}

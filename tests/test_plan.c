@@ -1,0 +1,266 @@
+// The layout planner (ot/plan.h, src/train/plan_*.c): the memory plan of a rank equals what
+// ot_trainer_create allocates (exact, one process; the parallel layouts are checked by every
+// variant of tests/mpi/mpi_parallel.c), machine files and presets, the cost model's
+// structure (its terms add up, a pipeline's bubble shrinks with micro-batches, slower links
+// cost more, a tensor group across hosts costs more than inside one), the seed's 1000B and
+// the 34B layouts evaluate, and bad input: a model that fits nowhere, impossible device
+// counts, malformed machine files.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "harness.h"
+#include "ot/ot.h"
+#include "ot/plan.h"
+
+static ot_train_config tiny_cfg(void) {
+  ot_train_config c;
+  ot_train_config_default(&c);
+  ot_model_config_preset(&c.model, "tiny");
+  c.data[0] = 0;
+  c.batch_size = 4;
+  c.seq_len = 16;
+  c.steps = 1;
+  return c;
+}
+
+// One process: the plan of rank 0 = the bytes the trainer's creation took, per category.
+static void check_exact(const char *what, ot_train_config c) {
+  ot_train_config r = c;
+  if (!th_check(ot_train_config_resolve(&r) == OT_OK, "%s: resolve: %s", what, ot_last_error())) return;
+  size_t before[OT_MEM_CATEGORY_COUNT];
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) before[k] = ot_mem_current((ot_mem_category)k);
+  ot_trainer *t = NULL;
+  if (!th_check(ot_trainer_create(&t, &r) == OT_OK, "%s: create: %s", what, ot_last_error())) return;
+  ot_rank_memory pm;
+  th_check(ot_train_plan_memory(ot_trainer_config(t), 0, &pm) == OT_OK, "%s: plan: %s", what, ot_last_error());
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) {
+    const size_t got = ot_mem_current((ot_mem_category)k) - before[k];
+    th_check(got == pm.bytes[k], "%s: planned %s %zu bytes = allocated %zu", what,
+             ot_mem_category_name((ot_mem_category)k), pm.bytes[k], got);
+  }
+  ot_trainer_free(t);
+}
+
+static void test_exact(void) {
+  ot_train_config c = tiny_cfg();
+  check_exact("tiny f32", c);
+  c.recompute = OT_RECOMPUTE_FULL;
+  check_exact("tiny recompute full", c);
+  c = tiny_cfg();
+  c.dtype = OT_BF16;
+  c.recompute = OT_RECOMPUTE_SELECTIVE;
+  check_exact("tiny bf16 selective", c);
+  c = tiny_cfg();
+  c.dtype = OT_F16;
+  check_exact("tiny f16", c);
+  c = tiny_cfg();
+  ot_model_config_preset(&c.model, "llama-tiny");
+  c.model.n_layers = 2;
+  c.seq_len = 32;
+  c.batch_size = 2;
+  check_exact("llama-tiny (2 layers)", c);
+  // the planner refuses tasks it does not plan, naming them
+  c = tiny_cfg();
+  c.task = OT_TASK_TRANSLATE;
+  ot_rank_memory pm;
+  th_check_error(ot_train_plan_memory(&c, 0, &pm), OT_EUNSUPPORTED, "lm task", "plan of a translate task");
+  c = tiny_cfg();
+  c.data_parallel = 2;
+  th_check_error(ot_train_plan_memory(&c, 2, &pm), OT_EINVAL, "rank 2", "rank outside the layout");
+}
+
+static ot_machine cpu_machine(void) {
+  ot_machine m = {.name = "test-cpu", .shared = true, .cores = 2, .devices_per_host = 2, .hosts = 4,
+                  .mem_bytes = 8e9, .gemm_flops = 200e9, .core_gemm_flops = 100e9, .peak_flops = 230e9,
+                  .mem_bw = 30e9, .intra_bw = 4e9, .intra_lat = 20e-6, .inter_bw = 125e6, .inter_lat = 1e-3};
+  return m;
+}
+
+static void test_machine(void) {
+  ot_machine m, back;
+  th_check(ot_machine_preset("a100-80gb", &m) == OT_OK && ot_machine_validate(&m) == OT_OK,
+           "preset a100-80gb valid: %s", ot_last_error());
+  th_check(strstr(m.source, "datasheet") != NULL, "the preset states its sources");
+  th_check(ot_machine_preset("ascend-910", &m) == OT_OK, "preset ascend-910");
+  th_check_error(ot_machine_preset("h100", &m), OT_EINVAL, "a100-80gb, ascend-910", "unknown preset lists them");
+  m = cpu_machine();
+  const char *path = "/tmp/ot_test_plan_machine.conf";
+  th_check(ot_machine_write(path, &m) == OT_OK, "machine file written: %s", ot_last_error());
+  th_check(ot_machine_read(path, &back) == OT_OK, "machine file read: %s", ot_last_error());
+  th_check(back.shared && back.cores == 2 && fabs(back.inter_bw - 125e6) < 1 && fabs(back.core_gemm_flops - 100e9) < 1e3,
+           "machine file round trip");
+  FILE *f = fopen(path, "w");
+  fprintf(f, "name = bad\nshared = true\ncores = 2\ndevices_per_host = 2\nhosts = 1\nmem_bytes = 1e9\n"
+          "gemm_flops = -5\n");
+  fclose(f);
+  th_check_error(ot_machine_read(path, &back), OT_EFORMAT, "gemm_flops = '-5' is not a non-negative number",
+                 "negative rate");
+  f = fopen(path, "w");
+  fprintf(f, "name = bad\nflops = 5\n");
+  fclose(f);
+  th_check_error(ot_machine_read(path, &back), OT_EFORMAT, "'flops' is not a machine key", "unknown key");
+  f = fopen(path, "w");
+  fprintf(f, "name = incomplete\nshared = false\ndevices_per_host = 8\nhosts = 1\n");
+  fclose(f);
+  th_check_error(ot_machine_read(path, &back), OT_EINVAL, "mem_bytes = 0 must be > 0", "missing fields");
+  remove(path);
+}
+
+static ot_plan_result eval(const ot_train_config *c, const ot_machine *m, int hosts) {
+  ot_plan_result r;
+  th_check(ot_plan_eval(c, m, hosts, &r) == OT_OK, "eval: %s", ot_last_error());
+  return r;
+}
+
+static void test_cost(void) {
+  const ot_machine m = cpu_machine();
+  ot_train_config c = tiny_cfg();
+  ot_model_config_preset(&c.model, "small");
+  c.seq_len = 64;
+  c.batch_size = 4;
+  ot_plan_result a = eval(&c, &m, 1);
+  th_check(a.fits && a.t_step > 0 && fabs(a.t_step - (a.t_compute + a.t_bubble + a.t_comm + a.t_optim)) < 1e-12 &&
+           a.t_bubble == 0 && a.mfu > 0 && a.mfu < 1, "one process: the step is the sum of its parts (%g s, "
+           "MFU %.2f), no bubble", a.t_step, a.mfu);
+  // a pipeline's bubble shrinks with more micro-batches (same global batch)
+  c.pipeline_stages = 2;
+  c.grad_accum = 2;
+  c.batch_size = 8;
+  ot_plan_result p2 = eval(&c, &m, 1);
+  c.grad_accum = 8;
+  c.batch_size = 2;
+  ot_plan_result p8 = eval(&c, &m, 1);
+  th_check(p2.fits && p8.fits && p8.t_bubble < p2.t_bubble && p2.t_bubble > 0,
+           "pp2: bubble with 8 micro-batches %.4f s < with 2 %.4f s", p8.t_bubble, p2.t_bubble);
+  // data parallel across hosts: a slower link costs more; a tensor group across hosts costs
+  // more than inside one
+  c = tiny_cfg();
+  ot_model_config_preset(&c.model, "small");
+  c.seq_len = 64;
+  c.batch_size = 4;
+  c.data_parallel = 2;
+  ot_machine slow = m;
+  slow.inter_bw = m.inter_bw / 10;
+  ot_plan_result d1 = eval(&c, &m, 2), d2 = eval(&c, &slow, 2), d0 = eval(&c, &m, 1);
+  th_check(d2.t_comm > d1.t_comm && d1.t_comm > d0.t_comm,
+           "dp2 gradient all-reduce: 2 hosts at 1/10 the bandwidth %.3f s > 2 hosts %.3f s > one host %.4f s",
+           d2.t_comm, d1.t_comm, d0.t_comm);
+  c.data_parallel = 2;
+  c.tensor_parallel = 2;
+  ot_plan_result in = eval(&c, &m, 2);   // 4 ranks, 2 per host: tp pairs inside a host
+  c.data_parallel = 1;
+  c.pipeline_stages = 1;
+  c.tensor_parallel = 2;
+  c.batch_size = 8;
+  ot_plan_result across = eval(&c, &m, 2);   // one tp pair over 2 hosts
+  th_check(in.fits && across.fits && across.t_compute > in.t_compute,
+           "tensor parallel across hosts %.3f s > inside hosts %.3f s of compute and its all-reduces",
+           across.t_compute, in.t_compute);
+  // ZeRO-3 holds less than ZeRO-0 on the fullest rank
+  c = tiny_cfg();
+  ot_model_config_preset(&c.model, "small");
+  c.seq_len = 64;
+  c.data_parallel = 4;
+  c.batch_size = 2;
+  ot_plan_result z0 = eval(&c, &m, 2);
+  c.optimizer_shard = 3;
+  ot_plan_result z3 = eval(&c, &m, 2);
+  th_check(z3.mem[OT_MEM_PARAMS] + z3.mem[OT_MEM_GRADS] + z3.mem[OT_MEM_OPTIM] <
+               (z0.mem[OT_MEM_PARAMS] + z0.mem[OT_MEM_GRADS] + z0.mem[OT_MEM_OPTIM]) / 2,
+           "dp4: ZeRO-3's parameters + gradients + optimizer below half of ZeRO-0's");
+  // a layout the engine refuses is reported with its reason, not as an error
+  c.optimizer_shard = 0;
+  c.tensor_parallel = 3;
+  c.data_parallel = 1;
+  ot_plan_result bad = eval(&c, &m, 1);
+  th_check(!bad.fits && strstr(bad.why, "not divisible") != NULL, "tp3 of 4 heads: does not fit (%s)", bad.why);
+}
+
+static void test_search(void) {
+  const ot_machine m = cpu_machine();
+  ot_train_config c = tiny_cfg();
+  ot_model_config_preset(&c.model, "small");
+  c.seq_len = 64;
+  c.global_batch = 16;
+  ot_plan_result *r = NULL;
+  int n = 0;
+  th_check(ot_plan_search(&c, &m, 2, 4, &r, &n) == OT_OK && n > 10, "4 devices on 2 hosts: %d layouts", n);
+  bool ranked = true, seen_pp = false, seen_tp = false;
+  for (int i = 1; i < n && r[i].fits; i++) ranked &= r[i].tokens_per_s <= r[i - 1].tokens_per_s;
+  for (int i = 0; i < n; i++) {
+    seen_pp |= r[i].pp > 1;
+    seen_tp |= r[i].tp > 1;
+  }
+  th_check(ranked && seen_pp && seen_tp && r[0].fits, "ranked by tokens/s, tensor and pipeline layouts among them");
+  free(r);
+  // a model that fits nowhere: every layout listed as not fitting, with the memory it needs
+  ot_model_config_preset(&c.model, "gpt2");
+  c.seq_len = 256;
+  ot_machine small = m;
+  small.mem_bytes = 64e6;
+  th_check(ot_plan_search(&c, &small, 1, 2, &r, &n) == OT_OK && n > 0 && !r[0].fits &&
+           strstr(r[0].why, "GiB per host") != NULL, "gpt2 on 64 MB: nothing fits (%s)", n ? r[0].why : "");
+  free(r);
+  // impossible device counts
+  ot_model_config_preset(&c.model, "small");
+  c.seq_len = 64;
+  th_check_error(ot_plan_search(&c, &m, 2, 3, &r, &n), OT_EINVAL, "cannot be spread evenly over 2 hosts",
+                 "3 devices on 2 hosts");
+  th_check_error(ot_plan_search(&c, &m, 9, 9, &r, &n), OT_EINVAL, "9 hosts, but the machine 'test-cpu' has 4",
+                 "more hosts than the machine");
+  c.global_batch = 1;
+  c.model.n_layers = 1;
+  th_check_error(ot_plan_search(&c, &m, 1, 7, &r, &n), OT_EINVAL, "no layout of 7 devices", "7 devices, 4 heads, 1 block, 1 row");
+  ot_machine gpu;
+  ot_machine_preset("a100-80gb", &gpu);
+  th_check_error(ot_plan_search(&c, &gpu, 1, 16, &r, &n), OT_EINVAL, "16 per host, but a host of 'a100-80gb' has 8",
+                 "16 devices on one 8-GPU host");
+}
+
+// The seed's 1000B layout and the primer's 34B layouts are evaluated (the engine's own
+// plan over 128-layer / 48-layer models, nothing allocated).
+static void test_seed_layouts(void) {
+  ot_machine gpu;
+  ot_machine_preset("ascend-910", &gpu);
+  ot_train_config c = tiny_cfg();
+  ot_model_config_preset(&c.model, "gpt-1t");
+  c.seq_len = 2048;
+  c.data_parallel = 8;
+  c.tensor_parallel = 16;
+  c.pipeline_stages = 8;
+  c.grad_accum = 32;
+  c.batch_size = 1;
+  c.optimizer_shard = 1;
+  c.grad_buckets = 8;
+  ot_plan_result r = eval(&c, &gpu, 128);
+  th_check(r.mem_total > 0 && r.t_step > 0 && r.t_bubble > 0, "1000B dp8 tp16 pp8 M32 ZeRO-1 on 128 hosts: "
+           "%.1f GiB on the fullest device, step %.1f s (bubble %.1f s), %s", r.mem_total / 1073741824.0,
+           r.t_step, r.t_bubble, r.fits ? "fits" : r.why);
+  ot_model_config_preset(&c.model, "llama-34b");
+  c.seq_len = 4096;
+  c.data_parallel = 1;
+  c.tensor_parallel = 8;
+  c.pipeline_stages = 8;
+  c.grad_accum = 8;
+  c.batch_size = 4;
+  c.optimizer_shard = 0;
+  ot_machine a100;
+  ot_machine_preset("a100-80gb", &a100);
+  ot_plan_result before = eval(&c, &a100, 8);
+  c.data_parallel = 2;
+  c.pipeline_stages = 4;
+  c.grad_accum = 16;
+  c.batch_size = 1;
+  ot_plan_result after = eval(&c, &a100, 8);
+  th_check(before.t_step > 0 && after.t_step > 0 && after.t_bubble < before.t_bubble,
+           "34B: pp8 M8 bubble %.2f s > pp4 M16 bubble %.2f s", before.t_bubble, after.t_bubble);
+}
+
+int main(void) {
+  test_exact();
+  test_machine();
+  test_cost();
+  test_search();
+  test_seed_layouts();
+  return th_finish();
+}
