@@ -7,6 +7,11 @@
 # the steps after the first).
 #
 #   bench/plan_check.sh OT_BINARY [LIST]
+#   BEST="HOSTS RATE DELAY" GLOBAL=ROWS bench/plan_check.sh OT_BINARY
+#       the planner's choice against trying them: `ot plan` ranks every layout of HOSTS x 2
+#       ranks; the list is then its best layout of every (dp, tp, pp) shape, run in the
+#       planner's order (the first row is its choice); the last line compares the planner's
+#       choice with the fastest measured.
 #
 # LIST (default: the built-in one below): lines "HOSTS RATE DELAY | TRAINING KEYS", HOSTS 0 = this
 # host (RATE, DELAY ignored), else that many simulated hosts with links of RATE / DELAY (tc
@@ -19,7 +24,7 @@ set -u
 OT=$(readlink -f "$1")
 LIST=${2:-}
 here=$(dirname "$(readlink -f "$0")")
-H=$here/../tests/netns/hosts.sh
+H=${HOSTS_SH:-$here/../tests/netns/hosts.sh}
 MACHINE=${MACHINE:-out/machine.conf}
 MODEL=${MODEL:---d-model 384 --layers 6 --heads 6 --kv-heads 6 --d-ff 1536 --vocab-size 8192 --seq-len 128 --max-seq 128}
 STEPS=${STEPS:-5}
@@ -27,6 +32,7 @@ DATA=${DATA:-out/data}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_plan_check.XXXXXX")
 P=otplanck
 up=""
+mach=""
 cleanup() { [ -z "$up" ] || bash "$H" down --prefix "$P" >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"; }
 trap cleanup EXIT
 [ -f "$MACHINE" ] || { echo "plan_check: no $MACHINE (run: mpirun -np 2 $OT plan --measure)" >&2; exit 2; }
@@ -35,42 +41,52 @@ trap cleanup EXIT
 if [ -z "$LIST" ]; then
   LIST=$tmp/list
   cat >"$LIST" <<'EOF'
-0 - - | --global-batch 16
-0 - - | --global-batch 16 --data-parallel 2
-0 - - | --global-batch 16 --data-parallel 2 --optimizer-shard 1
-0 - - | --global-batch 16 --data-parallel 2 --optimizer-shard 2
-0 - - | --global-batch 16 --data-parallel 2 --optimizer-shard 3
-0 - - | --global-batch 16 --tensor-parallel 2
-0 - - | --global-batch 16 --tensor-parallel 2 --vocab-parallel
-0 - - | --global-batch 16 --pipeline-stages 2 --grad-accum 4
-0 - - | --global-batch 16 --data-parallel 2 --recompute full
-0 - - | --global-batch 16 --data-parallel 4
-0 - - | --global-batch 16 --data-parallel 2 --tensor-parallel 2
-0 - - | --global-batch 16 --data-parallel 2 --pipeline-stages 2 --grad-accum 2
-0 - - | --global-batch 16 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 4
-0 - - | --global-batch 16 --data-parallel 8
-0 - - | --global-batch 16 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2
-2 1gbit 1ms | --global-batch 16 --data-parallel 2
-2 1gbit 1ms | --global-batch 16 --data-parallel 4
-2 1gbit 1ms | --global-batch 16 --data-parallel 2 --tensor-parallel 2
-2 1gbit 1ms | --global-batch 16 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 4
-2 1gbit 1ms | --global-batch 16 --data-parallel 2 --pipeline-stages 2 --grad-accum 2
-2 1gbit 1ms | --global-batch 16 --data-parallel 4 --optimizer-shard 3
-2 10gbit 50us | --global-batch 16 --data-parallel 4
-4 1gbit 1ms | --global-batch 16 --data-parallel 4
-4 1gbit 1ms | --global-batch 16 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2
+0 - - | --batch-size 8 --grad-accum 2
+0 - - | --batch-size 8 --data-parallel 2
+0 - - | --batch-size 8 --data-parallel 2 --optimizer-shard 1
+0 - - | --batch-size 8 --data-parallel 2 --optimizer-shard 2
+0 - - | --batch-size 8 --data-parallel 2 --optimizer-shard 3
+0 - - | --batch-size 8 --grad-accum 2 --tensor-parallel 2
+0 - - | --batch-size 8 --grad-accum 2 --tensor-parallel 2 --vocab-parallel
+0 - - | --batch-size 4 --grad-accum 4 --pipeline-stages 2
+0 - - | --batch-size 8 --data-parallel 2 --recompute full
+0 - - | --batch-size 4 --data-parallel 4
+0 - - | --batch-size 8 --data-parallel 2 --tensor-parallel 2
+0 - - | --batch-size 4 --grad-accum 2 --data-parallel 2 --pipeline-stages 2
+0 - - | --batch-size 4 --grad-accum 4 --tensor-parallel 2 --pipeline-stages 2
+0 - - | --batch-size 2 --data-parallel 8
+0 - - | --batch-size 4 --grad-accum 2 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2
+2 1gbit 1ms | --batch-size 8 --data-parallel 2
+2 1gbit 1ms | --batch-size 4 --data-parallel 4
+2 1gbit 1ms | --batch-size 8 --data-parallel 2 --tensor-parallel 2
+2 1gbit 1ms | --batch-size 4 --grad-accum 4 --tensor-parallel 2 --pipeline-stages 2
+2 1gbit 1ms | --batch-size 4 --grad-accum 2 --data-parallel 2 --pipeline-stages 2
+2 1gbit 1ms | --batch-size 4 --data-parallel 4 --optimizer-shard 3
+2 10gbit 50us | --batch-size 4 --data-parallel 4
+4 1gbit 1ms | --batch-size 4 --data-parallel 4
+4 1gbit 1ms | --batch-size 4 --grad-accum 2 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2
 EOF
 fi
 
 cores=$(awk -F' = ' '$1 == "cores" {print $2}' "$MACHINE")
-# the machine of H simulated hosts at RATE / DELAY: this host's cores and rates split over them,
-# the link measured (cached per H RATE DELAY)
+BEST=${BEST:-}
+GLOBAL=${GLOBAL:-16}
+# the machine of H simulated hosts at RATE / DELAY into $mach (the hosts made if they are not
+# up): this host's cores and rates split over them, their link measured (cached per H RATE DELAY)
+cur=""
 sim_machine() {
-  local hosts=$1 rate=$2 delay=$3 out=$tmp/sim-$1-$2-$3.conf
-  [ -f "$out" ] && { echo "$out"; return; }
-  bash "$H" up --prefix "$P" --hosts "$hosts" --rate "$rate" --delay "$delay" --slots 8 --tcp-retries 3 >/dev/null || return 1
-  up=1
-  bash "$H" mpirun --prefix "$P" -np 2 --map-by node -- "$OT" plan --measure --out "$tmp/link.conf" >"$tmp/link.log" 2>&1 ||
+  local hosts=$1 rate=$2 delay=$3
+  mach=$tmp/sim-$1-$2-$3.conf
+  if [ "$cur" != "$hosts $rate $delay" ]; then
+    [ -z "$up" ] || bash "$H" down --prefix "$P" >/dev/null 2>&1
+    up=""
+    bash "$H" up --prefix "$P" --hosts "$hosts" --rate "$rate" --delay "$delay" --slots 8 --tcp-retries 3 >/dev/null </dev/null ||
+      return 1
+    up=1
+    cur="$hosts $rate $delay"
+  fi
+  [ -f "$mach" ] && return 0
+  bash "$H" mpirun --prefix "$P" -np 2 --map-by node -- "$OT" plan --measure --out "$tmp/link.conf" >"$tmp/link.log" 2>&1 </dev/null ||
     { cat "$tmp/link.log" >&2; return 1; }
   awk -v h="$hosts" -v c="$cores" -v link="$tmp/link.conf" '
     BEGIN { while ((getline l < link) > 0) { split(l, kv, " = "); if (kv[1] == "inter_bw" || kv[1] == "inter_lat") L[kv[1]] = kv[2] } }
@@ -84,9 +100,22 @@ sim_machine() {
       else if (k == "gemm_flops") v = v * c1 / c
       else if (k in L) v = L[k]
       else if (k == "name") v = h " simulated hosts"
-      print k " = " v }' "$MACHINE" >"$out"
-  echo "$out"
+      else if (k == "source") v = "this host (" v ") split over " h " simulated hosts; their link measured by ot plan --measure over 2 ranks on 2 hosts"
+      print k " = " v }' "$MACHINE" >"$mach"
+  grep -E "^(inter_bw|inter_lat)" "$mach" | tr '\n' ' ' >&2; echo "(measured between 2 of $hosts hosts at $rate / $delay)" >&2
 }
+
+if [ -n "$BEST" ]; then   # the planner's best layout of every shape, in its order
+  read -r bh brate bdelay <<<"$BEST"
+  LIST=$tmp/best
+  sim_machine "$bh" "$brate" "$bdelay" || { echo "plan_check: simulated hosts failed" >&2; exit 1; }
+  "$OT" plan --machine "$mach" --hosts "$bh" --devices $((2 * bh)) $MODEL --global-batch "$GLOBAL" --top 5 \
+    --csv "$tmp/rank.csv" > "$tmp/rank.log" 2>&1 || { cat "$tmp/rank.log" >&2; exit 1; }
+  sed -n '1,/^chosen/p' "$tmp/rank.log" | tail -9
+  awk -F, -v w="$BEST" 'NR > 1 && $9 == 1 && !seen[$1 " " $2 " " $3]++ {
+      printf "%s | --data-parallel %s --tensor-parallel %s --pipeline-stages %s --grad-accum %s --batch-size %s --optimizer-shard %s --recompute %s%s\n",
+        w, $1, $2, $3, $4, $5, $6, $7, $8 == 1 ? " --vocab-parallel" : "" }' "$tmp/rank.csv" >"$LIST"
+fi
 
 med() { python3 -c "
 import json, statistics, sys
@@ -96,9 +125,8 @@ m = [r for r in L if r.get('event') == 'memory'][0]['ranks']
 print('%.4f %.2f %.2f' % (statistics.median(t), max(x['tracked_peak_mib'] for x in m), max(x['rss_peak_mib'] for x in m)))
 " "$1"; }
 
-printf '%-6s %-7s %-66s | %9s %9s %6s %9s | %8s %8s %6s\n' hosts link layout "mem plan" measured err "RSS" "step s" measured err
-n=0 bad_mem=0 bad_t=0
-cur=""
+printf '%-6s %-7s %-66s | %9s %9s %6s %9s | %8s %8s %6s %9s\n' hosts link layout "mem plan" measured err "RSS" "step s" measured err "tokens/s"
+n=0 bad_mem=0 bad_t=0 first_tps="" best_tps=0 best_row=""
 while IFS='|' read -r where keys; do
   [ -z "${where// }" ] && continue
   read -r hosts rate delay <<<"$where"
@@ -115,9 +143,8 @@ while IFS='|' read -r where keys; do
     cmd=(env OMP_NUM_THREADS=$th)
     [ $np -gt 1 ] && cmd+=(mpirun --oversubscribe --allow-run-as-root --bind-to none -np $np)
   else
-    [ "$cur" = "$hosts $rate $delay" ] || { [ -z "$up" ] || bash "$H" down --prefix "$P" >/dev/null 2>&1; up=""; }
-    mach=$(sim_machine "$hosts" "$rate" "$delay") || { echo "plan_check: simulated hosts failed" >&2; exit 1; }
-    cur="$hosts $rate $delay"; h=$hosts
+    sim_machine "$hosts" "$rate" "$delay" || { echo "plan_check: simulated hosts failed" >&2; exit 1; }
+    h=$hosts
     cmd=(bash "$H" mpirun --prefix "$P" -np $np --map-by "ppr:$((np / hosts)):node" --)
   fi
   pred=$("$OT" plan --machine "$mach" --hosts $h --devices $np --only $MODEL $keys --csv "$out.csv" 2>&1) ||
@@ -127,16 +154,23 @@ while IFS='|' read -r where keys; do
   pmem=$(awk -v b="${p[17]}" 'BEGIN { printf "%.2f", b / 1048576 }')
   pt=${p[22]}
   "${cmd[@]}" "$OT" train $MODEL $keys --data "$DATA" --steps $STEPS --eval-every 0 --eval-batches 1 --print-every 100 \
-    --out "$out" >"$out.log" 2>&1 || { tail -5 "$out.log" >&2; echo "plan_check: run $n failed" >&2; exit 1; }
+    --out "$out" >"$out.log" 2>&1 </dev/null || { tail -5 "$out.log" >&2; echo "plan_check: run $n failed" >&2; exit 1; }
   read -r mt mmem mrss < <(med "$out/log.jsonl")
   emem=$(awk -v a="$pmem" -v b="$mmem" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }')
   et=$(awk -v a="$pt" -v b="$mt" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }')
   awk -v a="$pmem" -v b="$mmem" 'BEGIN { exit !(a > 1.05 * b || a < 0.95 * b) }' && bad_mem=$((bad_mem + 1))
   awk -v a="$pt" -v b="$mt" 'BEGIN { exit !(a > 1.25 * b || a < 0.75 * b) }' && bad_t=$((bad_t + 1))
   link=$([ "$hosts" = 0 ] && echo "-" || echo "$rate")
-  printf '%-6s %-7s %-66s | %9.1f %9.1f %6s %9.1f | %8.3f %8.3f %6s\n' "$([ "$hosts" = 0 ] && echo 1 || echo "$hosts")" \
-    "$link" "$(echo $keys | sed 's/--global-batch 16 *//')" "$pmem" "$mmem" "$emem" "$mrss" "$pt" "$mt" "$et"
+  rows=$(( p[0] * p[3] * p[4] ))   # dp x micro-batches x batch-size
+  seq=$(sed -n 's/.*--seq-len \([0-9]*\).*/\1/p' <<<"$MODEL $keys" | tail -1)
+  tps=$(awk -v r="$rows" -v s="${seq:-256}" -v t="$mt" 'BEGIN { printf "%.0f", r * s / t }')
+  [ -n "$first_tps" ] || first_tps=$tps
+  [ "$tps" -gt "$best_tps" ] && { best_tps=$tps; best_row=$(echo $keys); }
+  printf '%-6s %-7s %-66s | %9.1f %9.1f %6s %9.1f | %8.3f %8.3f %6s %9s\n' "$([ "$hosts" = 0 ] && echo 1 || echo "$hosts")" \
+    "$link" "$(echo $keys | sed 's/--global-batch [0-9]* *//; s/--tensor-parallel 1 //; s/--pipeline-stages 1 //; s/--data-parallel 1 //')" \
+    "$pmem" "$mmem" "$emem" "$mrss" "$pt" "$mt" "$et" "$tps"
   n=$((n + 1))
 done <"$LIST"
 echo "$n layouts: memory outside 5%: $bad_mem; step time outside 25%: $bad_t"
+[ -z "$BEST" ] || echo "the planner's choice: $first_tps tokens/s measured; the fastest measured: $best_tps tokens/s ($best_row)"
 [ $bad_mem = 0 ] && [ $bad_t = 0 ]

@@ -28,6 +28,10 @@ typedef struct {
   double mem_bytes;          // memory per device (shared: per host, split over its ranks)
   double gemm_flops;         // f32 / 16-bit GEMM FLOP/s: per device (shared: the whole host)
   double core_gemm_flops;    // shared: one core's (a rank of one thread)
+  double attn_flops;         // causal flash attention, forward + backward (the model's count:
+                             // 2 x 2 x D x (T + 1) / 2 per query and head, x 3): per device
+                             // (shared: the whole host); 0: as gemm_flops
+  double core_attn_flops;    // shared: one core's
   double peak_flops;         // the FMA peak the MFU is quoted against (same unit)
   double mem_bw;             // memory-bound ops' bandwidth, bytes/s (same unit)
   double intra_bw, intra_lat;   // within a host: all-reduce bus bandwidth (bytes/s) and

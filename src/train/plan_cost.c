@@ -89,15 +89,20 @@ typedef struct {
   double stage_floats;
 } stage_time;
 
-// Rates of one rank: GEMM FLOP/s and memory bytes/s, with its threads on a shared host.
-static void rank_rates(const ot_machine *m, int ranks_on_host, double *gemm, double *mem) {
+// Rates of one rank: GEMM and attention FLOP/s, memory bytes/s, with its threads on a
+// shared host.
+static void rank_rates(const ot_machine *m, int ranks_on_host, double *gemm, double *attn, double *mem) {
+  const double ah = m->attn_flops > 0 ? m->attn_flops : m->gemm_flops;
   if (!m->shared) {
     *gemm = m->gemm_flops;
+    *attn = ah;
     *mem = m->mem_bw;
     return;
   }
   const int th = m->cores / ranks_on_host > 1 ? m->cores / ranks_on_host : 1;
+  const double ac = m->core_attn_flops > 0 ? m->core_attn_flops : m->core_gemm_flops;
   *gemm = th == 1 ? m->core_gemm_flops : m->gemm_flops * th / m->cores;
+  *attn = th == 1 ? ac : ah * th / m->cores;
   *mem = m->mem_bw * (th < m->cores ? (double)th / m->cores : 1.0);
 }
 
@@ -117,17 +122,20 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
   const bool last = pm->layer1 == ot_model_n_blocks(mc);
   const double blk_fwd = 2.0 * N * (gemm_mac + attn_mac) * L;
   const double head_fwd = last ? 2.0 * N * C * Vp / (c->vocab_parallel && tp > 1 ? tp : 1) : 0.0;
-  double extra = 0.0;   // recompute: the forward again (full) or the attention core (selective)
-  if (c->recompute == OT_RECOMPUTE_FULL) extra = blk_fwd;
-  else if (c->recompute == OT_RECOMPUTE_SELECTIVE) extra = 2.0 * N * attn_mac * L;
-  const double flops = 3.0 * (blk_fwd + head_fwd) + extra;
+  // GEMM FLOPs (blocks without the attention core, the head) and the attention core's,
+  // forward + backward (2 x the forward); recompute reruns the forward of the blocks (full)
+  // or the attention core (selective) inside the backward
+  const double attn_fwd = 2.0 * N * attn_mac * L, gemm_fwd = blk_fwd - attn_fwd + head_fwd;
+  const bool full = c->recompute == OT_RECOMPUTE_FULL, sel = c->recompute == OT_RECOMPUTE_SELECTIVE;
+  const double gemm_bwd = 2.0 * gemm_fwd + (full ? blk_fwd - attn_fwd : 0.0);
+  const double attn_bwd = 2.0 * attn_fwd + (full || sel ? attn_fwd : 0.0);
   const double logits = last ? N * Vp / (c->vocab_parallel && tp > 1 ? tp : 1) * ot_dtype_size(c->dtype) : 0.0;
   const double traffic = 3.0 * (double)pm->act_saved_layer * L + 4.0 * logits;
   const int on_host = world < rph ? world : rph;
-  double rg, rm;
-  rank_rates(m, on_host, &rg, &rm);
-  double comp = flops / rg + traffic / rm;
-  double comp_bwd = (2.0 * (blk_fwd + head_fwd) + extra) / rg + traffic * 2.0 / 3.0 / rm;
+  double rg, ra, rm;
+  rank_rates(m, on_host, &rg, &ra, &rm);
+  const double comp_bwd = gemm_bwd / rg + attn_bwd / ra + traffic * 2.0 / 3.0 / rm;
+  const double comp = gemm_fwd / rg + attn_fwd / ra + traffic / 3.0 / rm + comp_bwd;
   // tensor parallel: 4 all-reduces of [N, C] f32 per block (6 when the forward reruns),
   // the vocabulary-parallel embedding and head's
   double tcomm = 0.0, tcomm_bwd = 0.0;
@@ -274,8 +282,8 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
   }
   // the optimizer: AdamW reads and writes the shard's weights, moments and gradients
   {
-    double rg, rm;
-    rank_rates(m, world < rph ? world : rph, &rg, &rm);
+    double rg, ra, rm;
+    rank_rates(m, world < rph ? world : rph, &rg, &ra, &rm);
     const double shard = c->optimizer_shard >= 1 ? sl->stage_floats / dp : sl->stage_floats;
     double t = shard * 28.0 / rm;
     if (m->shared && rph > m->cores) t *= (double)rph / m->cores;

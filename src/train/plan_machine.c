@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include "ot/dist.h"
+#include "ot/attn.h"
 #include "ot/ops.h"
 #include "ot/plan.h"
 #include <math.h>
@@ -22,20 +23,22 @@ static const preset k_presets[] = {
     {"a100-80gb",
      {.name = "a100-80gb",
       .source = "NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s dense bf16 peak, 2039 GB/s HBM2e, 80 GB; "
-                "GEMM rate 80% of peak (cuBLAS on large transformer GEMMs); DGX A100 user guide: 8 GPUs "
+                "GEMM rate 80% of peak (cuBLAS on large transformer GEMMs), attention 64% (FlashAttention-2 "
+                "paper: 50-73% of peak forward + backward); DGX A100 user guide: 8 GPUs "
                 "on NVSwitch (NVLink 3, 600 GB/s per GPU both directions; NCCL all-reduce bus bandwidth "
                 "taken as 230 GB/s, 10 us), 8 x 200 Gb/s HDR InfiniBand per host (200 GB/s, 5 us)",
       .shared = false, .cores = 0, .devices_per_host = 8, .hosts = 1024,
-      .mem_bytes = 80e9, .gemm_flops = 250e12, .peak_flops = 312e12, .mem_bw = 2039e9,
+      .mem_bytes = 80e9, .gemm_flops = 250e12, .attn_flops = 200e12, .peak_flops = 312e12, .mem_bw = 2039e9,
       .intra_bw = 230e9, .intra_lat = 10e-6, .inter_bw = 200e9, .inter_lat = 5e-6}},
     {"ascend-910",
      {.name = "ascend-910",
       .source = "Huawei Ascend 910 (Atlas 800 training server, model 9000): 256 TFLOP/s fp16 peak, "
-                "32 GB HBM at 1200 GB/s per chip, GEMM rate 75% of peak; 8 chips per host on HCCS "
+                "32 GB HBM at 1200 GB/s per chip, GEMM rate 75% of peak, attention 50% (assumed); 8 chips "
+                "per host on HCCS "
                 "(all-reduce bus bandwidth taken as 90 GB/s, 15 us), 8 x 100 GbE RoCE per host "
                 "(100 GB/s, 10 us): MindSpore's distributed-training hardware",
       .shared = false, .cores = 0, .devices_per_host = 8, .hosts = 1024,
-      .mem_bytes = 32e9, .gemm_flops = 192e12, .peak_flops = 256e12, .mem_bw = 1200e9,
+      .mem_bytes = 32e9, .gemm_flops = 192e12, .attn_flops = 128e12, .peak_flops = 256e12, .mem_bw = 1200e9,
       .intra_bw = 90e9, .intra_lat = 15e-6, .inter_bw = 100e9, .inter_lat = 10e-6}},
 };
 #define N_PRESETS ((int)(sizeof k_presets / sizeof k_presets[0]))
@@ -72,6 +75,8 @@ static const field k_fields[] = {
     F("mem_bytes", K_DBL, mem_bytes, "memory per device (shared: per host)"),
     F("gemm_flops", K_DBL, gemm_flops, "GEMM FLOP/s per device (shared: every core together)"),
     F("core_gemm_flops", K_DBL, core_gemm_flops, "shared: one core's GEMM FLOP/s (a one-thread rank)"),
+    F("attn_flops", K_DBL, attn_flops, "causal flash attention forward + backward FLOP/s (0: as gemm_flops)"),
+    F("core_attn_flops", K_DBL, core_attn_flops, "shared: one core's attention FLOP/s"),
     F("peak_flops", K_DBL, peak_flops, "FMA peak for the MFU (same unit as gemm_flops)"),
     F("mem_bw", K_DBL, mem_bw, "memory-bound ops' bandwidth, bytes/s (same unit)"),
     F("intra_bw", K_DBL, intra_bw, "all-reduce bus bandwidth inside a host, bytes/s"),
@@ -132,7 +137,7 @@ static ot_status set_field(ot_machine *m, const char *key, const char *val, cons
     return OT_OK;
   }
   return ot_error(OT_EFORMAT, "%s: '%.60s' is not a machine key (name, shared, cores, devices_per_host, "
-                  "hosts, mem_bytes, gemm_flops, core_gemm_flops, peak_flops, mem_bw, intra_bw, "
+                  "hosts, mem_bytes, gemm_flops, core_gemm_flops, attn_flops, core_attn_flops, peak_flops, mem_bw, intra_bw, "
                   "intra_lat, inter_bw, inter_lat, source)", path, key);
 }
 
@@ -203,6 +208,33 @@ static ot_status measure_gemm(double *flops) {
   return s;
 }
 
+// Causal flash attention forward + backward of [4, 8 heads, 256, 64] (f32) on the current
+// threads, in the cost model's FLOPs (3 x the forward's 2 x 2 x D x (T + 1) / 2 per query
+// and head), best of 4 after a warm-up.
+static ot_status measure_attn(double *flops) {
+  const ot_attn_shape sh = {.B = 4, .Hq = 8, .Hkv = 8, .Tq = 256, .Tk = 256, .D = 64, .causal = true,
+                            .scale = 0.125f};
+  const size_t n = (size_t)sh.B * sh.Hq * sh.Tq * sh.D;
+  float *buf = ot_mem_alloc(8 * n * sizeof(float) + (size_t)sh.B * sh.Hq * sh.Tq * sizeof(float), OT_MEM_WORKSPACE);
+  if (!buf) return ot_error(OT_ENOMEM, "attention measurement: out of memory");
+  float *q = buf, *k = q + n, *v = k + n, *o = v + n, *dout = o + n, *dq = dout + n, *dk = dq + n, *dv = dk + n,
+        *lse = dv + n;
+  for (size_t i = 0; i < 5 * n; i++) buf[i] = (float)((i * 7919) % 101) * 0.01f - 0.5f;
+  const double fl = 3.0 * 2.0 * 2.0 * sh.D * (sh.Tq + 1) / 2.0 * sh.Tq * sh.B * sh.Hq;
+  double best = 0.0;
+  ot_status s = OT_OK;
+  for (int r = 0; r < 5 && s == OT_OK; r++) {
+    const double t0 = ot_now();
+    s = ot_attn_flash_fwd(OT_F32, o, lse, q, k, v, &sh);
+    if (s == OT_OK) s = ot_attn_flash_bwd(OT_F32, dq, dk, dv, dout, o, lse, q, k, v, &sh);
+    const double dt = ot_now() - t0;
+    if (r > 0 && fl / dt > best) best = fl / dt;
+  }
+  ot_mem_free(buf);
+  *flops = best;
+  return s;
+}
+
 // STREAM-triad bandwidth (bytes/s) of the current threads over 3 x 64 MiB, best of 5.
 static ot_status measure_bw(double *bw) {
   const size_t n = (size_t)16 << 20;
@@ -243,16 +275,19 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
   if (root) {   // compute and memory on rank 0 alone (the others wait at the all-reduce)
     s = measure_gemm(&m->gemm_flops);
     const int nt = m->cores;
+    if (s == OT_OK) s = measure_attn(&m->attn_flops);
     if (s == OT_OK) {
       ot_threads_set(1);
       s = measure_gemm(&m->core_gemm_flops);
+      if (s == OT_OK) s = measure_attn(&m->core_attn_flops);
       ot_threads_set(nt);
     }
     if (s == OT_OK) s = measure_bw(&m->mem_bw);
     m->peak_flops = ot_measure_fma_peak() * 1e9;
     if (log && s == OT_OK)
-      fprintf(log, "measured: %d cores, GEMM %.1f GFLOP/s (one core %.1f), FMA peak %.1f GFLOP/s, triad "
-              "%.1f GB/s, %.1f GiB\n", m->cores, m->gemm_flops / 1e9, m->core_gemm_flops / 1e9,
+      fprintf(log, "measured: %d cores, GEMM %.1f GFLOP/s (one core %.1f), attention %.1f GFLOP/s (one core %.1f), "
+              "FMA peak %.1f GFLOP/s, triad %.1f GB/s, %.1f GiB\n", m->cores, m->gemm_flops / 1e9,
+              m->core_gemm_flops / 1e9, m->attn_flops / 1e9, m->core_attn_flops / 1e9,
               m->peak_flops / 1e9, m->mem_bw / 1e9, m->mem_bytes / 1073741824.0);
   }
   // the links: the engine's all-reduce between the processes of this run (defaults when
@@ -287,7 +322,7 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
     if (log && root) fprintf(log, "measured: %s\n", lbuf);
   }
   snprintf(m->source, sizeof m->source, "measured by `ot plan --measure` on %.40s: GEMM (oneDNN f32, M=2048 "
-           "C=768 projections), STREAM triad, FMA peak; %s", host, links);
+           "C=768 projections), causal flash attention (T=256, D=64), STREAM triad, FMA peak; %s", host, links);
   if (s == OT_OK) s = root ? ot_machine_validate(m) : OT_OK;
   return s;
 }
