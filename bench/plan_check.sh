@@ -112,9 +112,9 @@ if [ -n "$BEST" ]; then   # the planner's best layout of every shape, in its ord
   "$OT" plan --machine "$mach" --hosts "$bh" --devices $((2 * bh)) $MODEL --global-batch "$GLOBAL" --top 5 \
     --csv "$tmp/rank.csv" > "$tmp/rank.log" 2>&1 || { cat "$tmp/rank.log" >&2; exit 1; }
   sed -n '1,/^chosen/p' "$tmp/rank.log" | tail -9
-  awk -F, -v w="$BEST" 'NR > 1 && $9 == 1 && !seen[$1 " " $2 " " $3]++ {
-      printf "%s | --data-parallel %s --tensor-parallel %s --pipeline-stages %s --grad-accum %s --batch-size %s --optimizer-shard %s --recompute %s%s\n",
-        w, $1, $2, $3, $4, $5, $6, $7, $8 == 1 ? " --vocab-parallel" : "" }' "$tmp/rank.csv" >"$LIST"
+  awk -F, -v w="$BEST" 'NR > 1 && $10 == 1 && !seen[$1 " " $2 " " $3]++ {
+      printf "%s | --data-parallel %s --tensor-parallel %s --pipeline-stages %s --grad-accum %s --batch-size %s --optimizer-shard %s --recompute %s%s%s\n",
+        w, $1, $2, $3, $4, $5, $6, $7, $8 == 1 ? " --vocab-parallel" : "", $9 > 0 ? " --comm-fusion-layers " $9 : "" }' "$tmp/rank.csv" >"$LIST"
 fi
 
 med() { python3 -c "
@@ -150,9 +150,9 @@ while IFS='|' read -r where keys; do
   pred=$("$OT" plan --machine "$mach" --hosts $h --devices $np --only $MODEL $keys --csv "$out.csv" 2>&1) ||
     { echo "$pred" >&2; exit 1; }
   IFS=, read -r -a p < <(tail -1 "$out.csv")
-  # columns: ... 17 total_bytes, 22 t_step
-  pmem=$(awk -v b="${p[17]}" 'BEGIN { printf "%.2f", b / 1048576 }')
-  pt=${p[22]}
+  # columns (from 0): 18 total_bytes, 23 t_step
+  pmem=$(awk -v b="${p[18]}" 'BEGIN { printf "%.2f", b / 1048576 }')
+  pt=${p[23]}
   "${cmd[@]}" "$OT" train $MODEL $keys --data "$DATA" --steps $STEPS --eval-every 0 --eval-batches 1 --print-every 100 \
     --out "$out" >"$out.log" 2>&1 </dev/null || { tail -5 "$out.log" >&2; echo "plan_check: run $n failed" >&2; exit 1; }
   read -r mt mmem mrss < <(med "$out/log.jsonl")

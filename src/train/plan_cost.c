@@ -87,6 +87,7 @@ typedef struct {
   double t_bwd;       // of which the backward
   double busy;        // the part that occupies this rank's core(s) (all but network waits)
   double stage_floats;
+  int layers;         // the stage's blocks
 } stage_time;
 
 // Rates of one rank: GEMM and attention FLOP/s, memory bytes/s, with its threads on a
@@ -163,6 +164,7 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
   o->t_bwd = comp_bwd + tcomm_bwd + p2p / 2;
   o->busy = comp + tcomm;
   o->stage_floats = (double)pm->n_floats;
+  o->layers = pm->layer1 - pm->layer0;
   return OT_OK;
 }
 
@@ -257,8 +259,12 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
   double comm = 0.0, optim = 0.0;
   if (dp > 1) {
     const link l = group_link(m, world, rph, dp, tp, 0);
-    const double ar = allreduce_s(gbytes, dp, l);
-    const double nb = c->comm_fusion_layers > 0 ? 4.0 : c->grad_buckets;
+    // the all-reduces of a step: --grad-buckets ranges, or one per fusion group of blocks;
+    // each pays the ring's latency
+    const int Ls = sl->layers;
+    const double nb = c->comm_fusion_layers > 0 ? (Ls + c->comm_fusion_layers - 1) / c->comm_fusion_layers
+                                               : c->grad_buckets;
+    const double ar = allreduce_s(gbytes, dp, l) + (nb - 1) * 2.0 * (dp - 1) * l.lat;
     const double hide = l.network && c->overlap ? sl->t_bwd : 0.0;
     const double ex1 = fmax(ar / nb, ar - hide);
     double cpu_scale = m->shared && !l.network && rph > m->cores ? (double)rph / m->cores : 1.0;
