@@ -63,7 +63,7 @@ broken_run "$tmp/stop" STOP
 grep -q "did not complete within $TIMEOUT s" "$tmp/stop.log" ||
   { cat "$tmp/stop.log"; fail "no watchdog message for the stopped rank"; }
 stopped="rank $vrank (dp $vrank, tp 0, pp 0, host $(hostname), pid $victim, silent for"
-grep -q "stopped answering (no heartbeat: stopped, hung or swapped out): $stopped" "$tmp/stop.log" ||
+grep -q "stopped answering (no heartbeat: stopped, hung, swapped out, or its host unreachable): $stopped" "$tmp/stop.log" ||
   { cat "$tmp/stop.log"; fail "the message does not name the stopped $stopped ...)"; }
 echo "message: $(grep -m1 "did not complete" "$tmp/stop.log")"
 echo "         $(grep -m1 "stopped answering" "$tmp/stop.log" | sed 's/^ *//')"

@@ -2,7 +2,7 @@
 # Several hosts on one machine: N simulated hosts made of Linux network namespaces, and Open MPI
 # across them over TCP. Needs root and iproute2 (`ip`, `tc`) and util-linux (`nsenter`, `unshare`).
 #
-#   hosts.sh up --hosts N [--rate R --delay D] [--slots S] [--prefix P]
+#   hosts.sh up --hosts N [--rate R --delay D] [--slots S] [--tcp-retries K] [--prefix P]
 #       Makes namespaces P-h1 .. P-hN (the hosts) and P-br (the switch). Host k has hostname P-hk
 #       (its own UTS namespace, kept for every process started in it), address 10.77.0.k/24 on its
 #       interface veth0, and /etc/hosts naming every host. Each veth0's peer is a port of the
@@ -13,7 +13,9 @@
 #       applied). Writes P's state directory (${OT_NETNS_RUN:-/run/ot-netns}/P): hostfile (S slots
 #       per host, default 1), rsh (Open MPI's rsh agent: `rsh HOST COMMAND` runs COMMAND by `sh -c`
 #       in HOST's namespaces) and env (what `info` prints). Removes a previous run's leftovers
-#       of the same prefix first.
+#       of the same prefix first. --tcp-retries K sets the hosts' net.ipv4.tcp_retries2 (Linux's
+#       default 15: a connection to a host whose link is cut gives up after ~15 minutes; 3: ~3 s,
+#       so that mpirun ends soon after a link cut ends the job).
 #   hosts.sh mpirun [--prefix P] [MPIRUN ARGS] [--] PROGRAM ARGS
 #       Runs mpirun in host 1 across the hosts: --hostfile, the rsh agent, btl self,vader,tcp (shared
 #       memory only inside a host: each host is its own Open MPI node), btl_tcp_if_include and
@@ -117,7 +119,7 @@ shape() {
 }
 
 cmd_up() {
-  local n="" slots=1 k d
+  local n="" slots=1 retries="" k d
   rate="" delay=""
   while [ $# -gt 0 ]; do
     case $1 in
@@ -125,11 +127,14 @@ cmd_up() {
       --rate) rate=${2:-}; shift 2 ;;
       --delay) delay=${2:-}; shift 2 ;;
       --slots) slots=${2:-}; shift 2 ;;
-      *) die "up: unknown argument '$1' (up --hosts N [--rate R] [--delay D] [--slots S] [--prefix P])" ;;
+      --tcp-retries) retries=${2:-}; shift 2 ;;
+      *) die "up: unknown argument '$1' (up --hosts N [--rate R] [--delay D] [--slots S] [--tcp-retries K] [--prefix P])" ;;
     esac
   done
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up: --hosts N with N in 1..200 (got '${n}')"
   [[ $slots =~ ^[0-9]+$ ]] && [ "$slots" -ge 1 ] || die "up: --slots S with S >= 1 (got '$slots')"
+  [ -z "$retries" ] || [[ $retries =~ ^[0-9]+$ ]] && [ "${retries:-1}" -ge 1 ] && [ "${retries:-1}" -le 15 ] ||
+    die "up: --tcp-retries K with K in 1..15 (got '$retries')"
   [ -z "$rate" ] || burst_of "$rate" >/dev/null
   [ -z "$delay" ] || [[ $delay =~ ^[0-9.]+(us|ms|s)$ ]] || die "up: --delay '$delay': give NUMBER us|ms|s (e.g. 50us)"
   can_netns
@@ -158,6 +163,7 @@ cmd_up() {
     local h=$prefix-h$k
     ip netns add "$h"
     ip -n "$h" link set lo up
+    [ -z "$retries" ] || ip netns exec "$h" sh -c "echo $retries >/proc/sys/net/ipv4/tcp_retries2"
     ip -n "$h" link add veth0 type veth peer name "h$k" netns "$prefix-br"
     ip -n "$prefix-br" link set "h$k" master br0 up
     ip -n "$h" addr add "$SUBNET.$k/24" dev veth0
@@ -188,6 +194,7 @@ EOF
     echo "rate=${rate:-unshaped}"
     echo "delay=$delay_applied"
     echo "delay_asked=${delay:-0}"
+    echo "tcp_retries2=${retries:-$(ip netns exec "$prefix-h1" cat /proc/sys/net/ipv4/tcp_retries2)}"
   } >"$d/env"
   set +E
   trap - ERR
@@ -266,7 +273,7 @@ cmd_info() {
   [ -f "$d/env" ] || die "no hosts of prefix '$prefix'"
   cat "$d/env"
   for n in $(our_ns | grep -v -- -br); do
-    echo "$n: $(ip -n "$n" -br addr show veth0 | awk '{print $2, $3}'); $(ip netns exec "$n" tc qdisc show dev veth0 | tr '\n' ';')"
+    echo "$n: $(ip -n "$n" -br addr show veth0 | awk '{print $2, $3}'); $(ip netns exec "$n" tc qdisc show dev veth0 | paste -sd ';')"
   done
 }
 
