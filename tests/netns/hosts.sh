@@ -21,6 +21,8 @@
 #       memory only inside a host: each host is its own Open MPI node), btl_tcp_if_include and
 #       oob_tcp_if_include = the hosts' subnet, --bind-to none (every host is the same CPUs),
 #       --allow-run-as-root --oversubscribe, -x OMP_NUM_THREADS (default 1). Its exit status.
+#       --peak-rss (before the --): each rank prints "peak RSS: rank R on HOST: M MiB" when it
+#       ends (its maximum resident memory, by GNU time).
 #   hosts.sh launch [--prefix P] OT [OT LAUNCH ARGS] -- COMMAND
 #       `OT launch` in host 1 with the same mpirun settings (--mpirun-arg=...; --bind none unless
 #       given); write the rank table with `rank-table`.
@@ -221,12 +223,31 @@ in_host() {  # in_host HOST COMMAND...: COMMAND in HOST's namespaces, with its h
 }
 
 cmd_mpirun() {
-  local args=() bind=(--bind-to none) a
+  local args=() bind=(--bind-to none) a seen=0 rss=0
   for a in "$@"; do
-    case $a in --) ;; --bind-to|--bind-to=*) bind=(); args+=("$a") ;; *) args+=("$a") ;; esac
+    if [ $seen = 1 ]; then args+=("$a"); continue; fi
+    case $a in
+      --) seen=1; [ $rss = 0 ] || args+=(bash "$me" rank-rss) ;;
+      --peak-rss) rss=1 ;;
+      --bind-to|--bind-to=*) bind=(); args+=("$a") ;;
+      *) args+=("$a") ;;
+    esac
   done
+  [ $rss = 0 ] || [ $seen = 1 ] || die "mpirun --peak-rss: put the program after --"
+  [ $rss = 0 ] || [ -x /usr/bin/time ] || die "mpirun --peak-rss needs GNU time (apt-get install time)"
   # shellcheck disable=SC2046
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} in_host 1 mpirun $(mpi_args) "${bind[@]}" "${args[@]}"
+}
+
+# rank-rss PROGRAM ARGS: runs PROGRAM, then prints its peak resident memory (one rank's)
+cmd_rank_rss() {
+  local f rc
+  f=$(mktemp)
+  /usr/bin/time -f %M -o "$f" "$@"
+  rc=$?
+  echo "peak RSS: rank ${OMPI_COMM_WORLD_RANK:-?} on $(hostname): $(( $(tail -1 "$f") / 1024 )) MiB" >&2
+  rm -f "$f"
+  return $rc
 }
 
 cmd_launch() {
@@ -304,6 +325,7 @@ case $sub in
   mpirun) cmd_mpirun "$@" ;;
   launch) cmd_launch "$@" ;;
   rank-table) cmd_rank_table "$@" ;;
+  rank-rss) cmd_rank_rss "$@" ;;
   exec) [ $# -ge 2 ] || die "exec HOST COMMAND..."; in_host "$@" ;;
   link-down) cmd_link down "$@" ;;
   link-up) cmd_link up "$@" ;;
