@@ -6,7 +6,7 @@
 # preset, data parallel 2, 300 steps, a checkpoint every 25, --comm-timeout 6:
 # 1. kill -9 of the rank on the other host (h2) once a checkpoint of step >= 50 exists: the job
 #    ends non-zero within the timeout + 4 s, and mpirun names the rank, its pid and the host;
-# 2. h2's link cut (`ip link set veth0 down` in h2): the job ends non-zero within the timeout
+# 2. h2's link cut (`ip link set eth0 down` in h2): the job ends non-zero within the timeout
 #    + 10 s (TCP's give-up after the watchdog), rank 0's watchdog names rank 1 with its
 #    coordinates, host and pid as not answering; no process of the job is left on either host
 #    (those on the cut-off host end by themselves);

@@ -2,15 +2,18 @@
 # Several hosts on one machine: N simulated hosts made of Linux network namespaces, and Open MPI
 # across them over TCP. Needs root and iproute2 (`ip`, `tc`) and util-linux (`nsenter`, `unshare`).
 #
-#   hosts.sh up --hosts N [--rate R --delay D] [--slots S] [--tcp-retries K] [--prefix P]
+#   hosts.sh up --hosts N [--rate R --delay D] [--slots S] [--tcp-retries K] [--netdelay PATH] [--prefix P]
 #       Makes namespaces P-h1 .. P-hN (the hosts) and P-br (the switch). Host k has hostname P-hk
 #       (its own UTS namespace, kept for every process started in it), address 10.77.0.k/24 on its
-#       interface veth0, and /etc/hosts naming every host. Each veth0's peer is a port of the
+#       interface eth0, and /etc/hosts naming every host. Each eth0's peer is a port of the
 #       bridge br0 in P-br: nothing is added to the namespace the script runs in. R (tc rate, e.g.
 #       10gbit, 1gbit) shapes both directions of each host's link (tbf); D (e.g. 50us, 1ms) delays
 #       what each host sends (netem under the tbf), so a round trip between two hosts takes 2 D.
-#       A kernel without the netem qdisc gets the rate only, with a warning (`info` shows what is
-#       applied). Writes P's state directory (${OT_NETNS_RUN:-/run/ot-netns}/P): hostfile (S slots
+#       A kernel without the netem qdisc gets the delay from netdelay (tests/netns/netdelay.c; PATH,
+#       else $OT_NETDELAY, else build/netdelay): a userspace switch in P-br whose TAP devices are
+#       the hosts' eth0 (MTU 9000), delaying each frame by D and passing at most R into each host
+#       (tbf on eth0 shapes what a host sends); it manages ~4 Gbit/s on a busy 2-core machine.
+#       Without either, the rate only, with a warning (`info` shows what is applied). Writes P's state directory (${OT_NETNS_RUN:-/run/ot-netns}/P): hostfile (S slots
 #       per host, default 1), rsh (Open MPI's rsh agent: `rsh HOST COMMAND` runs COMMAND by `sh -c`
 #       in HOST's namespaces) and env (what `info` prints). Removes a previous run's leftovers
 #       of the same prefix first. --tcp-retries K sets the hosts' net.ipv4.tcp_retries2 (Linux's
@@ -29,7 +32,7 @@
 #   hosts.sh rank-table [--prefix P] --per-host K
 #       Prints a rank table (MindSpore / HCCL JSON) of K devices on each host, ranks in host order.
 #   hosts.sh exec [--prefix P] HOST COMMAND...     runs COMMAND in HOST (k or P-hk)
-#   hosts.sh link-down|link-up [--prefix P] HOST   cuts / restores HOST's link (ip link set veth0 down/up)
+#   hosts.sh link-down|link-up [--prefix P] HOST   cuts / restores HOST's link (ip link set eth0 down/up)
 #   hosts.sh info [--prefix P]                     hosts, addresses, shaping applied
 #   hosts.sh down [--prefix P]                     ends the processes in P's namespaces, removes them,
 #                                                  the hosts files and the state directory
@@ -91,15 +94,25 @@ cmd_down() {
   [ -z "$(our_ns)" ]
 }
 
-# tbf burst for a rate: 1 ms of it, at least 64 KiB (a GSO packet passes whole)
-burst_of() {
-  local r=$1 v u bps
+# bits/s of a rate (10gbit, 100mbit, 500kbit)
+bps_of() {
+  local r=$1 v u
   v=${r%%[a-zA-Z]*}
   u=${r#"$v"}
+  [[ $v =~ ^[0-9]+$ ]] || die "--rate '$r': give INTEGER kbit|mbit|gbit (e.g. 1gbit)"
   case $u in
-    gbit) bps=$((v * 1000000000)) ;; mbit) bps=$((v * 1000000)) ;; kbit) bps=$((v * 1000)) ;;
-    *) die "--rate '$r': give NUMBER kbit|mbit|gbit (e.g. 1gbit)" ;;
+    gbit) echo $((v * 1000000000)) ;; mbit) echo $((v * 1000000)) ;; kbit) echo $((v * 1000)) ;;
+    *) die "--rate '$r': give INTEGER kbit|mbit|gbit (e.g. 1gbit)" ;;
   esac
+}
+# microseconds of a delay (50us, 1ms, 0.5ms, 1s)
+us_of() { awk -v d="$1" 'BEGIN { f = d + 0; u = d; sub(/^[0-9.]+/, "", u);
+  printf "%d\n", f * (u == "s" ? 1000000 : u == "ms" ? 1000 : 1) }'; }
+
+# tbf burst for a rate: 1 ms of it, at least 64 KiB (a GSO packet passes whole)
+burst_of() {
+  local bps
+  bps=$(bps_of "$1") || exit 2
   local b=$((bps / 8 / 1000))
   [ $b -ge 65536 ] || b=65536
   echo $b
@@ -108,7 +121,7 @@ burst_of() {
 # shape NS DEV WITH_DELAY: tbf at the rate (both ends of a link), netem delay under it (host side)
 shape() {
   local ns=$1 dev=$2 d=""
-  [ "$3" = 1 ] && [ "$delay_applied" != 0 ] && d=$delay
+  [ "$3" = 1 ] && [ "$mode" = netem ] && d=$delay
   if [ -n "$rate" ]; then
     ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$(burst_of "$rate")" \
       latency 100ms || die "tc tbf on $ns/$dev failed"
@@ -122,7 +135,7 @@ shape() {
 
 cmd_up() {
   local n="" slots=1 retries="" k d
-  rate="" delay=""
+  rate="" delay="" netdelay=${OT_NETDELAY:-$(dirname "$me")/../../build/netdelay}
   while [ $# -gt 0 ]; do
     case $1 in
       --hosts) n=${2:-}; shift 2 ;;
@@ -130,6 +143,7 @@ cmd_up() {
       --delay) delay=${2:-}; shift 2 ;;
       --slots) slots=${2:-}; shift 2 ;;
       --tcp-retries) retries=${2:-}; shift 2 ;;
+      --netdelay) netdelay=${2:-}; shift 2 ;;
       *) die "up: unknown argument '$1' (up --hosts N [--rate R] [--delay D] [--slots S] [--tcp-retries K] [--prefix P])" ;;
     esac
   done
@@ -137,17 +151,23 @@ cmd_up() {
   [[ $slots =~ ^[0-9]+$ ]] && [ "$slots" -ge 1 ] || die "up: --slots S with S >= 1 (got '$slots')"
   [ -z "$retries" ] || [[ $retries =~ ^[0-9]+$ ]] && [ "${retries:-1}" -ge 1 ] && [ "${retries:-1}" -le 15 ] ||
     die "up: --tcp-retries K with K in 1..15 (got '$retries')"
-  [ -z "$rate" ] || burst_of "$rate" >/dev/null
+  [ -z "$rate" ] || burst_of "$rate" >/dev/null || exit 2
   [ -z "$delay" ] || [[ $delay =~ ^[0-9.]+(us|ms|s)$ ]] || die "up: --delay '$delay': give NUMBER us|ms|s (e.g. 50us)"
   can_netns
   cmd_down 2>/dev/null
   d=$(state)
   mkdir -p "$d/uts" || die "cannot make $d"
   delay_applied=${delay:-0}
+  mode=bridge   # veth pairs to a kernel bridge; netem: with netem delay; switch: netdelay's TAPs
   if [ -n "$delay" ]; then   # does this kernel have netem?
     ip netns add "$prefix-br" || die "ip netns add $prefix-br failed"
-    if ! ip netns exec "$prefix-br" tc qdisc add dev lo root netem delay 1us 2>/dev/null; then
-      echo "hosts.sh: WARNING: this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): --delay $delay is not applied, links are shaped by rate only" >&2
+    if ip netns exec "$prefix-br" tc qdisc add dev lo root netem delay 1us 2>/dev/null; then
+      mode=netem
+    elif [ -x "$netdelay" ]; then
+      mode=switch
+    else
+      echo "hosts.sh: WARNING: this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM) and there is no netdelay" \
+        "(build it, or give --netdelay PATH): --delay $delay is not applied, links are shaped by rate only" >&2
       delay_applied=0
     fi
     ip netns del "$prefix-br"
@@ -155,9 +175,16 @@ cmd_up() {
   trap 'cmd_down; exit 1' ERR
   set -E
   ip netns add "$prefix-br"
-  ip -n "$prefix-br" link add br0 type bridge
-  ip -n "$prefix-br" link set br0 up
   ip -n "$prefix-br" link set lo up
+  if [ $mode = switch ]; then   # the delaying switch: its TAPs t1..tN become the hosts' eth0
+    ip netns exec "$prefix-br" setsid "$netdelay" t "$n" "$(us_of "$delay")" "$([ -z "$rate" ] || bps_of "$rate")" \
+      >"$d/netdelay.log" 2>&1 </dev/null &
+    for _ in $(seq 100); do grep -qs ready "$d/netdelay.log" && break; sleep 0.05; done
+    grep -q ready "$d/netdelay.log" || { cat "$d/netdelay.log" >&2; die "netdelay did not start"; }
+  else
+    ip -n "$prefix-br" link add br0 type bridge
+    ip -n "$prefix-br" link set br0 up
+  fi
   : >"$d/hostfile"
   local hosts_file="127.0.0.1 localhost"$'\n'
   for k in $(seq "$n"); do hosts_file+="$SUBNET.$k $prefix-h$k"$'\n'; done
@@ -166,12 +193,17 @@ cmd_up() {
     ip netns add "$h"
     ip -n "$h" link set lo up
     [ -z "$retries" ] || ip netns exec "$h" sh -c "echo $retries >/proc/sys/net/ipv4/tcp_retries2"
-    ip -n "$h" link add veth0 type veth peer name "h$k" netns "$prefix-br"
-    ip -n "$prefix-br" link set "h$k" master br0 up
-    ip -n "$h" addr add "$SUBNET.$k/24" dev veth0
-    ip -n "$h" link set veth0 up
-    shape "$h" veth0 1
-    shape "$prefix-br" "h$k" 0
+    if [ $mode = switch ]; then
+      ip -n "$prefix-br" link set "t$k" netns "$h"
+      ip -n "$h" link set "t$k" name eth0 mtu 9000
+    else
+      ip -n "$h" link add eth0 type veth peer name "h$k" netns "$prefix-br"
+      ip -n "$prefix-br" link set "h$k" master br0 up
+    fi
+    ip -n "$h" addr add "$SUBNET.$k/24" dev eth0
+    ip -n "$h" link set eth0 up
+    shape "$h" eth0 1
+    [ $mode = switch ] || shape "$prefix-br" "h$k" 0
     touch "$d/uts/$h"
     unshare --uts="$d/uts/$h" hostname "$h"
     mkdir -p "/etc/netns/$h"
@@ -196,6 +228,8 @@ EOF
     echo "rate=${rate:-unshaped}"
     echo "delay=$delay_applied"
     echo "delay_asked=${delay:-0}"
+    echo "delay_by=$(case $mode in netem) echo "netem" ;; switch) echo "netdelay (a userspace switch; MTU 9000)" ;;
+                       *) echo none ;; esac)"
     echo "tcp_retries2=${retries:-$(ip netns exec "$prefix-h1" cat /proc/sys/net/ipv4/tcp_retries2)}"
   } >"$d/env"
   set +E
@@ -294,14 +328,14 @@ cmd_info() {
   [ -f "$d/env" ] || die "no hosts of prefix '$prefix'"
   cat "$d/env"
   for n in $(our_ns | grep -v -- -br); do
-    echo "$n: $(ip -n "$n" -br addr show veth0 | awk '{print $2, $3}'); $(ip netns exec "$n" tc qdisc show dev veth0 | paste -sd ';')"
+    echo "$n: $(ip -n "$n" -br addr show eth0 | awk '{print $2, $3}'); $(ip netns exec "$n" tc qdisc show dev eth0 | paste -sd ';')"
   done
 }
 
 cmd_link() {
   local h
   h=$(ns_of "${2:-}")
-  ip -n "$h" link set veth0 "$1"
+  ip -n "$h" link set eth0 "$1"
 }
 
 # the subcommand, then --prefix P (up also takes it among its options)
