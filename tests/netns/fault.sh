@@ -27,6 +27,7 @@ done
 here=$(dirname "$(readlink -f "$0")")
 . "$here/../mpi/lib.sh"
 H=$here/hosts.sh
+export OT_NETDELAY=${OT_NETDELAY:-$(dirname "$OT")/netdelay}   # the delay where the kernel has no netem
 P=${OT_NETNS_PREFIX:-ftest}
 TIMEOUT=6
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_netns_fault.XXXXXX")

@@ -2,7 +2,8 @@
 # Several hosts on one machine: N simulated hosts made of Linux network namespaces, and Open MPI
 # across them over TCP. Needs root and iproute2 (`ip`, `tc`) and util-linux (`nsenter`, `unshare`).
 #
-#   hosts.sh up --hosts N [--rate R --delay D] [--slots S] [--tcp-retries K] [--netdelay PATH] [--prefix P]
+#   hosts.sh up --hosts N [--rate R --delay D] [--slots S] [--tcp-retries K] [--prefix P]
+#               [--delay-by netem|netdelay] [--netdelay PATH]
 #       Makes namespaces P-h1 .. P-hN (the hosts) and P-br (the switch). Host k has hostname P-hk
 #       (its own UTS namespace, kept for every process started in it), address 10.77.0.k/24 on its
 #       interface eth0, and /etc/hosts naming every host. Each eth0's peer is a port of the
@@ -13,7 +14,8 @@
 #       else $OT_NETDELAY, else build/netdelay): a userspace switch in P-br whose TAP devices are
 #       the hosts' eth0 (MTU 9000), delaying each frame by D and passing at most R into each host
 #       (tbf on eth0 shapes what a host sends); it manages ~4 Gbit/s on a busy 2-core machine.
-#       Without either, the rate only, with a warning (`info` shows what is applied). Writes P's state directory (${OT_NETNS_RUN:-/run/ot-netns}/P): hostfile (S slots
+#       --delay-by netdelay uses it where netem exists too. Without either, the rate only, with a
+#       warning (`info` shows what is applied). Writes P's state directory (${OT_NETNS_RUN:-/run/ot-netns}/P): hostfile (S slots
 #       per host, default 1), rsh (Open MPI's rsh agent: `rsh HOST COMMAND` runs COMMAND by `sh -c`
 #       in HOST's namespaces) and env (what `info` prints). Removes a previous run's leftovers
 #       of the same prefix first. --tcp-retries K sets the hosts' net.ipv4.tcp_retries2 (Linux's
@@ -38,9 +40,10 @@
 #                                                  the hosts files and the state directory
 #   hosts.sh selftest [--prefix P] PROBE           the harness's self-test (PROBE: build/netprobe):
 #       3 hosts at 1gbit / 1ms: each host reaches each other one, the hostnames differ, Open MPI
-#       runs a process on every host, a round trip takes >= 2 x the delay, a 4 MB transfer is
+#       runs a process on every host, a round trip takes >= 2 x the delay, a 16 MB transfer is
 #       bounded by the rate, a cut link stops traffic and link-up restores it; after `down` no
-#       namespace, link or file of the prefix is left. Exit 77 where namespaces cannot be made.
+#       namespace, link or file of the prefix is left. Then the kernel bridge without delay, and
+#       netdelay where netem did the delay (tests/netns/selftest.sh). Exit 77: no namespaces.
 # P defaults to $OT_NETNS_PREFIX, else "otnet". Exit status 2: bad usage; 77: no namespaces here
 # (not root, no `ip`, or the kernel refuses): callers skip.
 set -u
@@ -134,7 +137,7 @@ shape() {
 }
 
 cmd_up() {
-  local n="" slots=1 retries="" k d
+  local n="" slots=1 retries="" by="" k d
   rate="" delay="" netdelay=${OT_NETDELAY:-$(dirname "$me")/../../build/netdelay}
   while [ $# -gt 0 ]; do
     case $1 in
@@ -144,6 +147,7 @@ cmd_up() {
       --slots) slots=${2:-}; shift 2 ;;
       --tcp-retries) retries=${2:-}; shift 2 ;;
       --netdelay) netdelay=${2:-}; shift 2 ;;
+      --delay-by) by=${2:-}; shift 2 ;;
       *) die "up: unknown argument '$1' (up --hosts N [--rate R] [--delay D] [--slots S] [--tcp-retries K] [--prefix P])" ;;
     esac
   done
@@ -152,6 +156,11 @@ cmd_up() {
   [ -z "$retries" ] || [[ $retries =~ ^[0-9]+$ ]] && [ "${retries:-1}" -ge 1 ] && [ "${retries:-1}" -le 15 ] ||
     die "up: --tcp-retries K with K in 1..15 (got '$retries')"
   [ -z "$rate" ] || burst_of "$rate" >/dev/null || exit 2
+  case $by in
+    ""|netem) ;;
+    netdelay) [ -x "$netdelay" ] || die "up: --delay-by netdelay: no netdelay at '$netdelay' (build it, or --netdelay PATH)" ;;
+    *) die "up: --delay-by '$by': netem or netdelay" ;;
+  esac
   [ -z "$delay" ] || [[ $delay =~ ^[0-9.]+(us|ms|s)$ ]] || die "up: --delay '$delay': give NUMBER us|ms|s (e.g. 50us)"
   can_netns
   cmd_down 2>/dev/null
@@ -161,7 +170,7 @@ cmd_up() {
   mode=bridge   # veth pairs to a kernel bridge; netem: with netem delay; switch: netdelay's TAPs
   if [ -n "$delay" ]; then   # does this kernel have netem?
     ip netns add "$prefix-br" || die "ip netns add $prefix-br failed"
-    if ip netns exec "$prefix-br" tc qdisc add dev lo root netem delay 1us 2>/dev/null; then
+    if [ "$by" != netdelay ] && ip netns exec "$prefix-br" tc qdisc add dev lo root netem delay 1us 2>/dev/null; then
       mode=netem
     elif [ -x "$netdelay" ]; then
       mode=switch

@@ -16,6 +16,7 @@ B=$(readlink -f "${1:-build}")
 here=$(dirname "$(readlink -f "$0")")
 . "$here/../mpi/lib.sh"
 H=$here/hosts.sh
+export OT_NETDELAY=${OT_NETDELAY:-$B/netdelay}   # the delay where the kernel has no netem
 P=${OT_NETNS_PREFIX:-mtest}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_netns_matrix.XXXXXX")
 trap 'bash "$H" down --prefix "$P" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT

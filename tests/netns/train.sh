@@ -12,6 +12,7 @@ OT=$(readlink -f "$1")
 here=$(dirname "$(readlink -f "$0")")
 . "$here/../mpi/lib.sh"
 H=$here/hosts.sh
+export OT_NETDELAY=${OT_NETDELAY:-$(dirname "$OT")/netdelay}   # the delay where the kernel has no netem
 P=${OT_NETNS_PREFIX:-cttrain}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_netns_train.XXXXXX")
 passed=0 failed=0
@@ -51,8 +52,9 @@ bash "$H" mpirun --prefix "$P" -np 2 --map-by node --display-map \
   "$OT" train "${common[@]}" --pipeline-stages 2 --grad-accum 2 --out "$tmp/pp2" >"$tmp/pp2.log" 2>&1
 same pp2 $?
 
-names=$(bash "$H" mpirun --prefix "$P" -np 2 --map-by node hostname 2>&1 | sort | tr '\n' ' ')
-check "the ranks' hostnames are the hosts' (got: $names)" [ "$names" = "$P-h1 $P-h2 " ]
+out=$(bash "$H" mpirun --prefix "$P" -np 2 --map-by node hostname 2>&1)
+names=$(grep -E "^$P-h[0-9]+\$" <<<"$out" | sort | tr '\n' ' ')
+check "the ranks' hostnames are the hosts' (got: $out)" [ "$names" = "$P-h1 $P-h2 " ]
 
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 bash "$H" down --prefix "$P"
