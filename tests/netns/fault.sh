@@ -14,6 +14,7 @@
 #    the uninterrupted run.
 # Every step prints its time. Exit 77 where network namespaces cannot be made.
 set -u
+trap "exit 1" INT TERM HUP   # so that the EXIT trap removes the hosts
 OT=$(readlink -f "$1")
 shift
 rate=1gbit delay=1ms

@@ -11,6 +11,7 @@
 # Prints one line per row: hosts, ranks, link, the checks passed, seconds. Exit 77 where network
 # namespaces cannot be made; 1 when a row fails (its log's end printed).
 set -u
+trap "exit 1" INT TERM HUP   # so that the EXIT trap removes the hosts
 B=$(readlink -f "${1:-build}")
 [ -x "$B/mpi_parallel" ] || { echo "usage: tests/netns/matrix.sh BUILD_DIR (with mpi_parallel built)"; exit 2; }
 here=$(dirname "$(readlink -f "$0")")

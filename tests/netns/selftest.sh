@@ -13,6 +13,7 @@
 # the first part used netem, two hosts through netdelay at 1gbit / 1ms (4, 6).
 # Exit 77 (CTest SKIP_RETURN_CODE) where network namespaces cannot be made here.
 set -u
+trap "exit 1" INT TERM HUP   # so that the EXIT trap removes the hosts
 H=$1 prefix=$2 PROBE=$(readlink -f "${3:-}")
 [ -x "$PROBE" ] || { echo "usage: hosts.sh selftest [--prefix P] NETPROBE_BINARY"; exit 2; }
 . "$(dirname "$H")/../mpi/lib.sh"

@@ -8,6 +8,7 @@
 # 2. the processes of both hosts ran with their hosts' names, and nothing is left after `down`.
 # Exit 77 (CTest SKIP_RETURN_CODE) where network namespaces cannot be made (not root, no iproute2).
 set -u
+trap "exit 1" INT TERM HUP   # so that the EXIT trap removes the hosts
 OT=$(readlink -f "$1")
 here=$(dirname "$(readlink -f "$0")")
 . "$here/../mpi/lib.sh"
