@@ -94,6 +94,7 @@ cmd_down() {
     rm -rf "$d"
   fi
   rm -rf /etc/netns/"$prefix"-h[0-9]*
+  rmdir /etc/netns 2>/dev/null   # where nothing else uses it
   [ -z "$(our_ns)" ]
 }
 
