@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell helpers of the parallel tests (tests/mpi/*.sh, tests/netns/*.sh): `. tests/mpi/lib.sh`.
 # check and the counters: the caller sets passed=0 failed=0 and ends with
 #   echo "$passed passed, $failed failed"; [ "$failed" = 0 ]

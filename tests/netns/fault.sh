@@ -44,7 +44,7 @@ ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
   { echo "FAIL: ot prepare"; exit 1; }
 bash "$H" rank-table --prefix "$P" --per-host 1 >"$tmp/table.json"
 common=(--model tiny --data "$tmp/data" --vocab-size 300 --max-seq 64 --seq-len 64 --batch-size 8 --grad-accum 2
-        --data-parallel 2 --steps 300 --save-every 25 --eval-every 0 --comm-timeout $TIMEOUT --quiet)
+        --data-parallel 2 --steps 300 --save-every 25 --eval-every 0 --comm-timeout "$TIMEOUT" --quiet)
 train() {  # train OUT [ot train args]: through the rank-table launcher, across the hosts
   local out=$1
   shift
@@ -70,7 +70,8 @@ broken() {
   victim=""
   for p in $(ip netns pids "$P-h2"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = ot ] && victim=$p; done
   [ -n "$victim" ] || { echo "FAIL: $1: no rank process on $P-h2"; exit 1; }
-  local t=$(date +%s%N)
+  local t
+  t=$(date +%s%N)
   $break_it
   wait $job
   rc=$?
