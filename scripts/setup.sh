@@ -7,8 +7,9 @@ set -euo pipefail
 # pkg-config: the install test builds a program against ot.pc.
 # clang, libclang-rt-14-dev: the fuzz targets (scripts/fuzz.sh; libFuzzer and the sanitizers' runtimes).
 # python3, python3-venv: the PyTorch package and its tests (scripts/test_python.sh).
+# iproute2: the simulated hosts of the multi-host tests (tests/netns/hosts.sh: ip netns, tc).
 pkgs=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
-      clang libclang-rt-14-dev python3 python3-venv)
+      clang libclang-rt-14-dev python3 python3-venv iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

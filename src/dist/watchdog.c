@@ -301,7 +301,7 @@ static int rank_class(int r, double now) {
 // that run.
 static void wd_fire(const char *what, double timeout, int dp, int tp, double now) {
   static const char *heading[4] = {
-    "stopped answering (no heartbeat: stopped, hung or swapped out):",
+    "stopped answering (no heartbeat: stopped, hung, swapped out, or its host unreachable):",
     "left the job before this operation (it ended or failed):",
     "alive, waiting themselves:",
     "alive, not in a communication (computing, or stuck outside MPI):"};

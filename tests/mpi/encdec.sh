@@ -23,6 +23,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_encdec.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 passed=0 failed=0
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1)
 
 d=data/translate
@@ -37,7 +38,6 @@ common=(--task translate --model transformer-tiny --data "$tmp/tok" --src-data "
         --threads 1 --lr 3e-3 --warmup 2 --dropout 0 --eval-every 3 --eval-bleu-sentences 30
         --print-every 1 --steps 6)
 
-losses() { grep -o '"loss": [-0-9.e+na]*' "$1/log.jsonl" | cut -d' ' -f2; }
 bleus() { grep '^bleu' "$1" | sed 's/ | [0-9.]* s$//'; }
 
 # the one-process reference: global batch = 2 x 256 tokens (grad-accum 2)
@@ -57,16 +57,14 @@ row() {
     tail -5 "$out.log"; fail "$name: the run failed"; return
   fi
   local bad
-  bad=$(paste <(losses "$want") <(losses "$out") | awk '{ d = $1 - $2; if (d < 0) d = -d;
-        if (NF != 2 || d > 1e-6 * ($1 < 0 ? -$1 : $1)) print NR ": " $1 " vs " $2 }')
+  bad=$(loss_diff "$want" "$out")
   [ "$(losses "$out" | wc -l)" = 6 ] || bad="$bad (logged $(losses "$out" | wc -l) losses)"
   if [ -n "$bad" ]; then fail "$name: losses differ from one process at steps $bad"; return; fi
   if [ "$(bleus "$want.log")" != "$(bleus "$out.log")" ]; then
     diff <(bleus "$want.log") <(bleus "$out.log"); fail "$name: BLEU lines differ"; return
   fi
   passed=$((passed + 1))
-  echo "ok: $name (largest relative difference $(paste <(losses "$want") <(losses "$out") |
-    awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.1e", m }'))"
+  echo "ok: $name (largest relative difference $(max_rel_diff "$want" "$out"))"
 }
 
 # resumed NAME STEP_DIR: one process resumes a parallel checkpoint of step 3 and logs

@@ -15,6 +15,7 @@ TIMEOUT=6
 tmp=$(mktemp -d /tmp/ot_fault_XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 2)
 "$OT" prepare --corpus data/shakespeare.txt --out "$tmp/data" --vocab-size 300 --quiet >/dev/null ||
   fail "ot prepare"
@@ -26,16 +27,11 @@ common=(--model tiny --data "$tmp/data" --vocab-size 300 --max-seq 64 --seq-len 
 "${MPI[@]}" "$OT" train "${common[@]}" --out "$tmp/full" >/dev/null 2>&1 || fail "uninterrupted run"
 
 # start a run, wait for a checkpoint at step 50 or later, then break one rank with signal $2
-ckpt_step() { sed -n 's/.*step_0*\([0-9][0-9]*\).*/\1/p' "$1/latest" 2>/dev/null; }
 broken_run() {
   local out=$1 sig=$2
   "${MPI[@]}" "$OT" train "${common[@]}" --out "$out" >"$out.log" 2>&1 &
   local job=$!
-  for _ in $(seq 6000); do
-    [ "$(ckpt_step "$out")" -ge 50 ] 2>/dev/null && break
-    kill -0 $job 2>/dev/null || break
-    sleep 0.01
-  done
+  wait_ckpt "$out" $job 50
   local at
   at=$(ckpt_step "$out")
   [ "$at" -ge 50 ] 2>/dev/null && [ "$at" -lt 300 ] && kill -0 $job 2>/dev/null ||
@@ -67,7 +63,7 @@ broken_run "$tmp/stop" STOP
 grep -q "did not complete within $TIMEOUT s" "$tmp/stop.log" ||
   { cat "$tmp/stop.log"; fail "no watchdog message for the stopped rank"; }
 stopped="rank $vrank (dp $vrank, tp 0, pp 0, host $(hostname), pid $victim, silent for"
-grep -q "stopped answering (no heartbeat: stopped, hung or swapped out): $stopped" "$tmp/stop.log" ||
+grep -q "stopped answering (no heartbeat: stopped, hung, swapped out, or its host unreachable): $stopped" "$tmp/stop.log" ||
   { cat "$tmp/stop.log"; fail "the message does not name the stopped $stopped ...)"; }
 echo "message: $(grep -m1 "did not complete" "$tmp/stop.log")"
 echo "         $(grep -m1 "stopped answering" "$tmp/stop.log" | sed 's/^ *//')"
@@ -80,8 +76,8 @@ echo "the stopped rank is gone and no process of the job is alive"
 # resume the killed run; its steps after the checkpoint equal the uninterrupted run's
 "${MPI[@]}" "$OT" train "${common[@]}" --out "$tmp/kill" --resume "$tmp/kill" >/dev/null 2>&1 ||
   fail "resumed run"
-resumed=$(sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$tmp/kill/log.jsonl")
-full=$(sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$tmp/full/log.jsonl")
+resumed=$(step_losses "$tmp/kill")
+full=$(step_losses "$tmp/full")
 [ -n "$full" ] || fail "no losses in the uninterrupted log"
 [ "$resumed" = "$full" ] || { diff <(echo "$full") <(echo "$resumed") | head; fail "resumed losses differ"; }
 echo "resumed run: the losses of all 300 steps equal the uninterrupted run ($(cat "$tmp/kill/latest"))"

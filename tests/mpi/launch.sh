@@ -13,12 +13,7 @@ OT=$(readlink -f "$1")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_launch.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 passed=0 failed=0
-check() {  # check WHAT COND...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
-has() { grep -qF -- "$1" "$2"; }
+. "$(dirname "$0")/lib.sh"
 
 # 1. dry runs
 dev() { printf '{"device_id": "%s", "device_ip": "192.%s.27.6", "rank_id": "%s"}' "$1" "$1" "$2"; }

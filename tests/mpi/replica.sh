@@ -16,12 +16,7 @@ OT=$(readlink -f "$1")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_replica.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 passed=0 failed=0
-check() {  # check WHAT COND...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
-has() { grep -qF -- "$1" "$2"; }
+. "$(dirname "$0")/lib.sh"
 MPI=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1)
 "$OT" prepare --corpus data/shakespeare.txt --out "$tmp/data" --vocab-size 300 --quiet >/dev/null 2>&1 ||
   { echo "FAIL: ot prepare"; exit 1; }

@@ -1,0 +1,42 @@
+# shellcheck shell=bash
+# Shell helpers of the parallel tests (tests/mpi/*.sh, tests/netns/*.sh): `. tests/mpi/lib.sh`.
+# check and the counters: the caller sets passed=0 failed=0 and ends with
+#   echo "$passed passed, $failed failed"; [ "$failed" = 0 ]
+
+# check WHAT COND...: COND succeeds, else WHAT is printed as a failure
+check() {
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
+}
+# has TEXT FILE: FILE holds TEXT (fixed string)
+has() { grep -qF -- "$1" "$2"; }
+
+# losses RUN_DIR: the training losses a run logged, one a line
+losses() { grep -o '"loss": [-0-9.e+na]*' "$1/log.jsonl" | cut -d' ' -f2; }
+# step_losses RUN_DIR: "STEP LOSS" lines, for exact comparisons (resumed runs)
+step_losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1/log.jsonl"; }
+# loss_diff WANT_DIR GOT_DIR [REL]: "STEP: WANT vs GOT" for each step whose losses differ by more
+# than REL (default 1e-6) relative, or that one of the two lacks; nothing when they agree
+loss_diff() {
+  paste <(losses "$1") <(losses "$2") | awk -v tol="${3:-1e-6}" '{ d = $1 - $2; if (d < 0) d = -d;
+    if (NF != 2 || d > tol * ($1 < 0 ? -$1 : $1)) print NR ": " $1 " vs " $2 }'
+}
+# max_rel_diff WANT_DIR GOT_DIR: the largest relative difference of their losses (%.1e)
+max_rel_diff() {
+  paste <(losses "$1") <(losses "$2") | awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d }
+    END { printf "%.1e", m }'
+}
+
+# ckpt_step RUN_DIR: the step of the run's latest checkpoint (nothing before the first)
+ckpt_step() { sed -n 's/.*step_0*\([0-9][0-9]*\).*/\1/p' "$1/latest" 2>/dev/null; }
+# wait_ckpt RUN_DIR PID MIN: waits (up to 60 s) until PID has written a checkpoint of step >= MIN;
+# fails when PID ended first or the time ran out
+wait_ckpt() {
+  for _ in $(seq 6000); do
+    [ "$(ckpt_step "$1")" -ge "$3" ] 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.01
+  done
+  return 1
+}
