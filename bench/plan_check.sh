@@ -15,7 +15,8 @@
 #
 # LIST (default: the built-in one below): lines "HOSTS RATE DELAY | TRAINING KEYS", HOSTS 0 = this
 # host (RATE, DELAY ignored), else that many simulated hosts with links of RATE / DELAY (tc
-# syntax: 1gbit 1ms). The model keys common to all rows are $MODEL (default below). The machine
+# syntax: 1gbit 1ms; DELAY - for none: the kernel bridge with rate shaping only, while a delay
+# runs tests/netns/netdelay, which takes CPU from the ranks). The model keys common to all rows are $MODEL (default below). The machine
 # of this host is out/machine.conf (measure it first: `mpirun -np 2 ot plan --measure`); the
 # simulated hosts' machine is derived from it: the host's cores split evenly over the simulated
 # hosts (they share this machine's cores), their link measured by `ot plan --measure` over 2
@@ -80,7 +81,9 @@ sim_machine() {
   if [ "$cur" != "$hosts $rate $delay" ]; then
     [ -z "$up" ] || bash "$H" down --prefix "$P" >/dev/null 2>&1
     up=""
-    bash "$H" up --prefix "$P" --hosts "$hosts" --rate "$rate" --delay "$delay" --slots 8 --tcp-retries 3 >/dev/null </dev/null ||
+    local d=()
+    [ "$delay" = - ] || d=(--delay "$delay")   # (-: no delay: the kernel bridge, rate shaping only)
+    bash "$H" up --prefix "$P" --hosts "$hosts" --rate "$rate" "${d[@]}" --slots 8 --tcp-retries 3 >/dev/null </dev/null ||
       return 1
     up=1
     cur="$hosts $rate $delay"
@@ -112,9 +115,10 @@ if [ -n "$BEST" ]; then   # the planner's best layout of every shape, in its ord
   "$OT" plan --machine "$mach" --hosts "$bh" --devices $((2 * bh)) $MODEL --global-batch "$GLOBAL" --top 5 \
     --csv "$tmp/rank.csv" > "$tmp/rank.log" 2>&1 || { cat "$tmp/rank.log" >&2; exit 1; }
   sed -n '1,/^chosen/p' "$tmp/rank.log" | tail -9
-  awk -F, -v w="$BEST" 'NR > 1 && $10 == 1 && !seen[$1 " " $2 " " $3]++ {
-      printf "%s | --data-parallel %s --tensor-parallel %s --pipeline-stages %s --grad-accum %s --batch-size %s --optimizer-shard %s --recompute %s%s%s\n",
-        w, $1, $2, $3, $4, $5, $6, $7, $8 == 1 ? " --vocab-parallel" : "", $9 > 0 ? " --comm-fusion-layers " $9 : "" }' "$tmp/rank.csv" >"$LIST"
+  awk -F, -v w="$BEST" 'NR > 1 && $11 == 1 && !seen[$1 " " $2 " " $3]++ {
+      printf "%s | --data-parallel %s --tensor-parallel %s --pipeline-stages %s --grad-accum %s --batch-size %s --optimizer-shard %s --recompute %s%s%s%s\n",
+        w, $1, $2, $3, $4, $5, $6, $7, $8 == 1 ? " --vocab-parallel" : "", $9 > 0 ? " --comm-fusion-layers " $9 : "",
+        $10 == 1 ? " --balanced-stages" : "" }' "$tmp/rank.csv" >"$LIST"
 fi
 
 med() { python3 -c "
@@ -150,9 +154,9 @@ while IFS='|' read -r where keys; do
   pred=$("$OT" plan --machine "$mach" --hosts $h --devices $np --only $MODEL $keys --csv "$out.csv" 2>&1) ||
     { echo "$pred" >&2; exit 1; }
   IFS=, read -r -a p < <(tail -1 "$out.csv")
-  # columns (from 0): 18 total_bytes, 23 t_step
-  pmem=$(awk -v b="${p[18]}" 'BEGIN { printf "%.2f", b / 1048576 }')
-  pt=${p[23]}
+  # columns (from 0): 19 total_bytes, 24 t_step
+  pmem=$(awk -v b="${p[19]}" 'BEGIN { printf "%.2f", b / 1048576 }')
+  pt=${p[24]}
   "${cmd[@]}" "$OT" train $MODEL $keys --data "$DATA" --steps $STEPS --eval-every 0 --eval-batches 1 --print-every 100 \
     --out "$out" >"$out.log" 2>&1 </dev/null || { tail -5 "$out.log" >&2; echo "plan_check: run $n failed" >&2; exit 1; }
   read -r mt mmem mrss < <(med "$out/log.jsonl")

@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "ot/ot.h"
 #include "ot/plan.h"
+#include "dist/par.h"
 
 static ot_train_config tiny_cfg(void) {
   ot_train_config c;
@@ -256,11 +257,77 @@ static void test_seed_layouts(void) {
            "34B: pp8 M8 bubble %.2f s > pp4 M16 bubble %.2f s", before.t_bubble, after.t_bubble);
 }
 
+// The balanced split: contiguous, every stage a block, and its slowest stage no slower than
+// that of any other split (all splits of 12 blocks in 2 and 3 stages tried; the cost of a
+// stage from the same FLOP counts: 12 C^2-ish per block token, the head on the last).
+static double split_max(const ot__par_config *pc, const int *cuts, int pp) {
+  const ot_model_config *mc = &pc->model;
+  const double C = mc->d_model, D = ot_model_head_dim(mc), H = mc->n_heads, F = mc->d_ff, T = pc->run.T;
+  const double blk = T * ((3 * H) * D * C + C * H * D + 2 * F * C + H * D * (T + 1));
+  const double head = T * C * ot_model_vocab_padded(mc);
+  double worst = 0;
+  for (int s = 0; s < pp; s++) {
+    double c = (cuts[s + 1] - cuts[s]) * blk + (s == pp - 1 ? head : 0);
+    if (c > worst) worst = c;
+  }
+  return worst;
+}
+
+static void test_balanced_stages(void) {
+  ot__par_config pc;
+  memset(&pc, 0, sizeof pc);
+  ot_model_config_preset(&pc.model, "gpt2");
+  pc.run.B = 4;
+  pc.run.T = 256;
+  pc.dp = pc.tp = 1;
+  pc.micro_batches = 8;
+  pc.balanced_stages = true;
+  for (int pp = 2; pp <= 3; pp++) {
+    pc.pp = pp;
+    int cuts[4] = {0}, prev = 0;
+    bool ok = true;
+    for (int s = 0; s < pp; s++) {
+      int l0, l1;
+      ot__par_stage_layers(&pc, s, &l0, &l1);
+      ok &= l0 == prev && l1 > l0;
+      prev = l1;
+      cuts[s + 1] = l1;
+    }
+    ok &= prev == 12;
+    th_check(ok, "gpt2 on %d balanced stages: contiguous, each a block, all 12 (cuts %d %d %d)", pp, cuts[1],
+             cuts[2], cuts[3]);
+    const double got = split_max(&pc, cuts, pp);
+    double best = INFINITY;
+    int t[4] = {0, 0, 0, 12};
+    for (t[1] = 1; t[1] < 12; t[1]++)
+      for (t[2] = pp == 3 ? t[1] + 1 : 12; t[2] < 12 || (pp == 2 && t[2] == 12); t[2]++) {
+        int u[4] = {0, t[1], pp == 3 ? t[2] : 12, 12};
+        const double v = split_max(&pc, u, pp);
+        if (v < best) best = v;
+        if (pp == 2) break;
+      }
+    th_check(got <= best * (1 + 1e-12), "gpt2 pp%d: the balanced split's slowest stage %.4g = the best of all "
+             "splits %.4g", pp, got, best);
+    th_check(cuts[1] > 12 / pp, "gpt2 pp%d: the first stage takes more than 12 / %d blocks (the head weighs "
+             "on the last): %d", pp, pp, cuts[1]);
+  }
+  // one block per stage, and the equal split without the flag
+  pc.pp = 12;
+  int l0, l1;
+  ot__par_stage_layers(&pc, 11, &l0, &l1);
+  th_check(l0 == 11 && l1 == 12, "12 stages of 12 blocks: one each");
+  pc.pp = 5;
+  pc.balanced_stages = false;
+  ot__par_stage_layers(&pc, 1, &l0, &l1);
+  th_check(l0 == 3 && l1 == 6, "equal split of 12 over 5: stage 1 is [3, 6) (got [%d, %d))", l0, l1);
+}
+
 int main(void) {
   test_exact();
   test_machine();
   test_cost();
   test_search();
   test_seed_layouts();
+  test_balanced_stages();
   return th_finish();
 }

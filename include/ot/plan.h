@@ -67,6 +67,8 @@ typedef struct {
   ot_recompute recompute;    // --recompute
   bool vocab_parallel;       // --vocab-parallel
   int buckets, fusion_layers;   // --grad-buckets, --comm-fusion-layers
+  bool balanced_stages;      // --balanced-stages
+  int first_stage_blocks;    // blocks on pipeline stage 0 (the split)
   int hosts, ranks_per_host;
   bool fits;
   char why[256];             // when !fits: the reason (memory, a rule of the layout)
@@ -85,7 +87,7 @@ typedef struct {
 
 // Predicts one layout: cfg's model, batch, dtype and layout keys (data_parallel,
 // tensor_parallel, pipeline_stages, grad_accum, optimizer_shard, recompute,
-// vocab_parallel, comm_fusion_layers / grad_buckets, overlap) on `hosts` hosts of m
+// vocab_parallel, comm_fusion_layers / grad_buckets, balanced_stages, overlap) on `hosts` hosts of m
 // (ranks filling hosts in rank order: tensor fastest, then data, then pipeline).
 // A layout the engine refuses, or one that does not fit the memory, gives fits = false
 // with the reason (OT_OK). The cost model:

@@ -104,6 +104,8 @@ typedef struct {
                                // grad_buckets equal ranges
   bool overlap;                // launch each bucket's all-reduce as soon as its gradients are final
   bool gpipe;                  // pipeline schedule GPipe (all forwards, then all backwards) vs 1F1B
+  bool balanced_stages;        // pipeline stages split by compute (blocks and the head), not by
+                               // an equal number of blocks
   float comm_timeout;          // seconds a blocking communication may wait before the job ends
   int check_replicas;          // every N steps: parameters identical across replicas? (0: off)
   // task: language model over token shards (OT_TASK_LM) or translation over a

@@ -55,10 +55,11 @@ const cli_command cli_plan_command = {
 static double gib(double b) { return b / 1073741824.0; }
 
 static void layout_str(char *buf, size_t cap, const ot_plan_result *r) {
-  char fu[16] = "";
+  char fu[16] = "", bal[24] = "";
   if (r->fusion_layers > 0) snprintf(fu, sizeof fu, " f%d", r->fusion_layers);
-  snprintf(buf, cap, "dp%d tp%d pp%d M%d B%d z%d %s%s%s", r->dp, r->tp, r->pp, r->micro_batches, r->batch_size,
-           r->zero, ot_recompute_name(r->recompute), r->vocab_parallel ? " vp" : "", fu);
+  if (r->balanced_stages) snprintf(bal, sizeof bal, " bal%d", r->first_stage_blocks);
+  snprintf(buf, cap, "dp%d tp%d pp%d M%d B%d z%d %s%s%s%s", r->dp, r->tp, r->pp, r->micro_batches, r->batch_size,
+           r->zero, ot_recompute_name(r->recompute), r->vocab_parallel ? " vp" : "", fu, bal);
 }
 
 static void print_header(FILE *f) {
@@ -81,7 +82,8 @@ static void print_row(FILE *f, int i, const ot_plan_result *r) {
 static void print_detail(FILE *f, const ot_plan_result *r) {
   char lay[96];
   layout_str(lay, sizeof lay, r);
-  fprintf(f, "layout %s on %d host%s x %d ranks\n", lay, r->hosts, r->hosts > 1 ? "s" : "", r->ranks_per_host);
+  fprintf(f, "layout %s on %d host%s x %d ranks%s\n", lay, r->hosts, r->hosts > 1 ? "s" : "", r->ranks_per_host,
+          r->balanced_stages ? " (bal: stages balanced by compute, N blocks on the first)" : "");
   if (!r->fits) {
     fprintf(f, "  does not fit: %s\n", r->why);
     if (!r->mem_total) return;
@@ -102,7 +104,7 @@ static int write_csv(const char *path, const ot_plan_result *r, int n) {
     fprintf(stderr, "ot plan: %s: cannot write\n", path);
     return 1;
   }
-  fprintf(f, "dp,tp,pp,micro_batches,batch_size,zero,recompute,vocab_parallel,fusion_layers,fits,why,params,grads,optim,"
+  fprintf(f, "dp,tp,pp,micro_batches,batch_size,zero,recompute,vocab_parallel,fusion_layers,balanced_stages,fits,why,params,grads,optim,"
           "activations,workspace,scratch,other,total_bytes,t_compute,t_bubble,t_comm,t_optim,t_step,"
           "tokens_per_s,mfu\n");
   for (int i = 0; i < n; i++) {
@@ -111,9 +113,9 @@ static int write_csv(const char *path, const ot_plan_result *r, int n) {
     snprintf(why, sizeof why, "%s", x->why);
     for (char *p = why; *p; p++)
       if (*p == '"' || *p == ',') *p = ';';
-    fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,\"%s\",%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+    fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,\"%s\",%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
             x->dp, x->tp, x->pp, x->micro_batches, x->batch_size, x->zero, ot_recompute_name(x->recompute),
-            x->vocab_parallel, x->fusion_layers, x->fits, why, x->mem[OT_MEM_PARAMS], x->mem[OT_MEM_GRADS], x->mem[OT_MEM_OPTIM],
+            x->vocab_parallel, x->fusion_layers, x->balanced_stages, x->fits, why, x->mem[OT_MEM_PARAMS], x->mem[OT_MEM_GRADS], x->mem[OT_MEM_OPTIM],
             x->mem[OT_MEM_ACTIVATIONS], x->mem[OT_MEM_WORKSPACE], x->scratch, x->mem[OT_MEM_OTHER],
             x->mem_total, x->t_compute, x->t_bubble, x->t_comm, x->t_optim, x->t_step, x->tokens_per_s, x->mfu);
   }

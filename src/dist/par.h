@@ -21,6 +21,7 @@ typedef struct {
   int dp, tp, pp;             // data, tensor, pipeline parallel sizes
   int micro_batches;          // per step and data-parallel rank (grad_accum)
   bool gpipe, overlap, vocab_parallel;
+  bool balanced_stages;       // stages split by compute cost (ot__par_stage_layers)
   int zero;                   // ZeRO stage 0 | 1 | 2 | 3
   bool zero_prefetch;         // ZeRO-3: gather the next block while the current one runs
   int grad_buckets;
@@ -42,6 +43,13 @@ typedef struct {
   ot_mem_plan model;          // the part's own plan
 } ot__par_mem;
 ot_status ot__par_plan_rank(const ot__par_config *c, int rank, ot__par_mem *out);
+
+// Blocks [*l0, *l1) of pipeline stage s: equal numbers (L / pp each, the first L % pp
+// stages one more), or with balanced_stages the contiguous split whose slowest stage costs
+// least, a block costing its forward + backward FLOPs per micro-batch (an encoder block over
+// the source length, a decoder block with its cross-attention) and the last stage also the
+// head's (divided over the tensor ranks when vocab-parallel); every stage gets a block.
+void ot__par_stage_layers(const ot__par_config *c, int s, int *l0, int *l1);
 
 // True when dp * tp * pp > 1 or mpirun started several processes.
 bool ot__par_wanted(int dp, int tp, int pp);

@@ -170,11 +170,73 @@ int ot__par_tp_rank(const ot__par *p) { return p ? p->g.tp_rank : 0; }
 int ot__par_zero(const ot__par *p) { return p ? p->zero : 0; }
 double ot__par_comm_seconds(const ot__par *p) { return p ? p->comm_s : 0.0; }
 
-// Blocks [layer0, layer1) of stage s: L / pp each, the first L % pp stages one more.
-static void stage_layers(int L, int pp, int s, int *l0, int *l1) {
-  int base = L / pp, extra = L % pp;
-  *l0 = s * base + (s < extra ? s : extra);
-  *l1 = *l0 + base + (s < extra);
+// FLOPs of one micro-batch's forward of block k (of the combined stack) and of the head,
+// per the model config and the run's lengths (the backward is twice: the ratio is the same).
+static double block_cost(const ot__par_config *c, int k) {
+  const ot_model_config *mc = &c->model;
+  const double C = mc->d_model, D = ot_model_head_dim(mc), Hq = mc->n_heads, Hkv = mc->n_kv_heads;
+  const double F = mc->d_ff, Fa = mc->mlp == OT_MLP_SWIGLU ? 2 * F : F;
+  const double gemm = (Hq + 2 * Hkv) * D * C + C * Hq * D + Fa * C + C * F;   // MACs per token
+  const double T = c->run.T, S = c->run.S > 0 ? c->run.S : c->run.T;
+  const int nenc = mc->arch == OT_ARCH_ENCDEC ? mc->n_enc_layers : 0;
+  if (k < nenc) return S * (gemm + 2.0 * Hq * D * S);                        // bidirectional
+  double dec = T * (gemm + Hq * D * (T + 1));                                // causal average
+  if (nenc) dec += T * (2.0 * C * Hq * D + 2.0 * Hq * D * S) + S * 2.0 * C * Hkv * D;   // cross
+  return dec;
+}
+static double head_cost(const ot__par_config *c) {
+  const double vl = (double)ot_model_vocab_padded(&c->model) / (c->vocab_parallel && c->tp > 1 ? c->tp : 1);
+  return (double)c->run.T * c->model.d_model * vl;
+}
+
+void ot__par_stage_layers(const ot__par_config *c, int s, int *l0, int *l1) {
+  const int L = ot_model_n_blocks(&c->model), pp = c->pp;
+  if (!c->balanced_stages || pp <= 1 || pp >= L) {   // L / pp each, the first L % pp one more
+    const int base = L / pp, extra = L % pp;
+    *l0 = s * base + (s < extra ? s : extra);
+    *l1 = *l0 + base + (s < extra);
+    return;
+  }
+  // dp over prefixes: best[k][j] = the least possible slowest-stage cost of blocks [0, j) in k
+  // stages (the last stage's cost includes the head); cut[k][j] where its last stage starts
+  double *pre = malloc(((size_t)L + 1) * sizeof(double));
+  double *best = malloc((size_t)(pp + 1) * (L + 1) * sizeof(double));
+  int *cut = malloc((size_t)(pp + 1) * (L + 1) * sizeof(int));
+  if (!pre || !best || !cut) {   // out of memory: the equal split (still the same on every rank)
+    free(pre); free(best); free(cut);
+    ot__par_config e = *c;
+    e.balanced_stages = false;
+    ot__par_stage_layers(&e, s, l0, l1);
+    return;
+  }
+  pre[0] = 0.0;
+  for (int k = 0; k < L; k++) pre[k + 1] = pre[k] + block_cost(c, k);
+  const double head = head_cost(c);
+#define B(k, j) best[(size_t)(k) * (L + 1) + (j)]
+#define X(k, j) cut[(size_t)(k) * (L + 1) + (j)]
+  for (int j = 0; j <= L; j++) B(1, j) = j ? pre[j] + (pp == 1 ? head : 0.0) : INFINITY;
+  for (int k = 2; k <= pp; k++)
+    for (int j = 0; j <= L; j++) {
+      B(k, j) = INFINITY;
+      X(k, j) = k - 1;
+      for (int i = k - 1; i < j; i++) {   // the k-th stage holds blocks [i, j)
+        const double last = pre[j] - pre[i] + (k == pp && j == L ? head : 0.0);
+        const double v = B(k - 1, i) > last ? B(k - 1, i) : last;
+        if (v < B(k, j)) {   // (strict: the earliest cut among equals, the same on every rank)
+          B(k, j) = v;
+          X(k, j) = i;
+        }
+      }
+    }
+  int j = L;   // walk back from the last stage to stage s
+  for (int k = pp; k > s + 1; k--) j = X(k, j);
+  *l1 = j;
+  *l0 = s == 0 ? 0 : X(s + 1, j);
+#undef B
+#undef X
+  free(pre);
+  free(best);
+  free(cut);
 }
 
 // The gradient buckets [bstart[k], bstart[k + 1]) of the stage's buffer: with
@@ -226,11 +288,10 @@ static int stage_slots(const ot__par_config *c, int pp, int st) {
 // hook buffers are bound by ot__par_create. *chunk_rows: ZeRO-2/3's vocabulary rows per
 // chunk (0 below ZeRO-2).
 static ot_model_part stage_part(const ot__par_config *c, int st, int tr, void *ctx, int *chunk_rows) {
-  const int nblk = ot_model_n_blocks(&c->model);
   ot_model_part part = ot_model_part_whole(&c->model);
   part.tp = c->tp;
   part.tp_rank = tr;
-  stage_layers(nblk, c->pp, st, &part.layer0, &part.layer1);
+  ot__par_stage_layers(c, st, &part.layer0, &part.layer1);
   part.vocab_parallel = c->vocab_parallel && c->tp > 1;
   part.slots = stage_slots(c, c->pp, st);
   part.comm.ctx = ctx;
@@ -275,10 +336,10 @@ static size_t enc_grad_bytes(const ot__par_config *c) {
 }
 // The pipeline stage holding the encoder's last block (encoder-decoders), else -1.
 static int seam_stage(const ot__par_config *c) {
-  const int nblk = ot_model_n_blocks(&c->model), nenc = c->model.arch == OT_ARCH_ENCDEC ? c->model.n_enc_layers : 0;
+  const int nenc = c->model.arch == OT_ARCH_ENCDEC ? c->model.n_enc_layers : 0;
   for (int s = 0; s < c->pp && nenc; s++) {
     int k0, k1;
-    stage_layers(nblk, c->pp, s, &k0, &k1);
+    ot__par_stage_layers(c, s, &k0, &k1);
     if (k0 < nenc && k1 >= nenc) return s;
   }
   return -1;
@@ -356,7 +417,7 @@ ot_status ot__par_create(const ot__par_config *c, ot_model **mout, ot__par **out
   p->seam = seam_stage(c) >= 0 ? seam_stage(c) : 0;
   for (int s = 0; s < c->pp; s++) {
     int k0, k1;
-    stage_layers(p->nblk, c->pp, s, &k0, &k1);
+    ot__par_stage_layers(c, s, &k0, &k1);
     embed[s] = k0 == 0 || (c->model.tied && k1 == p->nblk) ||
                (encdec && k0 <= p->nenc && p->nenc < k1);   // decoder block 0
   }

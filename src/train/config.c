@@ -168,6 +168,9 @@ static const key_def k_keys[] = {
    "reduce each gradient bucket during the backward, as soon as it is final"},
   {"gpipe", K_BOOL, O(gpipe), 0, 0, F_NOSAVE, "",
    "pipeline schedule GPipe (all forwards, then all backwards) instead of 1F1B"},
+  {"balanced-stages", K_BOOL, O(balanced_stages), 0, 0, F_NOSAVE, "",
+   "split the blocks over the pipeline stages by their compute, the last stage's head counted "
+   "(the slowest stage as fast as it can be), instead of equal numbers of blocks"},
   {"comm-timeout", K_F32, O(comm_timeout), 0, 1e6, F_NOSAVE, "distributed_timeout",
    "seconds a blocking communication may wait before the job is ended (0: never)"},
   {"check-replicas", K_INT, O(check_replicas), 0, 1 << 30, F_NOSAVE, "",

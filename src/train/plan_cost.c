@@ -196,6 +196,7 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
   o->vocab_parallel = c->vocab_parallel;
   o->buckets = c->grad_buckets;
   o->fusion_layers = c->comm_fusion_layers;
+  o->balanced_stages = c->balanced_stages;
   OT_TRY(ot_machine_validate(m));
   const int dp = c->data_parallel, tp = c->tensor_parallel, pp = c->pipeline_stages, world = dp * tp * pp;
   if (hosts < 1 || hosts > m->hosts)
@@ -227,6 +228,7 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
       free(stt);
       return OT_OK;
     }
+    if (st == 0) o->first_stage_blocks = pm.layer1 - pm.layer0;
     size_t tot = scratch + loaders;
     for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tot += pm.bytes[k];
     if (tot > o->mem_total) {

@@ -57,7 +57,8 @@ ot_status ot_plan_search(const ot_train_config *cfg, const ot_machine *m, int ho
         for (int z = 0; z <= (dp > 1 ? 3 : 0) && s == OT_OK; z++)
           for (int rc = 0; rc < 3 && s == OT_OK; rc++)
             for (int vp = 0; vp <= (tp > 1) && s == OT_OK; vp++)
-              for (int fu = 0; fu <= (dp > 1 && z < 2) && s == OT_OK; fu++) {   // fusion: one group per block
+              for (int fu = 0; fu <= (dp > 1 && z < 2) && s == OT_OK; fu++)   // fusion: one group per block
+                for (int bal = 0; bal <= (pp > 1) && s == OT_OK; bal++) {      // stages balanced by compute
               if (z == 3 && cfg->task != OT_TASK_LM) continue;
               *c = *cfg;
               c->data_parallel = dp;
@@ -70,6 +71,7 @@ ot_status ot_plan_search(const ot_train_config *cfg, const ot_machine *m, int ho
               c->recompute = (ot_recompute)rc;
               c->vocab_parallel = vp;
               c->comm_fusion_layers = fu;
+              c->balanced_stages = bal;
               if (cnt == cap) {
                 ot_plan_result *q = realloc(r, (size_t)(cap *= 2) * sizeof *r);
                 if (!q) { s = ot_error(OT_ENOMEM, "%s: out of memory", fn); break; }

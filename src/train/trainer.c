@@ -108,6 +108,7 @@ ot__par_config ot__train_par_config(const ot_train_config *c, const ot_run_confi
   pc.pp = c->pipeline_stages;
   pc.micro_batches = c->grad_accum;
   pc.gpipe = c->gpipe;
+  pc.balanced_stages = c->balanced_stages;
   pc.overlap = c->overlap;
   pc.vocab_parallel = c->vocab_parallel;
   pc.zero = c->optimizer_shard;
