@@ -2,9 +2,9 @@
 # Predicted against measured, for the layout planner (`ot plan`): each layout of a list is
 # predicted by `ot plan --only` and then trained for a few steps by `ot train` (mpirun on this
 # host, or across simulated hosts made by tests/netns/hosts.sh with shaped links); prints one
-# table row per layout: predicted / measured peak memory of the fullest rank (the tracked
-# allocations, and the resident set beside them) and predicted / measured step time (median of
-# the steps after the first).
+# table row per layout: predicted / measured peak memory of the fullest rank (the library's
+# tracked allocations; and the resident set: those + the machine's rank_overhead) and
+# predicted / measured step time (median of the steps after the first).
 #
 #   bench/plan_check.sh OT_BINARY [LIST]
 #   BEST="HOSTS RATE DELAY" GLOBAL=ROWS bench/plan_check.sh OT_BINARY
@@ -50,6 +50,7 @@ if [ -z "$LIST" ]; then
 0 - - | --batch-size 8 --grad-accum 2 --tensor-parallel 2
 0 - - | --batch-size 8 --grad-accum 2 --tensor-parallel 2 --vocab-parallel
 0 - - | --batch-size 4 --grad-accum 4 --pipeline-stages 2
+0 - - | --batch-size 4 --grad-accum 4 --pipeline-stages 2 --balanced-stages
 0 - - | --batch-size 8 --data-parallel 2 --recompute full
 0 - - | --batch-size 4 --data-parallel 4
 0 - - | --batch-size 8 --data-parallel 2 --tensor-parallel 2
@@ -57,15 +58,16 @@ if [ -z "$LIST" ]; then
 0 - - | --batch-size 4 --grad-accum 4 --tensor-parallel 2 --pipeline-stages 2
 0 - - | --batch-size 2 --data-parallel 8
 0 - - | --batch-size 4 --grad-accum 2 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2
-2 1gbit 1ms | --batch-size 8 --data-parallel 2
+2 1gbit - | --batch-size 8 --data-parallel 2
+2 1gbit - | --batch-size 4 --data-parallel 4
+2 1gbit - | --batch-size 8 --data-parallel 2 --tensor-parallel 2
+2 1gbit - | --batch-size 4 --grad-accum 4 --tensor-parallel 2 --pipeline-stages 2
+2 1gbit - | --batch-size 4 --grad-accum 2 --data-parallel 2 --pipeline-stages 2
+2 1gbit - | --batch-size 4 --data-parallel 4 --optimizer-shard 3
 2 1gbit 1ms | --batch-size 4 --data-parallel 4
-2 1gbit 1ms | --batch-size 8 --data-parallel 2 --tensor-parallel 2
-2 1gbit 1ms | --batch-size 4 --grad-accum 4 --tensor-parallel 2 --pipeline-stages 2
-2 1gbit 1ms | --batch-size 4 --grad-accum 2 --data-parallel 2 --pipeline-stages 2
-2 1gbit 1ms | --batch-size 4 --data-parallel 4 --optimizer-shard 3
 2 10gbit 50us | --batch-size 4 --data-parallel 4
-4 1gbit 1ms | --batch-size 4 --data-parallel 4
-4 1gbit 1ms | --batch-size 4 --grad-accum 2 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2
+4 1gbit - | --batch-size 4 --data-parallel 4
+4 1gbit - | --batch-size 4 --grad-accum 2 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2
 EOF
 fi
 
@@ -129,7 +131,7 @@ m = [r for r in L if r.get('event') == 'memory'][0]['ranks']
 print('%.4f %.2f %.2f' % (statistics.median(t), max(x['tracked_peak_mib'] for x in m), max(x['rss_peak_mib'] for x in m)))
 " "$1"; }
 
-printf '%-6s %-7s %-66s | %9s %9s %6s %9s | %8s %8s %6s %9s\n' hosts link layout "mem plan" measured err "RSS" "step s" measured err "tokens/s"
+printf '%-6s %-7s %-60s | %8s %8s %6s | %8s %8s %6s | %7s %7s %6s %8s\n' hosts link layout "mem MiB" measured err "RSS" measured err "step s" measured err "tokens/s"
 n=0 bad_mem=0 bad_t=0 first_tps="" best_tps=0 best_row=""
 while IFS='|' read -r where keys; do
   [ -z "${where// }" ] && continue
@@ -157,11 +159,13 @@ while IFS='|' read -r where keys; do
   # columns (from 0): 19 total_bytes, 24 t_step
   pmem=$(awk -v b="${p[19]}" 'BEGIN { printf "%.2f", b / 1048576 }')
   pt=${p[24]}
+  prss=$(awk -v b="${p[27]}" 'BEGIN { printf "%.2f", b / 1048576 }')
   "${cmd[@]}" "$OT" train $MODEL $keys --data "$DATA" --steps $STEPS --eval-every 0 --eval-batches 1 --print-every 100 \
     --out "$out" >"$out.log" 2>&1 </dev/null || { tail -5 "$out.log" >&2; echo "plan_check: run $n failed" >&2; exit 1; }
   read -r mt mmem mrss < <(med "$out/log.jsonl")
   emem=$(awk -v a="$pmem" -v b="$mmem" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }')
   et=$(awk -v a="$pt" -v b="$mt" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }')
+  erss=$(awk -v a="$prss" -v b="$mrss" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }')
   awk -v a="$pmem" -v b="$mmem" 'BEGIN { exit !(a > 1.05 * b || a < 0.95 * b) }' && bad_mem=$((bad_mem + 1))
   awk -v a="$pt" -v b="$mt" 'BEGIN { exit !(a > 1.25 * b || a < 0.75 * b) }' && bad_t=$((bad_t + 1))
   link=$([ "$hosts" = 0 ] && echo "-" || echo "$rate")
@@ -170,9 +174,9 @@ while IFS='|' read -r where keys; do
   tps=$(awk -v r="$rows" -v s="${seq:-256}" -v t="$mt" 'BEGIN { printf "%.0f", r * s / t }')
   [ -n "$first_tps" ] || first_tps=$tps
   [ "$tps" -gt "$best_tps" ] && { best_tps=$tps; best_row=$(echo $keys); }
-  printf '%-6s %-7s %-66s | %9.1f %9.1f %6s %9.1f | %8.3f %8.3f %6s %9s\n' "$([ "$hosts" = 0 ] && echo 1 || echo "$hosts")" \
+  printf '%-6s %-7s %-60s | %8.1f %8.1f %6s | %8.1f %8.1f %6s | %7.3f %7.3f %6s %8s\n' "$([ "$hosts" = 0 ] && echo 1 || echo "$hosts")" \
     "$link" "$(echo $keys | sed 's/--global-batch [0-9]* *//; s/--tensor-parallel 1 //; s/--pipeline-stages 1 //; s/--data-parallel 1 //')" \
-    "$pmem" "$mmem" "$emem" "$mrss" "$pt" "$mt" "$et" "$tps"
+    "$pmem" "$mmem" "$emem" "$prss" "$mrss" "$erss" "$pt" "$mt" "$et" "$tps"
   n=$((n + 1))
 done <"$LIST"
 echo "$n layouts: memory outside 5%: $bad_mem; step time outside 25%: $bad_t"

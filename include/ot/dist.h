@@ -25,6 +25,9 @@ int ot_dist_world_size(void);     // 1 when not active
 int ot_dist_world_rank(void);     // 0 when not active
 // Waits for every process (no-op when not active).
 void ot_dist_barrier(void);
+// The same, but a waiting process sleeps (1 ms polls) instead of spinning on its core: for
+// ranks that wait while another measures (no-op when not active).
+void ot_dist_barrier_idle(void);
 // *x := the largest *x over every process (no-op when not active).
 void ot_dist_allreduce_max_int(int *x);
 // Times the engine's all-reduce (the tuned ring, f32 sum) of n floats over every process:

@@ -37,6 +37,9 @@ typedef struct {
   double intra_bw, intra_lat;   // within a host: all-reduce bus bandwidth (bytes/s) and
                                 // per-message latency (s) of the engine's collectives
   double inter_bw, inter_lat;   // between hosts: link bandwidth (bytes/s, per host) and latency
+  double rank_overhead;      // bytes a rank holds beyond the library's tracked allocations
+                             // (code, libraries, MPI's buffers, thread stacks): measured as the
+                             // resident set minus the tracked bytes of a measuring rank
 } ot_machine;
 
 // Built-in machines: "this" needs a measured file (ot_machine_measure); presets
@@ -75,6 +78,7 @@ typedef struct {
   // memory of the fullest rank, bytes: by ot_mem_category, the ops' scratch, the total
   size_t mem[OT_MEM_CATEGORY_COUNT];
   size_t scratch, mem_total;
+  size_t resident;           // mem_total + the machine's rank_overhead: the resident set
   int mem_rank;              // which rank that is
   // time of one optimizer step, seconds
   double t_compute;          // the slowest stage's forward + backward of its micro-batches

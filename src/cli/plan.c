@@ -93,6 +93,9 @@ static void print_detail(FILE *f, const ot_plan_result *r) {
           gib((double)r->mem[OT_MEM_PARAMS]), gib((double)r->mem[OT_MEM_GRADS]), gib((double)r->mem[OT_MEM_OPTIM]),
           gib((double)r->mem[OT_MEM_ACTIVATIONS]), gib((double)r->mem[OT_MEM_WORKSPACE]), gib((double)r->scratch),
           gib((double)r->mem[OT_MEM_OTHER]), gib((double)r->mem_total));
+  if (r->resident > r->mem_total)
+    fprintf(f, "  resident set of that rank (+ %.3f GiB of code, libraries, MPI buffers, stacks): %.3f GiB\n",
+            gib((double)(r->resident - r->mem_total)), gib((double)r->resident));
   fprintf(f, "  step %.3f s = compute %.3f + pipeline bubble %.3f + exposed communication %.3f + optimizer "
           "and gathers %.3f; %.0f tokens/s, MFU %.1f%%\n", r->t_step, r->t_compute, r->t_bubble, r->t_comm,
           r->t_optim, r->tokens_per_s, 100 * r->mfu);
@@ -106,18 +109,19 @@ static int write_csv(const char *path, const ot_plan_result *r, int n) {
   }
   fprintf(f, "dp,tp,pp,micro_batches,batch_size,zero,recompute,vocab_parallel,fusion_layers,balanced_stages,fits,why,params,grads,optim,"
           "activations,workspace,scratch,other,total_bytes,t_compute,t_bubble,t_comm,t_optim,t_step,"
-          "tokens_per_s,mfu\n");
+          "tokens_per_s,mfu,resident_bytes\n");
   for (int i = 0; i < n; i++) {
     const ot_plan_result *x = &r[i];
     char why[sizeof x->why];
     snprintf(why, sizeof why, "%s", x->why);
     for (char *p = why; *p; p++)
       if (*p == '"' || *p == ',') *p = ';';
-    fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,\"%s\",%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+    fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,\"%s\",%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%zu\n",
             x->dp, x->tp, x->pp, x->micro_batches, x->batch_size, x->zero, ot_recompute_name(x->recompute),
             x->vocab_parallel, x->fusion_layers, x->balanced_stages, x->fits, why, x->mem[OT_MEM_PARAMS], x->mem[OT_MEM_GRADS], x->mem[OT_MEM_OPTIM],
             x->mem[OT_MEM_ACTIVATIONS], x->mem[OT_MEM_WORKSPACE], x->scratch, x->mem[OT_MEM_OTHER],
-            x->mem_total, x->t_compute, x->t_bubble, x->t_comm, x->t_optim, x->t_step, x->tokens_per_s, x->mfu);
+            x->mem_total, x->t_compute, x->t_bubble, x->t_comm, x->t_optim, x->t_step, x->tokens_per_s, x->mfu,
+            x->resident);
   }
   const bool bad = ferror(f) != 0;
   if (fclose(f) != 0 || bad) {

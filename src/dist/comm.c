@@ -3,6 +3,7 @@
 #include "dist_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool g_active, g_self_init;
@@ -50,6 +51,17 @@ int ot_dist_world_rank(void) { return g_active ? g_rank : 0; }
 
 void ot_dist_barrier(void) {
   if (g_active) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void ot_dist_barrier_idle(void) {
+  if (!g_active) return;
+  MPI_Request r;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &r) != MPI_SUCCESS) return;
+  int done = 0;
+  while (MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    const struct timespec ts = {0, 1000000};   // 1 ms: a waiting rank leaves its core to the others
+    nanosleep(&ts, NULL);
+  }
 }
 
 void ot_dist_allreduce_max_int(int *x) {

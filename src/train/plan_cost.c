@@ -316,6 +316,8 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
     }
   }
   free(stt);
+  o->resident = o->mem_total + (size_t)m->rank_overhead;
+  if (m->shared) need += m->rank_overhead * (rph < world ? rph : world);
   o->fits = need <= have;
   if (!o->fits)
     snprintf(o->why, sizeof o->why, "needs %.1f GiB per %s, the machine has %.1f GiB", need / 1073741824.0,

@@ -79,6 +79,7 @@ static const field k_fields[] = {
     F("core_attn_flops", K_DBL, core_attn_flops, "shared: one core's attention FLOP/s"),
     F("peak_flops", K_DBL, peak_flops, "FMA peak for the MFU (same unit as gemm_flops)"),
     F("mem_bw", K_DBL, mem_bw, "memory-bound ops' bandwidth, bytes/s (same unit)"),
+    F("rank_overhead", K_DBL, rank_overhead, "bytes a rank holds beyond the tracked allocations"),
     F("intra_bw", K_DBL, intra_bw, "all-reduce bus bandwidth inside a host, bytes/s"),
     F("intra_lat", K_DBL, intra_lat, "per-message latency inside a host, s"),
     F("inter_bw", K_DBL, inter_bw, "bandwidth between hosts (per host), bytes/s"),
@@ -137,7 +138,7 @@ static ot_status set_field(ot_machine *m, const char *key, const char *val, cons
     return OT_OK;
   }
   return ot_error(OT_EFORMAT, "%s: '%.60s' is not a machine key (name, shared, cores, devices_per_host, "
-                  "hosts, mem_bytes, gemm_flops, core_gemm_flops, attn_flops, core_attn_flops, peak_flops, mem_bw, intra_bw, "
+                  "hosts, mem_bytes, gemm_flops, core_gemm_flops, attn_flops, core_attn_flops, peak_flops, mem_bw, rank_overhead, intra_bw, "
                   "intra_lat, inter_bw, inter_lat, source)", path, key);
 }
 
@@ -258,6 +259,27 @@ static ot_status measure_bw(double *bw) {
   return s;
 }
 
+// What a rank holds beyond the tracked allocations once oneDNN, OpenMP (and MPI) run: the
+// resident set less the tracked bytes after a small GEMM, before any large buffer comes and
+// goes (freed heap the allocator keeps would count), the largest over the ranks (MiB).
+static int measure_overhead(void) {
+  float a[64 * 64], c[64 * 64];
+  for (int i = 0; i < 64 * 64; i++) a[i] = 0.01f * (float)(i % 17);
+  (void)ot_gemm(OT_F32, OT_F32, false, true, 64, 64, 64, 1.0f, a, 64, a, 64, 0.0f, c, 64);
+  ot_clear_error();
+  double rss = 0.0;
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmRSS:", 6)) rss = strtod(line + 6, NULL) * 1024.0;
+  if (f) fclose(f);
+  double tracked = 0.0;
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tracked += (double)ot_mem_current((ot_mem_category)k);
+  int mib = rss > tracked ? (int)((rss - tracked) / 1048576.0 + 0.5) : 0;
+  ot_dist_allreduce_max_int(&mib);
+  return mib;
+}
+
 ot_status ot_machine_measure(ot_machine *m, FILE *log) {
   if (!m) return ot_error(OT_EINVAL, "ot_machine_measure: machine is NULL");
   memset(m, 0, sizeof *m);
@@ -265,14 +287,20 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
   gethostname(host, sizeof host - 1);
   snprintf(m->name, sizeof m->name, "%.50s", host);
   m->shared = true;
-  m->cores = ot_threads_get();
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);   // (the host's cores, not this rank's threads)
+  m->cores = online > 0 ? (int)online : ot_threads_get();
+  const int threads0 = ot_threads_get();
   m->devices_per_host = m->cores;
   m->hosts = 1;
   const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   m->mem_bytes = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0.0;
   const bool root = ot_dist_world_rank() == 0;
   ot_status s = OT_OK;
-  if (root) {   // compute and memory on rank 0 alone (the others wait at the all-reduce)
+  const int over = measure_overhead();
+  m->rank_overhead = over * 1048576.0;
+  if (log && root) fprintf(log, "measured: %d MiB resident beyond the tracked allocations per rank\n", over);
+  if (root) {   // compute and memory on rank 0 alone, on every core (the others wait at the all-reduce)
+    ot_threads_set(m->cores);
     s = measure_gemm(&m->gemm_flops);
     const int nt = m->cores;
     if (s == OT_OK) s = measure_attn(&m->attn_flops);
@@ -284,6 +312,10 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
     }
     if (s == OT_OK) s = measure_bw(&m->mem_bw);
     m->peak_flops = ot_measure_fma_peak() * 1e9;
+    ot_threads_set(threads0);
+  }
+  ot_dist_barrier_idle();   // (the other ranks slept through rank 0's measurements)
+  if (root) {
     if (log && s == OT_OK)
       fprintf(log, "measured: %d cores, GEMM %.1f GFLOP/s (one core %.1f), attention %.1f GFLOP/s (one core %.1f), "
               "FMA peak %.1f GFLOP/s, triad %.1f GB/s, %.1f GiB\n", m->cores, m->gemm_flops / 1e9,
