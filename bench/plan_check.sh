@@ -119,8 +119,8 @@ if [ -n "$BEST" ]; then   # the planner's best layout of every shape, in its ord
   sed -n '1,/^chosen/p' "$tmp/rank.log" | tail -9
   awk -F, -v w="$BEST" 'NR > 1 && $11 == 1 && !seen[$1 " " $2 " " $3]++ {
       printf "%s | --data-parallel %s --tensor-parallel %s --pipeline-stages %s --grad-accum %s --batch-size %s --optimizer-shard %s --recompute %s%s%s%s\n",
-        w, $1, $2, $3, $4, $5, $6, $7, $8 == 1 ? " --vocab-parallel" : "", $9 > 0 ? " --comm-fusion-layers " $9 : "",
-        $10 == 1 ? " --balanced-stages" : "" }' "$tmp/rank.csv" >"$LIST"
+        w, $1, $2, $3, $4, $5, $6, $7, ($8 == 1 ? " --vocab-parallel" : ""), ($9 > 0 ? " --comm-fusion-layers " $9 : ""),
+        ($10 == 1 ? " --balanced-stages" : "") }' "$tmp/rank.csv" >"$LIST"
 fi
 
 med() { python3 -c "

@@ -32,6 +32,9 @@ typedef struct {
                              // 2 x 2 x D x (T + 1) / 2 per query and head, x 3): per device
                              // (shared: the whole host); 0: as gemm_flops
   double core_attn_flops;    // shared: one core's
+  double gemm_rows_half;     // a GEMM of M rows runs at gemm_flops x M / (M + this) (0: always
+                             // gemm_flops); measured from M = 2048 and 128
+  double attn_len_half;      // attention over T runs at attn_flops x T / (T + this)
   double peak_flops;         // the FMA peak the MFU is quoted against (same unit)
   double mem_bw;             // memory-bound ops' bandwidth, bytes/s (same unit)
   double intra_bw, intra_lat;   // within a host: all-reduce bus bandwidth (bytes/s) and

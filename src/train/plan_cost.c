@@ -135,6 +135,8 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
   const int on_host = world < rph ? world : rph;
   double rg, ra, rm;
   rank_rates(m, on_host, &rg, &ra, &rm);
+  rg *= N / (N + m->gemm_rows_half);   // small GEMMs run slower (the machine's measured curve)
+  ra *= T / (T + m->attn_len_half);
   const double comp_bwd = gemm_bwd / rg + attn_bwd / ra + traffic * 2.0 / 3.0 / rm;
   const double comp = gemm_fwd / rg + attn_fwd / ra + traffic / 3.0 / rm + comp_bwd;
   // tensor parallel: 4 all-reduces of [N, C] f32 per block (6 when the forward reruns),

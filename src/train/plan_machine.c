@@ -77,6 +77,8 @@ static const field k_fields[] = {
     F("core_gemm_flops", K_DBL, core_gemm_flops, "shared: one core's GEMM FLOP/s (a one-thread rank)"),
     F("attn_flops", K_DBL, attn_flops, "causal flash attention forward + backward FLOP/s (0: as gemm_flops)"),
     F("core_attn_flops", K_DBL, core_attn_flops, "shared: one core's attention FLOP/s"),
+    F("gemm_rows_half", K_DBL, gemm_rows_half, "rows at which a GEMM runs at half gemm_flops (0: never)"),
+    F("attn_len_half", K_DBL, attn_len_half, "sequence length at which attention runs at half attn_flops"),
     F("peak_flops", K_DBL, peak_flops, "FMA peak for the MFU (same unit as gemm_flops)"),
     F("mem_bw", K_DBL, mem_bw, "memory-bound ops' bandwidth, bytes/s (same unit)"),
     F("rank_overhead", K_DBL, rank_overhead, "bytes a rank holds beyond the tracked allocations"),
@@ -138,7 +140,8 @@ static ot_status set_field(ot_machine *m, const char *key, const char *val, cons
     return OT_OK;
   }
   return ot_error(OT_EFORMAT, "%s: '%.60s' is not a machine key (name, shared, cores, devices_per_host, "
-                  "hosts, mem_bytes, gemm_flops, core_gemm_flops, attn_flops, core_attn_flops, peak_flops, mem_bw, rank_overhead, intra_bw, "
+                  "hosts, mem_bytes, gemm_flops, core_gemm_flops, attn_flops, core_attn_flops, gemm_rows_half, attn_len_half, "
+                  "peak_flops, mem_bw, rank_overhead, intra_bw, "
                   "intra_lat, inter_bw, inter_lat, source)", path, key);
 }
 
@@ -181,8 +184,8 @@ ot_status ot_machine_validate(const ot_machine *m) {
 // GEMM FLOP/s of the current OpenMP threads over transformer-sized f32 shapes
 // (M = 2048 tokens, C = 768: the QKV, MLP-up and MLP-down projections): the best of
 // three rounds of all three.
-static ot_status measure_gemm(double *flops) {
-  const int M = 2048, C = 768, shp[3][2] = {{3 * C, C}, {4 * C, C}, {C, 4 * C}};
+static ot_status measure_gemm(int M, double *flops) {
+  const int C = 768, shp[3][2] = {{3 * C, C}, {4 * C, C}, {C, 4 * C}}, reps = 2048 / M > 1 ? 2048 / M : 1;
   float *a = ot_mem_alloc((size_t)M * 4 * C * sizeof(float), OT_MEM_WORKSPACE);
   float *b = ot_mem_alloc((size_t)4 * C * C * sizeof(float), OT_MEM_WORKSPACE);
   float *c = ot_mem_alloc((size_t)M * 4 * C * sizeof(float), OT_MEM_WORKSPACE);
@@ -194,11 +197,12 @@ static ot_status measure_gemm(double *flops) {
   double best = 0.0;
   for (int round = 0; round < 4 && s == OT_OK; round++) {
     double fl = 0.0, t0 = ot_now();
-    for (int k = 0; k < 3 && s == OT_OK; k++) {
-      const int N = shp[k][0], K = shp[k][1];
-      s = ot_gemm(OT_F32, OT_F32, false, true, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
-      fl += 2.0 * M * N * K;
-    }
+    for (int r = 0; r < reps; r++)
+      for (int k = 0; k < 3 && s == OT_OK; k++) {
+        const int N = shp[k][0], K = shp[k][1];
+        s = ot_gemm(OT_F32, OT_F32, false, true, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+        fl += 2.0 * M * N * K;
+      }
     const double dt = ot_now() - t0;
     if (round > 0 && fl / dt > best) best = fl / dt;   // round 0 warms the primitives up
   }
@@ -209,11 +213,21 @@ static ot_status measure_gemm(double *flops) {
   return s;
 }
 
+// The GEMM rate at M = 2048 rows (*flops) and the rows at which it halves (*half: the rate
+// at M rows is taken as flops x M / (M + half), fitted from M = 128).
+static ot_status measure_gemm_curve(double *flops, double *half) {
+  double small = 0.0;
+  OT_TRY(measure_gemm(2048, flops));
+  OT_TRY(measure_gemm(128, &small));
+  *half = small > 0 && *flops > small ? 128.0 * (*flops / small - 1.0) : 0.0;
+  return OT_OK;
+}
+
 // Causal flash attention forward + backward of [4, 8 heads, 256, 64] (f32) on the current
 // threads, in the cost model's FLOPs (3 x the forward's 2 x 2 x D x (T + 1) / 2 per query
 // and head), best of 4 after a warm-up.
-static ot_status measure_attn(double *flops) {
-  const ot_attn_shape sh = {.B = 4, .Hq = 8, .Hkv = 8, .Tq = 256, .Tk = 256, .D = 64, .causal = true,
+static ot_status measure_attn(int T, double *flops) {
+  const ot_attn_shape sh = {.B = 1024 / T, .Hq = 8, .Hkv = 8, .Tq = T, .Tk = T, .D = 64, .causal = true,
                             .scale = 0.125f};
   const size_t n = (size_t)sh.B * sh.Hq * sh.Tq * sh.D;
   float *buf = ot_mem_alloc(8 * n * sizeof(float) + (size_t)sh.B * sh.Hq * sh.Tq * sizeof(float), OT_MEM_WORKSPACE);
@@ -234,6 +248,16 @@ static ot_status measure_attn(double *flops) {
   ot_mem_free(buf);
   *flops = best;
   return s;
+}
+
+// The attention rate at T = 256 (*flops) and the length at which it halves (*half: the rate
+// at T is taken as flops x T / (T + half), fitted from T = 64; the same tokens each).
+static ot_status measure_attn_curve(double *flops, double *half) {
+  double small = 0.0;
+  OT_TRY(measure_attn(256, flops));
+  OT_TRY(measure_attn(64, &small));
+  *half = small > 0 && *flops > small ? 64.0 * (*flops / small - 1.0) : 0.0;
+  return OT_OK;
 }
 
 // STREAM-triad bandwidth (bytes/s) of the current threads over 3 x 64 MiB, best of 5.
@@ -301,13 +325,13 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
   if (log && root) fprintf(log, "measured: %d MiB resident beyond the tracked allocations per rank\n", over);
   if (root) {   // compute and memory on rank 0 alone, on every core (the others wait at the all-reduce)
     ot_threads_set(m->cores);
-    s = measure_gemm(&m->gemm_flops);
+    s = measure_gemm_curve(&m->gemm_flops, &m->gemm_rows_half);
     const int nt = m->cores;
-    if (s == OT_OK) s = measure_attn(&m->attn_flops);
-    if (s == OT_OK) {
+    if (s == OT_OK) s = measure_attn_curve(&m->attn_flops, &m->attn_len_half);
+    if (s == OT_OK) {   // one core: the rates only (the halving points are the host's)
       ot_threads_set(1);
-      s = measure_gemm(&m->core_gemm_flops);
-      if (s == OT_OK) s = measure_attn(&m->core_attn_flops);
+      s = measure_gemm(2048, &m->core_gemm_flops);
+      if (s == OT_OK) s = measure_attn(256, &m->core_attn_flops);
       ot_threads_set(nt);
     }
     if (s == OT_OK) s = measure_bw(&m->mem_bw);
@@ -318,9 +342,11 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
   if (root) {
     if (log && s == OT_OK)
       fprintf(log, "measured: %d cores, GEMM %.1f GFLOP/s (one core %.1f), attention %.1f GFLOP/s (one core %.1f), "
-              "FMA peak %.1f GFLOP/s, triad %.1f GB/s, %.1f GiB\n", m->cores, m->gemm_flops / 1e9,
+              "FMA peak %.1f GFLOP/s, triad %.1f GB/s, %.1f GiB; GEMM rate halves at %.0f rows, attention at "
+              "T = %.0f\n", m->cores, m->gemm_flops / 1e9,
               m->core_gemm_flops / 1e9, m->attn_flops / 1e9, m->core_attn_flops / 1e9,
-              m->peak_flops / 1e9, m->mem_bw / 1e9, m->mem_bytes / 1073741824.0);
+              m->peak_flops / 1e9, m->mem_bw / 1e9, m->mem_bytes / 1073741824.0, m->gemm_rows_half,
+              m->attn_len_half);
   }
   // the links: the engine's all-reduce between the processes of this run (defaults when
   // run alone: inside the host as measured in shared/notes, between hosts 10 GbE)
