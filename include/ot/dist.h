@@ -30,11 +30,11 @@ void ot_dist_barrier(void);
 void ot_dist_barrier_idle(void);
 // *x := the largest *x over every process (no-op when not active).
 void ot_dist_allreduce_max_int(int *x);
-// Times the engine's all-reduce (the tuned ring, f32 sum) of n floats over every process:
-// the median of `reps` calls, each the slowest rank's time between barriers (*sec);
-// *hosts_differ: the processes do not all run on one host (MPI processor names).
-// Collective; OT_EINVAL on one process.
-ot_status ot_dist_measure_allreduce(size_t n, int reps, double *sec, bool *hosts_differ);
+// Times the engine's all-reduce (the tuned ring, f32 sum) of n floats over the first `group`
+// processes (the others sleep meanwhile): the median of `reps` calls, each the slowest rank's
+// time between barriers (*sec, on every process); *hosts_differ: the group does not all run on
+// one host (MPI processor names). Collective; OT_EINVAL on one process or a bad group.
+ot_status ot_dist_measure_allreduce(int group, size_t n, int reps, double *sec, bool *hosts_differ);
 // Ends every process of the job with exit code `code` (after a message on stderr).
 void ot_dist_abort(int code);
 

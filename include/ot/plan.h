@@ -38,7 +38,10 @@ typedef struct {
   double peak_flops;         // the FMA peak the MFU is quoted against (same unit)
   double mem_bw;             // memory-bound ops' bandwidth, bytes/s (same unit)
   double intra_bw, intra_lat;   // within a host: all-reduce bus bandwidth (bytes/s) and
-                                // per-message latency (s) of the engine's collectives
+                                // per-message latency (s) of the engine's collectives (2 ranks)
+  double intra_bw4, intra_bw8;  // shared: the bus bandwidth when 4 / 8 ranks of the host move
+                                // data at once (more ranks than cores: they take turns); 0:
+                                // unmeasured (intra_bw x 2 / ranks)
   double inter_bw, inter_lat;   // between hosts: link bandwidth (bytes/s, per host) and latency
   double rank_overhead;      // bytes a rank holds beyond the library's tracked allocations
                              // (code, libraries, MPI's buffers, thread stacks): measured as the

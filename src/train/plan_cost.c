@@ -46,11 +46,23 @@ static int host_of(int rank, int rph) { return rank / rph; }
 // rank sets {blk * n * stride + j + i * stride : i < n} (j < stride): tensor groups
 // (stride 1), data groups (stride tp), stage pairs (n 2, stride dp * tp). Between hosts,
 // every group of the kind that spans hosts with a rank on r0's host shares its link.
+// A shared host's all-reduce bandwidth when k of its ranks move data at once: the measured
+// one of the largest group <= k (2, 4, 8), slower in proportion beyond it.
+static double shared_bw(const ot_machine *m, int k) {
+  double bw = m->intra_bw;
+  int at = 2;
+  if (k >= 4 && m->intra_bw4 > 0) { bw = m->intra_bw4; at = 4; }
+  if (k >= 8 && m->intra_bw8 > 0) { bw = m->intra_bw8; at = 8; }
+  return k > at ? bw * at / k : bw;
+}
+
 static link group_link(const ot_machine *m, int world, int rph, int n, int stride, int r0) {
   const int h0 = host_of(r0, rph);
   bool span = false;
   for (int i = 1; i < n; i++) span |= host_of(r0 + i * stride, rph) != h0;
-  link l = {m->intra_bw, m->intra_lat, !m->shared};
+  // inside a shared host every rank of it moves data at about the same time (the groups of
+  // one kind communicate together), on the cores the ranks share
+  link l = {m->shared ? shared_bw(m, rph < world ? rph : world) : m->intra_bw, m->intra_lat, !m->shared};
   if (!span) return l;
   int share = 0;
   for (int blk = 0; blk * n * stride < world; blk++)
@@ -152,7 +164,6 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
       if (pm->layer0 == 0) tcomm += one;                                  // the embedding's sum
       if (last) tcomm += one + 3.0 * allreduce_s(N * 4.0, tp, l);          // dx, the softmax sums
     }
-    if (m->shared && on_host > m->cores && !l.network) tcomm *= (double)on_host / m->cores;
   }
   // pipeline sends: the activation forward, its gradient back
   double p2p = 0.0;
@@ -271,7 +282,7 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
     const double ar = allreduce_s(gbytes, dp, l) + (nb - 1) * 2.0 * (dp - 1) * l.lat;
     const double hide = l.network && c->overlap ? sl->t_bwd : 0.0;
     const double ex1 = fmax(ar / nb, ar - hide);
-    double cpu_scale = m->shared && !l.network && rph > m->cores ? (double)rph / m->cores : 1.0;
+    const double cpu_scale = 1.0;   // (a shared host's bandwidth already counts its ranks)
     if (c->optimizer_shard >= 2) comm += M * ex1 * cpu_scale;   // per micro-batch
     else comm += (c->overlap ? ex1 : ar) * cpu_scale;
     if (c->optimizer_shard == 1 || c->optimizer_shard == 2) optim += allgather_s(gbytes, dp, l) * cpu_scale;

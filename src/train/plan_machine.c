@@ -84,6 +84,8 @@ static const field k_fields[] = {
     F("rank_overhead", K_DBL, rank_overhead, "bytes a rank holds beyond the tracked allocations"),
     F("intra_bw", K_DBL, intra_bw, "all-reduce bus bandwidth inside a host, bytes/s"),
     F("intra_lat", K_DBL, intra_lat, "per-message latency inside a host, s"),
+    F("intra_bw4", K_DBL, intra_bw4, "shared: bus bandwidth with 4 ranks of a host moving data at once (0: unmeasured)"),
+    F("intra_bw8", K_DBL, intra_bw8, "shared: the same with 8 ranks"),
     F("inter_bw", K_DBL, inter_bw, "bandwidth between hosts (per host), bytes/s"),
     F("inter_lat", K_DBL, inter_lat, "latency between hosts, s"),
 };
@@ -141,7 +143,7 @@ static ot_status set_field(ot_machine *m, const char *key, const char *val, cons
   }
   return ot_error(OT_EFORMAT, "%s: '%.60s' is not a machine key (name, shared, cores, devices_per_host, "
                   "hosts, mem_bytes, gemm_flops, core_gemm_flops, attn_flops, core_attn_flops, gemm_rows_half, attn_len_half, "
-                  "peak_flops, mem_bw, rank_overhead, intra_bw, "
+                  "peak_flops, mem_bw, rank_overhead, intra_bw, intra_bw4, intra_bw8, "
                   "intra_lat, inter_bw, inter_lat, source)", path, key);
 }
 
@@ -354,30 +356,40 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
   m->intra_lat = 20e-6;
   m->inter_bw = 1.25e9;
   m->inter_lat = 50e-6;
-  const char *links = "links not measured (run `mpirun -np 2 ot plan --measure` for them): 3.9 GB/s, "
+  const char *links = "links not measured (run `mpirun -np 8 --oversubscribe ot plan --measure` for them): 3.9 GB/s, "
                       "20 us inside the host; 1.25 GB/s, 50 us between hosts";
-  char lbuf[256] = "";
-  if (ot_dist_world_size() >= 2) {
+  char lbuf[400] = "";
+  const int world = ot_dist_world_size();
+  for (int g = 2; g <= world && g <= 8; g *= 2) {   // groups of 2, 4, 8 of the processes
     double big = 0.0, small = 0.0;
     bool apart = false;
     const size_t n = (size_t)16 << 20;   // 64 MiB: bandwidth; 2 floats: latency
-    ot_status ms = ot_dist_measure_allreduce(n, 5, &big, &apart);
-    if (ms == OT_OK) ms = ot_dist_measure_allreduce(2, 51, &small, &apart);
+    ot_status ms = ot_dist_measure_allreduce(g, n, 5, &big, &apart);
+    if (ms == OT_OK) ms = ot_dist_measure_allreduce(g, 2, 51, &small, &apart);
     if (ms != OT_OK) return ms;
-    const double w = ot_dist_world_size(), ring = 2.0 * (w - 1.0) / w;
-    const double lat = small / (2.0 * (w - 1.0)), bw = ring * 4.0 * (double)n / (big - 2.0 * (w - 1.0) * lat);
-    if (apart) {
-      m->inter_bw = bw;
-      m->inter_lat = lat;
-    } else {
+    const double ring = 2.0 * (g - 1.0) / g, lat = small / (2.0 * (g - 1.0));
+    const double bw = ring * 4.0 * (double)n / (big - 2.0 * (g - 1.0) * lat);
+    if (apart) {   // 2 processes on different hosts: the link between hosts
+      if (g == 2) {
+        m->inter_bw = bw;
+        m->inter_lat = lat;
+      }
+    } else if (g == 2) {
       m->intra_bw = bw;
       m->intra_lat = lat;
+    } else {
+      *(g == 4 ? &m->intra_bw4 : &m->intra_bw8) = bw;
     }
-    snprintf(lbuf, sizeof lbuf, "all-reduce of 64 MiB over %d processes %s: %.1f ms (bus bandwidth "
-             "%.2f GB/s), of 8 bytes %.1f us (latency %.1f us)", (int)w, apart ? "on different hosts" :
-             "on one host", big * 1e3, bw / 1e9, small * 1e6, lat * 1e6);
+    const size_t at = strlen(lbuf);
+    snprintf(lbuf + at, sizeof lbuf - at, "%sall-reduce of 64 MiB over %d processes %s: %.1f ms (bus bandwidth "
+             "%.2f GB/s), of 8 bytes %.1f us", at ? "; " : "", g, apart ? "on different hosts" : "on one host",
+             big * 1e3, bw / 1e9, small * 1e6);
     links = lbuf;
-    if (log && root) fprintf(log, "measured: %s\n", lbuf);
+    if (log && root)
+      fprintf(log, "measured: all-reduce over %d processes %s: %.1f ms for 64 MiB (bus bandwidth %.2f GB/s), %.1f us "
+              "for 8 bytes (latency %.1f us)\n", g, apart ? "on different hosts" : "on one host", big * 1e3,
+              bw / 1e9, small * 1e6, lat * 1e6);
+    if (apart) break;   // (the link between hosts: one pair tells)
   }
   snprintf(m->source, sizeof m->source, "measured by `ot plan --measure` on %.40s: GEMM (oneDNN f32, M=2048 "
            "C=768 projections), causal flash attention (T=256, D=64), STREAM triad, FMA peak; %s", host, links);
