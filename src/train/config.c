@@ -862,11 +862,6 @@ static ot_status resolve_task(ot_train_config *c) {
   if (!encdec)
     BAD("--task translate needs an encoder-decoder model, but --model %s is decoder-only (use "
         "--model transformer-small, transformer-base, transformer-big or transformer-tiny)", c->model.name);
-  char f1[160];
-  if (c->vocab_parallel && c->tensor_parallel > 1)
-    BAD("--task translate: %s is unsupported for encoder-decoder models (the "
-        "embedding and head stay whole on every tensor rank; drop --vocab-parallel)",
-        flagv(c, "vocab-parallel", f1, sizeof f1));
   if (!c->src_data[0] || !c->tgt_data[0])
     BAD("--task translate needs --src-data and --tgt-data (the training bitext, one sentence per line)");
   if (!c->valid_src[0] != !c->valid_tgt[0])
