@@ -51,9 +51,13 @@ check "ot eval of the checkpoint (rc $rc): $out" grep -q "held-out loss .* (labe
 out=$("$ot" train --resume "$tmp/run" --steps 8 2>&1); rc=$?
 check "resume to step 8 (rc $rc): $(tail -2 <<<"$out")" grep -q "^step      8/8" <<<"$out"
 check "resume says where from" grep -q "resumed from .*step_000006 at step 6" <<<"$out"
+out=$("$ot" train "${common[@]}" --steps 2 --eval-every 2 --eval-bleu-sentences 5 --eval-bleu-tokenize intl \
+  --out "$tmp/run_intl" 2>&1); rc=$?
+check "BLEU at evaluation with --eval-bleu-tokenize intl (rc $rc): $(grep '^bleu' <<<"$out")" \
+  grep -q "^bleu  step      2 | 5 sentences | BLEU = .*|tok:intl|" <<<"$out"
 help=$("$ot" train --help)
 for k in --task --src-data --tgt-data --valid-src --valid-tgt --tokens-per-batch --label-smoothing --dropout \
-         --attention-dropout --activation-dropout --eval-bleu-sentences; do
+         --attention-dropout --activation-dropout --eval-bleu-sentences --eval-bleu-tokenize; do
   check "--help lists $k" grep -q -- "^  $k " <<<"$help"
 done
 check "--help shows translate defaults" grep -q "\[translate: inverse_sqrt\]" <<<"$help"
@@ -66,6 +70,7 @@ fails 1 "$tmp/missing.en" train "${common[@]}" --src-data "$tmp/missing.en" --st
 fails 1 "line" train "${common[@]}" --tgt-data "$tmp/va.fr" --steps 1 --out "$tmp/x"
 fails 1 "no joint tokenizer" train "${common[@]}" --data "$tmp/none" --steps 1 --out "$tmp/x"
 fails 2 "--task translate" train --model transformer-tiny --steps 1 --out "$tmp/x"
+fails 2 "is not a BLEU tokenizer (13a | intl | none)" train "${common[@]}" --eval-bleu-tokenize zh --steps 1 --out "$tmp/x"
 
 echo "cli_train_translate: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,5 +1,5 @@
 // BLEU against sacreBLEU 2.6.0 (tests/golden/bleu/, tools/gen_bleu_golden.py):
-// every golden line tokenized as sacreBLEU does (13a / none, mixed / lower
+// every golden line tokenized as sacreBLEU does (13a / none / intl, mixed / lower
 // case), every scored variant's numbers (score to 1e-9 relative, counts and
 // lengths exactly), its formatted line and signature byte for byte; the
 // string API gives the file API's bits; variable reference counts; bad
@@ -45,7 +45,8 @@ static int nrefs_of(const char *set) {
 
 // Tokenized golden lines: hyp.txt then each ref file, tok_<tok>_<case>.txt.
 static void test_tokenizer(void) {
-  static const char *sets[] = {"punct", "unicode", "empty", "zero", "single", "multiref", "short"};
+  static const char *sets[] = {"punct", "unicode", "empty", "zero", "single", "multiref", "short",
+                               "intl"};
   for (size_t si = 0; si < sizeof sets / sizeof *sets; si++) {
     char *in[MAXL * 4], *want[MAXL * 4], p[256];
     int n = 0, nr = nrefs_of(sets[si]);
@@ -55,13 +56,14 @@ static void test_tokenizer(void) {
       snprintf(p, sizeof p, GOLD "%s/ref%d.txt", sets[si], r);
       n += read_lines(p, in + n, MAXL);
     }
-    for (int t = 0; t < 2; t++)
+    static const char *tn[] = {"13a", "none", "intl"};
+    static const ot_bleu_tok tv[] = {OT_BLEU_TOK_13A, OT_BLEU_TOK_NONE, OT_BLEU_TOK_INTL};
+    for (int t = 0; t < 3; t++)
       for (int lc = 0; lc < 2; lc++) {
-        snprintf(p, sizeof p, GOLD "%s/tok_%s_%s.txt", sets[si], t ? "none" : "13a",
-                 lc ? "lc" : "mixed");
+        snprintf(p, sizeof p, GOLD "%s/tok_%s_%s.txt", sets[si], tn[t], lc ? "lc" : "mixed");
         int nw = read_lines(p, want, MAXL * 4);
         th_check(nw == n, "%s: %d tokenized lines for %d inputs", p, nw, n);
-        ot_bleu_opts o = {t ? OT_BLEU_TOK_NONE : OT_BLEU_TOK_13A, OT_BLEU_SMOOTH_EXP, 0, lc};
+        ot_bleu_opts o = {tv[t], OT_BLEU_SMOOTH_EXP, 0, lc};
         for (int i = 0; i < n && i < nw; i++) {
           char *got = NULL;
           size_t len = 0;
@@ -123,7 +125,8 @@ static void test_golden_scores(void) {
   while (next_case(f, &c)) {
     ncase++;
     ot_bleu_opts o = {0};
-    o.tokenize = strcmp(c.tok, "none") == 0 ? OT_BLEU_TOK_NONE : OT_BLEU_TOK_13A;
+    o.tokenize = !strcmp(c.tok, "none") ? OT_BLEU_TOK_NONE
+                 : !strcmp(c.tok, "intl") ? OT_BLEU_TOK_INTL : OT_BLEU_TOK_13A;
     o.smooth = !strcmp(c.smooth, "floor") ? OT_BLEU_SMOOTH_FLOOR
                : !strcmp(c.smooth, "add-k") ? OT_BLEU_SMOOTH_ADD_K
                : !strcmp(c.smooth, "none") ? OT_BLEU_SMOOTH_NONE : OT_BLEU_SMOOTH_EXP;

@@ -14,7 +14,8 @@
 //  - bad input: src_len 0 or > S, token ids out of range, mismatched config.json,
 //    missing tensor, refused quantization / decoder-only entry points
 //  - memory plan: ot_model_plan equals the model's, what the arenas hold, the
-//    encoder categories filled, recompute modes ordered
+//    encoder categories filled, recompute modes ordered; vocabulary-parallel parts
+//    (stages, tensor ranks, recompute modes, f32 / bf16) allocate exactly their plan
 // Run from the repository root (CTest does).
 #include "harness.h"
 #include "model/model_impl.h"
@@ -582,6 +583,63 @@ static void plan(void) {
            "config print: %s", buf);
 }
 
+// Vocabulary-parallel parts (tensor rank 0 and 1 of 2; stages [0, 4), [0, 2), [2, 4); every
+// recompute mode; f32 and bf16): ot_model_plan_part equals the part's plan, and the arenas
+// hold exactly it per category; the shared embedding (and final_logits_bias) keep Vl rows.
+static ot_status no_allreduce(void *ctx, void *buf, size_t n, ot_dtype dt, ot_red_op op) {
+  (void)ctx; (void)buf; (void)n; (void)dt; (void)op;
+  return OT_OK;
+}
+static void plan_vocab_parallel(void) {
+  ot_model_config c;
+  ot_model_config_preset(&c, "transformer-tiny");
+  c.vocab = 401;   // padded to 416: 208 rows per tensor rank, rank 1 holds 15 padding rows
+  const int ranges[3][2] = {{0, 4}, {0, 2}, {2, 4}};
+  for (int dti = 0; dti < 2; dti++)
+    for (int rc = 0; rc < 3; rc++)
+      for (int k = 0; k < 3; k++)
+        for (int tr = 0; tr < 2; tr++) {
+          ot_run_config r = {2, 12, dti ? OT_BF16 : OT_F32, (ot_recompute)rc, -100, 14};
+          ot_model_part part = ot_model_part_whole(&c);
+          part.tp = 2;
+          part.tp_rank = tr;
+          part.vocab_parallel = true;
+          part.layer0 = ranges[k][0];
+          part.layer1 = ranges[k][1];
+          part.comm.allreduce = no_allreduce;
+          ot_mem_plan want;
+          size_t c0[OT_MEM_CATEGORY_COUNT];
+          for (int q = 0; q < OT_MEM_CATEGORY_COUNT; q++) c0[q] = ot_mem_current((ot_mem_category)q);
+          ot_model *m = NULL;
+          if (!th_check(ot_model_plan_part(&c, &r, &part, &want) == OT_OK &&
+                            ot_model_create_part(&m, &c, &r, &part) == OT_OK,
+                        "vocab-parallel part [%d, %d) rank %d: %s", ranges[k][0], ranges[k][1],
+                        tr, ot_last_error()))
+            continue;
+          const ot_mem_plan *got = ot_model_plan_of(m);
+          th_check(memcmp(&want, got, sizeof want) == 0,
+                   "vocab-parallel part [%d, %d) rank %d %s: plan == model's", ranges[k][0],
+                   ranges[k][1], tr, ot_recompute_name(r.recompute));
+          th_check(ot_mem_current(OT_MEM_ACTIVATIONS) - c0[OT_MEM_ACTIVATIONS] == got->act_saved &&
+                       ot_mem_current(OT_MEM_WORKSPACE) - c0[OT_MEM_WORKSPACE] == got->workspace &&
+                       ot_mem_current(OT_MEM_GRADS) - c0[OT_MEM_GRADS] == got->grads &&
+                       ot_mem_current(OT_MEM_PARAMS) - c0[OT_MEM_PARAMS] ==
+                           got->params + got->params_bf16,
+                   "vocab-parallel part [%d, %d) rank %d %s %s: the arenas hold exactly the plan",
+                   ranges[k][0], ranges[k][1], tr, ot_recompute_name(r.recompute),
+                   ot_dtype_name(r.dt));
+          const int wte = ot_model_param_find(m, "model.shared.weight");
+          const int lb = ot_model_param_find(m, "final_logits_bias");
+          th_check(wte >= 0 && ot_model_param_at(m, wte)->shape[0] == 208 &&
+                       ot_model_param_is_split(m, wte) &&
+                       (ranges[k][1] < 4 || (lb >= 0 && ot_model_param_at(m, lb)->shape[0] == 208 &&
+                                             ot_model_param_is_split(m, lb))),
+                   "vocab-parallel part [%d, %d): 208 rows of the shared embedding and the bias",
+                   ranges[k][0], ranges[k][1]);
+          ot_model_free(m);
+        }
+}
+
 int main(void) {
   golden("hf_marian");
   golden("hf_marian_gelu");
@@ -598,5 +656,6 @@ int main(void) {
   round_trip();
   bad_input();
   plan();
+  plan_vocab_parallel();
   return th_finish();
 }

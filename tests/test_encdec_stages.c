@@ -12,7 +12,7 @@
 // embedding's copies on up to three stages summed), within 1e-6 (measured: bit for bit
 // where the head is untied; 1e-7 with the tied head: its copy is summed in another order).
 // Two micro-batches of different shapes in two slots of every stage: both forwards, then
-// both backwards. Then the refusals: a range outside the blocks, vocab_parallel.
+// both backwards. Then the refusals: a range outside the blocks.
 // Run from the repository root (CTest does).
 #include "harness.h"
 #include "ot/model.h"
@@ -189,10 +189,6 @@ static void refusals(void) {
   p.layer1 = 5;
   th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EINVAL, "blocks (encoder, then decoder)",
                  "a range past the blocks refused");
-  p = ot_model_part_whole(&c);
-  p.vocab_parallel = true;
-  th_check_error(ot_model_create_part(&m, &c, &r, &p), OT_EUNSUPPORTED, "no vocab_parallel",
-                 "vocab_parallel refused");
   // a stage's buffers: the first stage has no inputs, an encoder-only stage no decoder output
   p = ot_model_part_whole(&c);
   p.layer1 = 1;

@@ -107,8 +107,9 @@ static void test_bad(void) {
   set(&c, "task", "translate");
   set(&c, "model_parallel", "2");
   set(&c, "vocab_emb_dp", "false");
-  th_check_error(ot_train_config_resolve(&c), OT_EINVAL,
-                 "--vocab_emb_dp false (our --vocab-parallel) is unsupported for encoder-decoder", "translate vocab");
+  th_check(ot_train_config_resolve(&c) == OT_OK && c.vocab_parallel && c.tensor_parallel == 2,
+           "translate: vocab_emb_dp false with model_parallel 2 is vocabulary-parallel: %s",
+           ot_last_error());
 }
 
 static const char *write_tmp(const char *name, const char *text) {

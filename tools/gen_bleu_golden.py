@@ -7,10 +7,10 @@ Each set is a directory <name>/ with hyp.txt and ref0.txt .. ref<k-1>.txt
 (UTF-8, lines split at '\\n' and right-stripped, as the sacrebleu command
 reads them), and tok_<tok>_<case>.txt: every hypothesis line, then every line
 of each reference file, as the tokens BLEU counts, joined by single spaces
-(tok 13a | none, case mixed | lc).
+(tok 13a | none | intl, case mixed | lc).
 cases.txt lists the scored variants, one block each:
 
-  case <name> nrefs <k> tok <13a|none> lc <0|1> smooth <exp|floor|add-k|none> value <v|-1>
+  case <name> nrefs <k> tok <13a|none|intl> lc <0|1> smooth <exp|floor|add-k|none> value <v|-1>
   score <repr>            the float, 17 significant digits
   precisions <4 x repr>
   bp <repr>   ratio <repr>   (each on its own line)
@@ -18,7 +18,9 @@ cases.txt lists the scored variants, one block each:
   line <str(BLEUScore)>   signature <str(signature)>
   end
 
-Use the same Python as tools/gen_bleu_tables.py (one Unicode version).
+Use the same Python as tools/gen_bleu_tables.py (one Unicode version), and
+the sacrebleu (with its `regex` module) that tools/gen_bleu_intl_tables.py
+measured.
 """
 import os
 import sys
@@ -79,14 +81,37 @@ SETS = {
           "a", "there is a cat on the mat"],
          ["a cat sat", "the cat was on the mat today", "it is the practical guide for the army always to heed the directions of the party",
           "a b c", ""]]),
+    "intl": (
+        ["L'économie française a crû de 1,5 % en 2019.",
+         "« Bonjour ! » dit-il — c'était l'été… N°5, 3×4=12 ; 50 € / 60 $.",
+         "東京（とうきょう）は日本の首都です。「こんにちは」、世界！",
+         "中文标点：你好，世界！价格¥１２０，约合½美元。",
+         "Ça coûte 1.000,50 €—vraiment? Oui: 2²=4, ٣٤٥ et Ⅻ.",
+         "emoji 😀+👍🏽 #tag @user ©2024 ™ ±5° ∑x≤10 → done",
+         "a.b,c;d:e!f?g (h) [i] {j} \"k\" 'l' -m- _n_ /o/ \\p\\ ^q^ `r` ~s~ |t| &quot;",
+         "Straße — ÉCOLE Garçon Œuvre Ÿ; ÀÉÎÕÜ ŠĐČĆŽ.",
+         "Fin 2019."],
+        [["L' économie française a crû de 1,5% en 2019 .",
+          "« Bonjour ! » dit-il - c'était l'été... N° 5, 3 × 4 = 12; 50 € / 60 $.",
+          "東京（とうきょう）は 日本 の 首都 です 。「こんにちは」、 世界 ！",
+          "中文 标点 ： 你好 ， 世界 ！ 价格 ¥ １２０ ， 约合 ½ 美元 。",
+          "Ça coûte 1.000,50 € — vraiment ? Oui : 2² = 4 , ٣٤٥ et Ⅻ .",
+          "emoji 😀 + 👍🏽 #tag @user © 2024 ™ ± 5 ° ∑ x ≤ 10 → done",
+          "a . b , c ; d : e ! f ? g ( h ) [ i ] { j } \"k\" 'l' - m - _ n _ / o / \\ p \\ ^ q ^ ` r ` ~ s ~ | t | \" ",
+          "Strasse - École garçon œuvre ÿ ; àéîõü šđčćž .",
+          "fin 2019 ."]]),
     "short": (
         ["the cat", "on a mat", "x y z w"],
         [["the cat sat on the big mat", "on a mat there was a cat", "x y q w v"]]),
 }
 
 VARIANTS = {
-    "punct": [("13a", False, "exp", None), ("none", False, "exp", None), ("13a", True, "floor", None)],
-    "unicode": [("13a", False, "exp", None), ("13a", True, "exp", None), ("none", True, "none", None)],
+    "punct": [("13a", False, "exp", None), ("none", False, "exp", None), ("13a", True, "floor", None),
+              ("intl", False, "exp", None)],
+    "unicode": [("13a", False, "exp", None), ("13a", True, "exp", None), ("none", True, "none", None),
+                ("intl", False, "exp", None), ("intl", True, "floor", None)],
+    "intl": [("intl", False, "exp", None), ("intl", True, "exp", None), ("intl", False, "add-k", None),
+             ("13a", False, "exp", None)],
     "empty": [("13a", False, "exp", None), ("13a", False, "add-k", None)],
     "zero": [("13a", False, "exp", None), ("13a", False, "floor", None), ("13a", False, "add-k", None)],
     "single": [("13a", False, "exp", None), ("13a", False, "none", None), ("13a", True, "floor", 0.05)],
@@ -123,7 +148,7 @@ def main():
         # read back as the sacrebleu command does
         hyps = read_lines(os.path.join(d, "hyp.txt"))
         refs = [read_lines(os.path.join(d, "ref%d.txt" % k)) for k in range(len(refs))]
-        for tok in ("13a", "none"):
+        for tok in ("13a", "none", "intl"):
             for lc in (False, True):
                 b = BLEU(tokenize=tok, lowercase=lc)
                 # the tokens BLEU counts (its n-grams split the segment again)

@@ -136,6 +136,8 @@ typedef enum {
   OT_BLEU_TOK_13A = 0,  // mteval-v13a (sacreBLEU's default): entity unescaping, punctuation
                         // split except . , between digits, - after a digit
   OT_BLEU_TOK_NONE,     // whitespace only
+  OT_BLEU_TOK_INTL,     // mteval-v14 international (sacreBLEU 'intl'): Unicode punctuation
+                        // split unless between digits, every symbol split
 } ot_bleu_tok;
 typedef enum {
   OT_BLEU_SMOOTH_EXP = 0,  // NIST: the k-th zero precision counts as 1 / (2^k total)

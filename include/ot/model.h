@@ -297,7 +297,10 @@ ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config 
 // gradient the caller sums with the first stage's). With vocab_parallel the
 // embedding / head rows are split across the tp ranks (rows [tp_rank * Vl,
 // (tp_rank + 1) * Vl), Vl = ceil(Vp / tp)) and the cross-entropy is vocab-
-// parallel (max, sum and target logit all-reduced; logits never gathered).
+// parallel (max, sum and target logit, and with label smoothing the sum of the
+// logits, all-reduced; logits never gathered). An encoder-decoder splits its
+// shared embedding (encoder and decoder lookups, tied head) and final_logits_bias
+// the same way.
 // Row-parallel outputs, the column-parallel inputs' gradients and the vocab-
 // parallel embedding are summed over the tensor group with comm.allreduce;
 // a row-parallel bias is added by tp rank 0 only (every rank keeps the same
@@ -499,8 +502,8 @@ ot_status ot_model_forward_s2s_slot(ot_model *m, int slot, const ot_s2s_batch *b
                                     bool want_grad, double *loss);
 // Label smoothing of the loss from now on: eps in [0, 1) (0, the default: the
 // plain cross-entropy, ot_xent_fused; else ot_xent_ls_fused, the loss and its
-// gradient label-smoothed). OT_EINVAL outside [0, 1); a vocabulary-parallel
-// head refuses eps > 0 (OT_EUNSUPPORTED).
+// gradient label-smoothed; a vocabulary-parallel head smooths over the whole
+// vocabulary, its row sums all-reduced). OT_EINVAL outside [0, 1).
 ot_status ot_model_set_label_smoothing(ot_model *m, float eps);
 // Loss scaling (fp16 mixed precision): every later backward starts from the loss
 // gradient times scale (finite, > 0; 1 = none, the default), so the gradients come

@@ -127,6 +127,7 @@ typedef struct {
   float label_smoothing;       // eps of the label-smoothed cross-entropy (0: plain)
   float dropout, attn_dropout, act_dropout;   // model dropout (residual / attention / MLP act.)
   int eval_bleu_sentences;     // translate: first K held-out pairs translated for BLEU (0: off)
+  ot_bleu_tok eval_bleu_tokenize;   // translate: that BLEU's tokenizer (default 13a)
   // The name that set each key (by its index in the key table: 0 ours, k its k-th alias), so
   // messages name the flag the user typed ("--model_parallel (our --tensor-parallel)").
   unsigned char spelling[OT_TRAIN_KEYS_MAX];

@@ -15,8 +15,10 @@ static const cli_flag k_flags[] = {
     CLI_S("--hyp", bleu_opts, hyp, "FILE", "hypotheses, one segment per line (`-`: standard input)"),
     {"--ref", CLI_LIST, offsetof(bleu_opts, refs), 0, "FILE", 0, 64, NULL, {0},
      "references, one line per hypothesis line; repeat for more references"},
-    {"--tokenize", CLI_ENUM, offsetof(bleu_opts, tok), 0, NULL, 0, 0, "13a|none",
-     {OT_BLEU_TOK_13A, OT_BLEU_TOK_NONE}, "tokenizer (default 13a, as sacreBLEU)"},
+    {"--tokenize", CLI_ENUM, offsetof(bleu_opts, tok), 0, NULL, 0, 0, "13a|none|intl",
+     {OT_BLEU_TOK_13A, OT_BLEU_TOK_NONE, OT_BLEU_TOK_INTL},
+     "tokenizer (default 13a, as sacreBLEU; intl: mteval-v14 international, Unicode punctuation "
+     "and symbols)"},
     CLI_B("--lowercase", bleu_opts, lowercase, "case-insensitive BLEU (sacreBLEU -lc)"),
     {"--smooth", CLI_ENUM, offsetof(bleu_opts, smooth), 0, NULL, 0, 0, "exp|floor|add-k|none",
      {OT_BLEU_SMOOTH_EXP, OT_BLEU_SMOOTH_FLOOR, OT_BLEU_SMOOTH_ADD_K, OT_BLEU_SMOOTH_NONE},
@@ -26,7 +28,7 @@ static const cli_flag k_flags[] = {
 };
 
 const cli_command cli_bleu_command = {
-    "bleu", "--hyp FILE|- --ref FILE [--ref FILE2 ...] [--tokenize 13a|none] [--lowercase] "
+    "bleu", "--hyp FILE|- --ref FILE [--ref FILE2 ...] [--tokenize 13a|none|intl] [--lowercase] "
     "[--smooth exp|floor|add-k|none]",
     "corpus BLEU of a hypothesis file against reference files (sacreBLEU 2.6.0 numbers)",
     "Prints sacreBLEU's score line and signature, e.g.\n"

@@ -31,8 +31,9 @@ ot_status ot_bleu_create(ot_bleu **out, const ot_bleu_opts *o) {
   *out = NULL;
   ot_bleu_opts d = {0};
   if (o) d = *o;
-  if (d.tokenize != OT_BLEU_TOK_13A && d.tokenize != OT_BLEU_TOK_NONE)
-    return ot_error(OT_EINVAL, "%s: unknown tokenizer %d (13a or none)", fn, (int)d.tokenize);
+  if (d.tokenize < OT_BLEU_TOK_13A || d.tokenize > OT_BLEU_TOK_INTL)
+    return ot_error(OT_EINVAL, "%s: unknown tokenizer %d (13a, none or intl)", fn,
+                    (int)d.tokenize);
   if (d.smooth < OT_BLEU_SMOOTH_EXP || d.smooth > OT_BLEU_SMOOTH_NONE)
     return ot_error(OT_EINVAL, "%s: unknown smoothing %d (exp, floor, add-k or none)", fn,
                     (int)d.smooth);
@@ -221,6 +222,7 @@ size_t ot_bleu_format(const ot_bleu_score *s, char *buf, size_t cap) {
 
 size_t ot_bleu_signature(const ot_bleu *b, char *buf, size_t cap) {
   static const char *const sm[] = {"exp", "floor", "add-k", "none"};
+  static const char *const tk[] = {"13a", "none", "intl"};
   char nr[24], smooth[40];
   if (b->nrefs == -1) snprintf(nr, sizeof nr, "var");
   else snprintf(nr, sizeof nr, "%d", b->nrefs < 0 ? 0 : b->nrefs);
@@ -229,6 +231,6 @@ size_t ot_bleu_signature(const ot_bleu *b, char *buf, size_t cap) {
   else snprintf(smooth, sizeof smooth, "%s", sm[b->o.smooth]);
   int k = snprintf(buf, cap, "nrefs:%s|case:%s|eff:no|tok:%s|smooth:%s|version:2.6.0", nr,
                    b->o.lowercase ? "lc" : "mixed",
-                   b->o.tokenize == OT_BLEU_TOK_13A ? "13a" : "none", smooth);
+                   tk[b->o.tokenize], smooth);
   return k < 0 ? 0 : (size_t)k;
 }

@@ -1,7 +1,8 @@
 // BLEU tokenizers as sacreBLEU 2.6.0 applies them to a segment: Python's
 // str.lower() (optional; with its final-sigma rule), str.rstrip(), then "13a" (mteval-v13a: entity
 // unescaping and the four substitution rules below, each a left-to-right
-// pass of non-overlapping matches, as re.sub) or "none", and finally
+// pass of non-overlapping matches, as re.sub), "intl" (mteval-v14's
+// international rules over Unicode classes, tokintl below) or "none", and finally
 // ' '.join(line.split()). Python's whitespace and lowercase tables come from
 // bleu_tables.c. The substitution rules look at ASCII bytes only, so they run
 // on the UTF-8 bytes directly: a multi-byte character never contains an
@@ -196,6 +197,60 @@ static ot_status tok13a(ot__bleu_buf *t) {
   return rule2(t, r_digit_dash, 0);     // dash after a digit
 }
 
+// sacreBLEU's 'intl' (TokenizerV14International), three passes of regex.sub,
+// each over code points, left to right, matches not overlapping:
+//   (\P{N})(\p{P}) -> '\1 \2 '   punctuation after a non-number
+//   (\p{P})(\P{N}) -> ' \1 \2'   punctuation before a non-number
+//   (\p{S})        -> ' \1 '     every symbol
+// (so a sentence-final '.' right after a digit stays attached, as in mteval-v14).
+static bool is_p(uint32_t c) { return in_ranges(ot__bleu_intl_punct, ot__bleu_nintl_punct, c); }
+static bool is_n(uint32_t c) { return in_ranges(ot__bleu_intl_number, ot__bleu_nintl_number, c); }
+static bool is_s(uint32_t c) { return in_ranges(ot__bleu_intl_symbol, ot__bleu_nintl_symbol, c); }
+
+// One two-code-point pass: where (x, y) matches, x ' ' y ' ' (kind 0) or
+// ' ' x ' ' y (kind 1), then on after y.
+static ot_status intl2(ot__bleu_buf *t, int kind) {
+  const uint8_t *a = (const uint8_t *)t->a;
+  size_t n = t->len, o = 0;
+  OT_TRY(room(t, 2 * n));  // 2 bytes added per >= 2 consumed
+  for (size_t i = 0; i < n;) {
+    int w1, w2 = 0;
+    uint32_t x = dec(a, i, &w1), y = i + (size_t)w1 < n ? dec(a, i + (size_t)w1, &w2) : 0;
+    bool m = w2 && (kind == 0 ? !is_n(x) && is_p(y) : is_p(x) && !is_n(y));
+    if (!m) {
+      memcpy(t->b + o, a + i, (size_t)w1);
+      o += (size_t)w1; i += (size_t)w1;
+      continue;
+    }
+    if (kind == 1) t->b[o++] = ' ';
+    memcpy(t->b + o, a + i, (size_t)w1); o += (size_t)w1;
+    t->b[o++] = ' ';
+    memcpy(t->b + o, a + i + w1, (size_t)w2); o += (size_t)w2;
+    if (kind == 0) t->b[o++] = ' ';
+    i += (size_t)(w1 + w2);
+  }
+  flip(t, o);
+  return OT_OK;
+}
+
+static ot_status tokintl(ot__bleu_buf *t) {
+  OT_TRY(intl2(t, 0));
+  OT_TRY(intl2(t, 1));
+  const uint8_t *a = (const uint8_t *)t->a;
+  size_t n = t->len, o = 0;
+  OT_TRY(room(t, 3 * n));
+  for (size_t i = 0; i < n;) {
+    int w;
+    bool s = is_s(dec(a, i, &w));
+    if (s) t->b[o++] = ' ';
+    memcpy(t->b + o, a + i, (size_t)w); o += (size_t)w;
+    if (s) t->b[o++] = ' ';
+    i += (size_t)w;
+  }
+  flip(t, o);
+  return OT_OK;
+}
+
 ot_status ot__bleu_tok(ot_bleu_tok tok, bool lower, const char *s, size_t n, ot__bleu_buf *t) {
   const uint8_t *u = (const uint8_t *)s;
   OT_TRY(ot__grow((void **)&t->a, &t->acap, 2 * n + 1, 1));  // lower() grows by <= 3/2
@@ -220,6 +275,7 @@ ot_status ot__bleu_tok(ot_bleu_tok tok, bool lower, const char *s, size_t n, ot_
   }
   t->len = end;
   if (tok == OT_BLEU_TOK_13A) OT_TRY(tok13a(t));
+  else if (tok == OT_BLEU_TOK_INTL) OT_TRY(tokintl(t));
   // ' '.join(line.split())
   OT_TRY(room(t, t->len));
   o = 0;
@@ -249,8 +305,9 @@ ot_status ot_bleu_tokenize(const ot_bleu_opts *o, const char *s, size_t n, char 
   *out = NULL;
   ot_bleu_opts d = {0};
   if (!o) o = &d;
-  if (o->tokenize != OT_BLEU_TOK_13A && o->tokenize != OT_BLEU_TOK_NONE)
-    return ot_error(OT_EINVAL, "%s: unknown tokenizer %d (13a or none)", fn, (int)o->tokenize);
+  if (o->tokenize < OT_BLEU_TOK_13A || o->tokenize > OT_BLEU_TOK_INTL)
+    return ot_error(OT_EINVAL, "%s: unknown tokenizer %d (13a, none or intl)", fn,
+                    (int)o->tokenize);
   size_t bad = ot__utf8_check(s, n);
   if (bad < n)
     return ot_error(OT_EINVAL, "%s: invalid UTF-8 at byte %zu (0x%02x); the text must be UTF-8",

@@ -122,35 +122,48 @@ static float embed_scale(const ot_model *m) {
 }
 
 // x [B*T, C] (dt) = scale * wte[tokens] + position t (the sinusoid table, or row t +
-// pos_offset of learned table `pos`); ids checked by the caller.
-static void s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int T, int pos) {
+// pos_offset of learned table `pos`); ids checked by the caller. Vocabulary-parallel
+// (the tensor rank holds rows [v0, v0 + Vl)): the rank holding a token's row writes
+// the whole sum, the others 0, and the tensor group sums (so every rank gets the
+// one-process bits).
+static ot_status s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int T, int pos) {
   const ot_dtype dt = m->run.dt;
   const int C = m->C, off = m->cfg.pos_offset;
   const float sc = embed_scale(m);
   const void *w = ot__pdt(m, m->wte), *lp = ot__pdt(m, pos);
   const ot_dtype wdt = ot__wdt(m);   // the tables' dtype
-  const long n = (long)B * T;
+  const long n = (long)B * T, v0 = m->v0, Vl = m->Vl;
 #pragma omp parallel for schedule(static) if (n * C >= 65536)
   for (long i = 0; i < n; i++) {
-    const size_t row = (size_t)tok[i] * C, o = (size_t)i * C, p = (size_t)(i % T);
+    const long r = (long)tok[i] - v0;
+    const size_t o = (size_t)i * C, p = (size_t)(i % T);
+    if (r < 0 || r >= Vl) {   // another tensor rank's row
+      for (int c = 0; c < C; c++) ot__stf(dt, x, o + c, 0.0f);
+      continue;
+    }
+    const size_t row = (size_t)r * C;
     const float *sin_row = m->pos_tab ? m->pos_tab + p * C : NULL;
     for (int c = 0; c < C; c++) {
       const float pe = sin_row ? sin_row[c] : ot__ldf(wdt, lp, (p + off) * C + c);
       ot__stf(dt, x, o + c, ot__ldf(wdt, w, row + c) * sc + pe);
     }
   }
+  if (!(m->part.vocab_parallel && m->part.tp > 1)) return OT_OK;
+  return m->part.comm.allreduce(m->part.comm.ctx, x, (size_t)n * C, dt, OT_RED_SUM);
 }
 
-// dw [rows, C] += scale * dout [B*T, C] at the tokens of tok in [r0, r0 + rows) (dw may be
-// NULL), learned positions dp += dout (NULL: none); serial: rows repeat.
+// dw [rows, C] += scale * dout [B*T, C] at the tokens of tok whose local row (token - v0)
+// lies in [r0, r0 + rows) (dw may be NULL), learned positions dp += dout (NULL: none; every
+// tensor rank: the table is replicated); serial: rows repeat.
 static void s2s_embed_rows(const ot_model *m, float *dw, int r0, int rows, float *dp,
                            const void *dout, const int32_t *tok, int B, int T) {
   const ot_dtype dt = m->run.dt;
   const int C = m->C, off = m->cfg.pos_offset;
   const float sc = embed_scale(m);
   for (int i = 0; i < B * T; i++) {
-    const bool in = dw && tok[i] >= r0 && tok[i] < r0 + rows;
-    float *r = in ? dw + (size_t)(tok[i] - r0) * C : NULL;
+    const long lr = (long)tok[i] - m->v0 - r0;   // the row in dw
+    const bool in = dw && lr >= 0 && lr < rows;
+    float *r = in ? dw + (size_t)lr * C : NULL;
     float *q = dp ? dp + (size_t)(i % T + off) * C : NULL;
     if (!r && !q) continue;
     for (int c = 0; c < C; c++) {
@@ -202,7 +215,7 @@ static stack_emb dec_emb(const ot_model *m) {
 // dropout d (HF Marian / mBART order).
 static ot_status stack_embed_fwd(ot_model *m, const ot__graph *g, const stack_emb *e, void *x0,
                                  const int32_t *tok, int B, int T, const ot__dropout *d) {
-  s2s_embed(m, m->cfg.embed_norm ? e->emb : x0, tok, B, T, e->pos);
+  OT_TRY(s2s_embed(m, m->cfg.embed_norm ? e->emb : x0, tok, B, T, e->pos));
   if (m->cfg.embed_norm)
     OT_TRY(ot__norm_fwd(g, x0, e->mean, e->rstd, NULL, e->emb, NULL, ot__pw(m, e->lw),
                         ot__pw(m, e->lb), B * T));
@@ -410,10 +423,15 @@ ot_status ot__s2s_backward(ot_model *m) {
     // head (post-norm: the last decoder block's output feeds it directly)
     if (m->last) {
       memset(m->denc, 0, (size_t)NS * C * es);
+      // vocabulary-parallel: each tensor rank's rows gave their part of the head's input
+      // gradient
+      const bool vp = m->part.vocab_parallel && m->part.tp > 1;
       if (post) {
         OT_TRY(ot__head_bwd(m, N, m->dres));
+        if (vp) OT_TRY(ot__tp_sum(&m->graph, m->dres, (size_t)N * C));
       } else {
         OT_TRY(ot__head_bwd(m, N, m->dy));
+        if (vp) OT_TRY(ot__tp_sum(&m->graph, m->dy, (size_t)N * C));
         OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf,
                             m->rstdf, N));
       }

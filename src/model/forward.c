@@ -96,7 +96,14 @@ ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, 
   const float gcount = want_grad && m->loss_scale > 0.0f ? count / m->loss_scale : count;
   double sum = 0.0;
   m->nll = NAN;
-  if (m->ls_eps > 0.0f) {   // label-smoothed (encoder-decoder training; whole models only)
+  if (m->part.vocab_parallel && m->part.tp > 1) {   // logits split over the tensor group
+    const ot__vp_shard v = ot__vp_shard_of(m);
+    const bool eval_ls = m->ls_eps > 0.0f && !want_grad;
+    double nll = 0.0;
+    OT_TRY(ot__vp_xent(&v, m->logits, targets, N, gcount, m->ls_eps, m->row_loss,
+                       eval_ls ? &nll : NULL, want_grad, m->xred));
+    if (eval_ls) m->nll = nll / (double)count;
+  } else if (m->ls_eps > 0.0f) {   // label-smoothed (encoder-decoder training)
     if (!want_grad) {       // evaluation: the plain NLL of the same logits first (not overwritten)
       OT_TRY(ot_xent_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index, count,
                            m->row_loss, NULL, false));
@@ -106,8 +113,6 @@ ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, 
     }
     OT_TRY(ot_xent_ls_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index,
                             m->ls_eps, gcount, m->row_loss, NULL, want_grad));
-  } else if (m->part.vocab_parallel && m->part.tp > 1) {
-    OT_TRY(ot__vp_xent(m, m->logits, targets, N, gcount, m->row_loss, want_grad, m->xred));
   } else {
     OT_TRY(ot_xent_fused(dt, m->logits, m->Vl, targets, N, m->V, m->run.ignore_index, gcount,
                          m->row_loss, NULL, want_grad));
@@ -276,9 +281,6 @@ ot_status ot_model_set_label_smoothing(ot_model *m, float eps) {
   OT_CHECK_PTR(m, "ot_model_set_label_smoothing");
   if (!(eps >= 0.0f && eps < 1.0f))
     return ot_error(OT_EINVAL, "label smoothing %g is outside [0, 1) (0.1 is the usual value)", eps);
-  if (eps > 0.0f && m->part.vocab_parallel && m->part.tp > 1)
-    return ot_error(OT_EUNSUPPORTED, "label smoothing with a vocabulary-parallel head is not "
-                    "supported (turn off --vocab-parallel or use --label-smoothing 0)");
   m->ls_eps = eps;
   return OT_OK;
 }

@@ -239,8 +239,18 @@ void ot__vp_embed_bwd(ot_model *m, const void *dout, const int32_t *tokens, int 
 // NULL: skip) and dwpe [T, C] (+=, NULL: skip) from dout [B*T, C] (vocab_par.c).
 void ot__embed_bwd_rows(ot_model *m, float *dwte, int r0, int rows, float *dwpe, const void *dout,
                         const int32_t *tokens, int B, int T);
-ot_status ot__vp_xent(ot_model *m, void *logits, const int32_t *targets, int N, float count,
-                      float *row_loss, bool want_grad, float *red);
+// One tensor rank's share of the vocabulary for the vocab-parallel cross-entropy.
+typedef struct {
+  ot_dtype dt;            // the logits' storage
+  int V, Vl, v0, ignore;  // whole vocabulary, local rows [v0, v0 + Vl), ignore_index
+  const ot_model_comm *comm;   // allreduce over the tensor group
+} ot__vp_shard;
+ot__vp_shard ot__vp_shard_of(const ot_model *m);
+// Vocab-parallel (label-smoothed, eps in [0, 1)) cross-entropy over logits [N, Vl]: see
+// vocab_par.c. red: [4N] f32 workspace (the plan's xred).
+ot_status ot__vp_xent(const ot__vp_shard *v, void *logits, const int32_t *targets, int N,
+                      float count, float eps, float *row_loss, double *nll_sum, bool want_grad,
+                      float *red);
 // True when m holds the whole model (no tensor or pipeline split).
 static inline bool ot__is_whole(const ot_model *m) {
   return m->part.tp == 1 && m->first && m->last && !m->part.param_slots;

@@ -41,9 +41,6 @@ ot_status ot_model_part_validate(const ot_model_config *c, const ot_model_part *
                     c->arch == OT_ARCH_ENCDEC ? "blocks (encoder, then decoder)" : "layers");
   if (p->slots < 1)
     return ot_error(OT_EINVAL, "%s: slots=%d must be >= 1", fn, p->slots);
-  if (c->arch == OT_ARCH_ENCDEC && p->vocab_parallel)
-    return ot_error(OT_EUNSUPPORTED, "%s: an encoder-decoder part holds the whole vocabulary (no "
-                    "vocab_parallel)", fn);
   if (p->tp > 1 && !p->comm.allreduce)
     return ot_error(OT_EINVAL, "%s: tensor_parallel=%d needs an all-reduce over the tensor group",
                     fn, p->tp);
@@ -116,8 +113,8 @@ static ot_status build_slices(ot_model *m, const ot_model *w) {
   }
   for (int l = 0; l < m->L; l++) layer_slices(m, &m->lp[l], Hq, Hkv, Fg);
   for (int l = 0; l < m->Le; l++) layer_slices(m, &m->elp[l], Hq, Hkv, Fg);
-  const int voc[2] = {m->wte, m->lm_head};
-  for (int k = 0; k < 2; k++) {
+  const int voc[3] = {m->wte, m->lm_head, m->cfg.arch == OT_ARCH_ENCDEC ? m->lbias : -1};
+  for (int k = 0; k < 3; k++) {   // vocabulary rows (an encoder-decoder's final_logits_bias too)
     if (voc[k] < 0) continue;
     ot__slice *s = &m->slices[voc[k]];
     int64_t n = m->Vp - m->v0 < m->Vl ? m->Vp - m->v0 : m->Vl;

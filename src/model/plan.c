@@ -180,7 +180,7 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
   p->workspace_bwd = w->ws_bytes - before;
   m->pos_tab = m->cfg.pos == OT_POS_SINUSOID ? take(w, false, (size_t)m->cfg.max_seq * C * 4) : NULL;
   m->rope = m->cfg.pos == OT_POS_ROPE ? take(w, false, (size_t)m->cfg.max_seq * m->D * 4) : NULL;
-  m->xred = m->last && m->part.vocab_parallel ? take(w, false, 3 * N * 4) : NULL;
+  m->xred = m->last && m->part.vocab_parallel ? take(w, false, 4 * N * 4) : NULL;
   m->vpos = vit ? take(w, false, (size_t)m->run.T * C * 4) : NULL;    // this run's positions
   m->vdpos = vit ? take(w, false, (size_t)m->run.T * C * 4) : NULL;   // and their gradient
   p->workspace = w->ws_bytes;

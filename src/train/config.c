@@ -10,7 +10,7 @@
 
 typedef enum {
   K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
-  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD, K_F3, K_LSCALE, K_POW2
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD, K_F3, K_LSCALE, K_POW2, K_BLEUTOK
 } ktype;
 
 typedef struct {
@@ -202,6 +202,8 @@ static const key_def k_keys[] = {
    "dropout on the MLP activation"},
   {"eval-bleu-sentences", K_INT, O(eval_bleu_sentences), 0, 1 << 30, 0, "bleu_sentences",
    "translate: held-out pairs translated for BLEU at each evaluation (0: none)"},
+  {"eval-bleu-tokenize", K_BLEUTOK, O(eval_bleu_tokenize), 0, 0, 0, "bleu_tokenize",
+   "translate: BLEU's tokenizer at evaluation (13a | intl | none, as sacreBLEU --tokenize)"},
   // image classification (task = classify); the ViT's shape keys
   {"image-size", K_INT, O(model.image_size), 0, 65536, F_MODEL, "img_size",
    "ViT: side of the square images the positions are trained for"},
@@ -543,6 +545,7 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
   static const char *const poss[] = {"learned", "rope", "learned-absolute", "sinusoidal"};
   static const char *const names[] = {"gpt2", "llama", "marian", "vit"};
   static const char *const ropes[] = {"neox", "gptj"};
+  static const char *const bleutoks[] = {"13a", "none", "intl"};   // ot_bleu_tok's order
   static const char *const decays[] = {"cosine", "linear", "constant", "inverse-sqrt", "noam",
                                        "rsqrt", "inverse-square-root"};
   int k;
@@ -624,6 +627,10 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
     case K_NAMES:
       if ((k = parse_choice(value, names, 4)) < 0) BADV("is not a naming (gpt2 | llama | marian | vit)");
       *(ot_names *)p = (ot_names)k;
+      return OT_OK;
+    case K_BLEUTOK:
+      if ((k = parse_choice(value, bleutoks, 3)) < 0) BADV("is not a BLEU tokenizer (13a | intl | none)");
+      *(ot_bleu_tok *)p = (ot_bleu_tok)k;
       return OT_OK;
     case K_ROPE:
       if ((k = parse_choice(value, ropes, 2)) < 0) BADV("is not a RoPE style (neox | gptj)");
@@ -748,6 +755,11 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
       break;
     }
     case K_ROPE: snprintf(buf, cap, "%s", *(const ot_rope_style *)p == OT_ROPE_GPTJ ? "gptj" : "neox"); break;
+    case K_BLEUTOK: {
+      const ot_bleu_tok q = *(const ot_bleu_tok *)p;
+      snprintf(buf, cap, "%s", q == OT_BLEU_TOK_INTL ? "intl" : q == OT_BLEU_TOK_NONE ? "none" : "13a");
+      break;
+    }
     case K_DECAY: snprintf(buf, cap, "%s", ot_lr_decay_name(*(const ot_lr_decay *)p)); break;
     case K_MODEL: snprintf(buf, cap, "%s", c->model.name); break;
     case K_TASK:
@@ -853,11 +865,6 @@ static ot_status resolve_task(ot_train_config *c) {
   if (!encdec)
     BAD("--task translate needs an encoder-decoder model, but --model %s is decoder-only (use "
         "--model transformer-small, transformer-base, transformer-big or transformer-tiny)", c->model.name);
-  char f1[160];
-  if (c->vocab_parallel && c->tensor_parallel > 1)
-    BAD("--task translate: %s is unsupported for encoder-decoder models (the "
-        "embedding and head stay whole on every tensor rank; drop --vocab-parallel)",
-        flagv(c, "vocab-parallel", f1, sizeof f1));
   if (!c->src_data[0] || !c->tgt_data[0])
     BAD("--task translate needs --src-data and --tgt-data (the training bitext, one sentence per line)");
   if (!c->valid_src[0] != !c->valid_tgt[0])

@@ -388,7 +388,8 @@ static ot_status bleu_of(ot_trainer *t, ot_model *dec, int n, ot_bleu_score *sco
   OT_PROF_BEGIN("bleu", 0.0, 0.0);
   if (s == OT_OK) s = t->hooks.translate(t->hooks.ctx, dec, t->cfg.data, (const char *const *)src, n, hyp);
   OT_PROF_STOP();
-  if (s == OT_OK) s = ot_bleu_create(&bl, NULL);
+  const ot_bleu_opts bo = {t->cfg.eval_bleu_tokenize, OT_BLEU_SMOOTH_EXP, 0.0, false};
+  if (s == OT_OK) s = ot_bleu_create(&bl, &bo);
   for (int i = 0; i < n && s == OT_OK; i++) {
     const char *r = ref[i];
     if (!hyp[i]) s = ot_error(OT_EINTERNAL, "%s: the translate hook left hypothesis %d unset", fn, i);

@@ -1,6 +1,7 @@
-// libFuzzer target: the BLEU tokenizers (13a / none, with and without
+// libFuzzer target: the BLEU tokenizers (13a / none / intl, with and without
 // lowercase; src/io/bleu_tok.c) and the n-gram statistics. Input: one flags
-// byte (bit 0: tokenizer none, bit 1: lowercase), then the text. Invariants:
+// byte (bit 0: tokenizer none, else bit 2: intl, else 13a; bit 1: lowercase),
+// then the text. Invariants:
 // invalid UTF-8 is refused with a message; valid text gives valid UTF-8 tokens
 // joined by single spaces, no space at either end and no other whitespace
 // byte; the none tokenizer is idempotent; a text scored against itself
@@ -22,8 +23,10 @@ static bool utf8_ok(const char *s, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   const size_t mem0 = fz_mem_total();
-  ot_bleu_opts o = {data[0] & 1 ? OT_BLEU_TOK_NONE : OT_BLEU_TOK_13A, OT_BLEU_SMOOTH_EXP, 0,
-                    (data[0] & 2) != 0};
+  ot_bleu_opts o = {data[0] & 1   ? OT_BLEU_TOK_NONE
+                    : data[0] & 4 ? OT_BLEU_TOK_INTL
+                                  : OT_BLEU_TOK_13A,
+                    OT_BLEU_SMOOTH_EXP, 0, (data[0] & 2) != 0};
   const char *s = (const char *)data + 1;
   size_t n = size - 1;
   char *t = NULL;
