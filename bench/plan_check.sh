@@ -17,7 +17,7 @@
 # host (RATE, DELAY ignored), else that many simulated hosts with links of RATE / DELAY (tc
 # syntax: 1gbit 1ms; DELAY - for none: the kernel bridge with rate shaping only, while a delay
 # runs tests/netns/netdelay, which takes CPU from the ranks). The model keys common to all rows are $MODEL (default below). The machine
-# of this host is out/machine.conf (measure it first: `mpirun -np 2 ot plan --measure`); the
+# of this host is out/machine.conf (measure it first: `mpirun -np 8 --oversubscribe ot plan --measure`); the
 # simulated hosts' machine is derived from it: the host's cores split evenly over the simulated
 # hosts (they share this machine's cores), their link measured by `ot plan --measure` over 2
 # ranks on 2 hosts. Needs root for the simulated hosts. Timing: run on a quiet machine.
@@ -36,7 +36,7 @@ up=""
 mach=""
 cleanup() { [ -z "$up" ] || bash "$H" down --prefix "$P" >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"; }
 trap cleanup EXIT
-[ -f "$MACHINE" ] || { echo "plan_check: no $MACHINE (run: mpirun -np 2 $OT plan --measure)" >&2; exit 2; }
+[ -f "$MACHINE" ] || { echo "plan_check: no $MACHINE (run: mpirun -np 8 --oversubscribe $OT plan --measure)" >&2; exit 2; }
 [ -n "$(ls "$DATA"/train_*.bin 2>/dev/null)" ] || "$OT" prepare --corpus data/shakespeare.txt --out "$DATA" --quiet
 
 if [ -z "$LIST" ]; then
@@ -93,20 +93,27 @@ sim_machine() {
   [ -f "$mach" ] && return 0
   bash "$H" mpirun --prefix "$P" -np 2 --map-by node -- "$OT" plan --measure --out "$tmp/link.conf" >"$tmp/link.log" 2>&1 </dev/null ||
     { cat "$tmp/link.log" >&2; return 1; }
+  # (inside a simulated host, k ranks moving data compete with the other hosts' ranks for the
+  # same cores: the bandwidth this machine measured for k x H ranks)
   awk -v h="$hosts" -v c="$cores" -v link="$tmp/link.conf" '
     BEGIN { while ((getline l < link) > 0) { split(l, kv, " = "); if (kv[1] == "inter_bw" || kv[1] == "inter_lat") L[kv[1]] = kv[2] } }
-    /^#/ { print; next }
-    { split($0, kv, " = "); k = kv[1]; v = kv[2]
+    /^#/ { next }
+    { split($0, kv, " = "); K[++n] = kv[1]; V[kv[1]] = kv[2] }
+    function T(k) { return k <= 2 ? V["intra_bw"] : k <= 4 ? V["intra_bw4"] : k <= 8 ? V["intra_bw8"] : V["intra_bw8"] * 8 / k }
+    END {
       c1 = c / h < 1 ? 1 : c / h
-      if (k == "cores") v = c1
-      else if (k == "hosts") v = h
-      else if (k == "devices_per_host") v = 8
-      else if (k == "mem_bytes" || k == "mem_bw" || k == "peak_flops") v = v / h
-      else if (k == "gemm_flops") v = v * c1 / c
-      else if (k in L) v = L[k]
-      else if (k == "name") v = h " simulated hosts"
-      else if (k == "source") v = "this host (" v ") split over " h " simulated hosts; their link measured by ot plan --measure over 2 ranks on 2 hosts"
-      print k " = " v }' "$MACHINE" >"$mach"
+      for (i = 1; i <= n; i++) { k = K[i]; v = V[k]
+        if (k == "cores") v = c1
+        else if (k == "hosts") v = h
+        else if (k == "devices_per_host") v = 8
+        else if (k == "mem_bytes" || k == "mem_bw" || k == "peak_flops" || k == "gemm_flops" || k == "attn_flops") v = v / h
+        else if (k == "intra_bw") v = T(2 * h)
+        else if (k == "intra_bw4") v = T(4 * h)
+        else if (k == "intra_bw8") v = T(8 * h)
+        else if (k in L) v = L[k]
+        else if (k == "name") v = h " simulated hosts"
+        else if (k == "source") v = "this host (" v ") split over " h " simulated hosts; their link measured by ot plan --measure over 2 ranks on 2 hosts"
+        print k " = " v } }' "$MACHINE" >"$mach"
   grep -E "^(inter_bw|inter_lat)" "$mach" | tr '\n' ' ' >&2; echo "(measured between 2 of $hosts hosts at $rate / $delay)" >&2
 }
 
