@@ -594,7 +594,7 @@ typedef struct {
   int matrices;            // matrices searched
   int scaled;              // ... of which with per-channel scales (alpha > 0)
   double err_plain, err;   // summed output errors (ot_qsearch_result) over them
-  double rel_plain, rel;   // mean over them of err / ||x W^T||^2 (relative output error)
+  double rel_plain, rel;   // mean over them of sqrt(err / ||x W^T||^2) (relative output error)
   int rows;                // calibration rows per layer kept
 } ot_qcalib_report;
 

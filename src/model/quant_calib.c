@@ -107,8 +107,8 @@ static ot_status search(calib *c, int pi, const tap *t, bool scale, float *s, fl
   rp->scaled += *alpha > 0.0f;
   rp->err_plain += r.err_plain;
   rp->err += r.err;
-  rp->rel_plain += y2 > 0 ? r.err_plain / y2 : 0.0;
-  rp->rel += y2 > 0 ? r.err / y2 : 0.0;
+  rp->rel_plain += y2 > 0 ? sqrt(r.err_plain / y2) : 0.0;
+  rp->rel += y2 > 0 ? sqrt(r.err / y2) : 0.0;
   return OT_OK;
 }
 
