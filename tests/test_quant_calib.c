@@ -81,8 +81,9 @@ static void test_fake_quant(void) {
 static void test_search_vs_ref(void) {
   static const int shapes[][4] = {{5, 64, 7, 0}, {9, 96, 33, 32}, {3, 128, 65, 64}, {7, 37, 11, 0},
                                   {1, 128, 1, 128}, {20, 64, 40, 0}};
-  const ot_qsearch_opts o = {10, 5, 0.05f};
+  for (int act = 0; act < 2; act++)
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const ot_qsearch_opts o = {10, 5, 0.05f, act == 1};
     const int N = shapes[si][0], K = shapes[si][1], R = shapes[si][2], g = shapes[si][3];
     float *w = th_falloc((size_t)N * K), *x = th_falloc((size_t)R * K);
     float *s1 = th_falloc((size_t)K), *s2 = th_falloc((size_t)K), *c1 = th_falloc((size_t)N), *c2 = th_falloc((size_t)N);
@@ -97,6 +98,13 @@ static void test_search_vs_ref(void) {
              g, a.err_plain, b.err_plain);
     th_check(b.err <= b.err_scaled && b.err_scaled <= b.err_plain && a.err <= a.err_scaled &&
              a.err_scaled <= a.err_plain, "errors never increase along the search");
+    if (act) {   // the int8-activation term: the same choice, or one that scores alike
+      th_check(fabs(a.err - b.err) <= 1e-3 * b.err + 1e-12 && a.err_plain > 0,
+               "act [%d, %d] g%d: error %.9g (alpha %.2f) vs ref %.9g (alpha %.2f)", N, K, g, a.err,
+               (double)a.alpha, b.err, (double)b.alpha);
+      free(w); free(x); free(s1); free(s2); free(c1); free(c2);
+      continue;
+    }
     const double ea = err_of(w, N, K, g, x, R, a.alpha > 0 ? s1 : NULL, c1);
     th_check(fabs(ea - a.err) <= 1e-4 * a.err + 1e-12, "[%d, %d]: reported error %.9g, recomputed %.9g", N, K,
              a.err, ea);
@@ -112,7 +120,7 @@ static void test_search_vs_ref(void) {
 static void test_outliers(void) {
   const int N = 48, K = 256, R = 128;
   static const int groups[] = {0, 32};
-  const ot_qsearch_opts o = {20, 10, 0.02f};
+  const ot_qsearch_opts o = {20, 10, 0.02f, false};
   for (int gi = 0; gi < 2; gi++) {
     const int g = groups[gi];
     float *w = th_falloc((size_t)N * K), *x = th_falloc((size_t)R * K), *h = th_falloc((size_t)R * K);
@@ -130,9 +138,18 @@ static void test_outliers(void) {
     th_check(r.alpha > 0.0f, "g%d: outlier channels call for scaling (alpha %.2f)", g, (double)r.alpha);
     th_check(r.err < 0.7 * r.err_plain, "g%d: calibration error %.4g vs plain %.4g", g, r.err, r.err_plain);
     th_check(hs < 0.8 * hp, "g%d: held-out error %.4g vs plain %.4g", g, hs, hp);
+    // with the int8-activation term: outlier channels make per-row activation quantization
+    // coarse, which the scales also fix
+    ot_qsearch_result ra;
+    const ot_qsearch_opts oa = {20, 10, 0.02f, true};
+    th_check(ot_qsearch(&ra, s, c, w, N, K, g, x, R, NULL, &oa) == OT_OK && ra.alpha > 0.0f &&
+             ra.err < 0.5 * ra.err_plain, "g%d act: error %.4g vs plain %.4g (alpha %.2f)", g, ra.err,
+             ra.err_plain, (double)ra.alpha);
+    printf("outliers g%d, int8 activations too: alpha %.2f, error %.4g -> %.4g\n", g, (double)ra.alpha,
+           ra.err_plain, ra.err);
     // no scaling, clipping only: never worse than plain on the calibration rows
     ot_qsearch_result rc;
-    const ot_qsearch_opts oc = {0, 10, 0.02f};
+    const ot_qsearch_opts oc = {0, 10, 0.02f, false};
     th_check(ot_qsearch(&rc, NULL, c, w, N, K, g, x, R, NULL, &oc) == OT_OK && rc.alpha == 0.0f &&
              rc.err <= rc.err_plain, "clip only: %.4g vs %.4g", rc.err, rc.err_plain);
     free(w); free(x); free(h); free(s); free(c);
@@ -144,12 +161,12 @@ static void test_bad_input(void) {
   for (int i = 0; i < 128; i++) w[i] = 0.01f * i;
   for (int i = 0; i < 192; i++) x[i] = 0.1f;
   ot_qsearch_result r;
-  const ot_qsearch_opts o = {4, 2, 0.1f};
+  const ot_qsearch_opts o = {4, 2, 0.1f, false};
   th_check_error(ot_qsearch(&r, s, c, w, 2, 64, 48, x, 3, NULL, &o), OT_EINVAL, "group=48", "group 48");
   th_check_error(ot_qsearch(&r, s, c, w, 2, 64, 128, x, 3, NULL, &o), OT_EINVAL, "does not divide", "group 128 K 64");
   th_check_error(ot_qsearch(&r, NULL, c, w, 2, 64, 0, x, 3, NULL, &o), OT_EINVAL, "s is NULL", "no s");
   th_check_error(ot_qsearch(&r, s, NULL, w, 2, 64, 0, x, 3, NULL, &o), OT_EINVAL, "clip is NULL", "no clip");
-  const ot_qsearch_opts ob = {4, 20, 0.1f};
+  const ot_qsearch_opts ob = {4, 20, 0.1f, false};
   th_check_error(ot_qsearch(&r, s, c, w, 2, 64, 0, x, 3, NULL, &ob), OT_EINVAL, "ratios in (0, 1)", "clip grid");
   th_check_error(ot_qsearch(&r, s, c, w, 2, 64, 0, x, 0, NULL, &o), OT_EINVAL, "R", "no rows");
   x[70] = NAN;

@@ -178,7 +178,7 @@ static void compare_calibrated(const ot_model_config *c, int group) {
   memcpy(w0, ot_model_params(m), nf * sizeof(float));
   int32_t *cal = th_alloc((size_t)NB * B * T * 4);
   random_tokens(cal, (size_t)NB * B * T, V, 3);
-  ot_qcalib_config cc = {group, 0, {0, 0, 0.0f}, false};
+  ot_qcalib_config cc = {group, 0, {0, 0, 0.0f, false}, false};
   ot_qcalib_report rep;
   ot_qmodel *qc = NULL;
   if (!th_check(ot_qmodel_calibrate(&qc, m, cal, NB, &cc, &rep) == OT_OK, "calibrate %s g%d: %s", c->name, group,
@@ -221,7 +221,7 @@ static void test_bad_input(void) {
   ot_model_config c = tm_cfg_gpt2(16);
   int32_t tok[64] = {0};
   ot_qmodel *q = NULL;
-  ot_qcalib_config cc = {0, 0, {0, 0, 0.0f}, false};
+  ot_qcalib_config cc = {0, 0, {0, 0, 0.0f, false}, false};
   ot_model *m = tm_make(&c, 4, 16, OT_BF16, 1);
   if (m) th_check_error(ot_qmodel_calibrate(&q, m, tok, 1, &cc, NULL), OT_EINVAL, "dt f32", "bf16 model");
   if (m) th_check_error(ot_model_set_qat(m, 0), OT_EUNSUPPORTED, "f32", "QAT on bf16");

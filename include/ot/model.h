@@ -580,13 +580,16 @@ ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind ki
 // into the op before it (QKV: norm1's gain / bias, pre-norm; output projection: the
 // V rows of QKV and their bias, when Hq = Hkv; MLP input: norm2's gain / bias,
 // pre-norm; MLP down projection: the up rows under SwiGLU), a clip ratio per output
-// row everywhere (the GELU down projection and the head: clipping only). The folded
+// row everywhere (the GELU down projection and the head: clipping only), scored by the
+// weight-only output error plus, for groups other than 32, that of the int8-activation
+// GEMM the engine's prefill runs (ot_qsearch_opts.act_int8). The folded
 // model is quantized with the chosen clips: the file has the format of
 // ot_qmodel_from_model and runs on the same engine. m's weights are not changed.
 typedef struct {
   int group;               // int8 scale group: 0 (per row), 32, 64, 128
   int max_rows;            // calibration rows kept per layer (0: 512)
-  ot_qsearch_opts search;  // all 0: {20, 10, 0.02}: alpha step 0.05, clips 1 .. 0.8
+  ot_qsearch_opts search;  // all 0: {20, 10, 0.02}: alpha step 0.05, clips 1 .. 0.8; act_int8
+                           // is set for groups other than 32 (the prefill GEMM's int8 activations)
   bool no_scale;           // clipping only (no per-channel scales anywhere)
 } ot_qcalib_config;
 

@@ -109,12 +109,16 @@ ot_status ot_ref_qlinear_i8_fwd(float *y, const float *x, const ot_qweight *W, c
 //    1 - clip_step, ..., 1 - clip_steps * clip_step,
 // each minimizing the output error err = sum over rows of ||x W^T - (x / s)
 // deq(Q(W diag(s), clip))^T||^2 / R. alpha 0 and clip 1 are plain PTQ, so err <=
-// err_plain; ties keep the smaller alpha and the larger clip. The errors are
-// computed by GEMMs (fast) or in double (ot_ref_qsearch).
+// err_plain; ties keep the smaller alpha and the larger clip. With act_int8 the
+// error adds that of the prefill int8 GEMM (ot_qlinear_i8_fwd), whose input rows
+// x / s are quantized to int8 per row: ||x W^T - Qa(x / s) deq(Q(W diag(s), clip))^T||^2 / R
+// (Qa: scale absmax / 127 per row, round half to even). The errors are computed by
+// GEMMs (fast) or in double (ot_ref_qsearch).
 typedef struct {
   int alpha_steps;        // 0: no scaling (s = 1); 20: alpha step 0.05
   int clip_steps;         // 0: no clipping
   float clip_step;        // e.g. 0.02
+  bool act_int8;          // also score the int8-activation GEMM's output error
 } ot_qsearch_opts;
 
 typedef struct {

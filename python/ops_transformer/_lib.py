@@ -80,7 +80,7 @@ class QWeight(ctypes.Structure):
 
 
 class QSearchOpts(ctypes.Structure):
-    _fields_ = [("alpha_steps", c_int), ("clip_steps", c_int), ("clip_step", c_float)]
+    _fields_ = [("alpha_steps", c_int), ("clip_steps", c_int), ("clip_step", c_float), ("act_int8", c_bool)]
 
 
 class QSearchResult(ctypes.Structure):

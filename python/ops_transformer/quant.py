@@ -163,12 +163,16 @@ def _as_linear(mod):
 
 
 # ------------------------------------------------------------ calibration ---
-def qsearch(weight, x, group=0, xmean=None, alpha_steps=20, clip_steps=10, clip_step=0.02):
+def qsearch(weight, x, group=0, xmean=None, alpha_steps=20, clip_steps=10, clip_step=0.02, act_int8=None):
     """libot's AWQ-style search for one linear layer (ot_qsearch). weight: [N, K], x: [R, K]
     calibration inputs, xmean: [K] mean |x| over all calibration rows (None: over x).
     Returns (s [K] per-input-channel scales (ones when alpha = 0), clip [N] per-row clip
     ratios, {"alpha", "err_plain", "err_scaled", "err"}): the output errors are
-    sum_n ||x (w_n - deq_n / s)||^2 / R of plain PTQ, after the alpha search, and of the choice."""
+    sum_n ||x (w_n - deq_n / s)||^2 / R of plain PTQ, after the alpha search, and of the choice;
+    act_int8 (default: group != 32, where Int8Linear runs more than 16 rows through the int8 x int8
+    GEMM) adds the error of that GEMM, whose input rows x / s are quantized to int8 per row."""
+    if act_int8 is None:
+        act_int8 = group != 32
     _lib.need(weight.dim() == 2 and x.dim() == 2 and x.shape[1] == weight.shape[1], "qsearch",
               f"weight {tuple(weight.shape)} must be [N, K] and x {tuple(x.shape)} [R, K]")
     w = weight.detach().float().contiguous()
@@ -176,7 +180,7 @@ def qsearch(weight, x, group=0, xmean=None, alpha_steps=20, clip_steps=10, clip_
     N, K = w.shape
     s, clip = torch.ones(K), torch.ones(N)
     xm = None if xmean is None else xmean.detach().float().contiguous()
-    res, opts = _lib.QSearchResult(), _lib.QSearchOpts(alpha_steps, clip_steps, clip_step)
+    res, opts = _lib.QSearchResult(), _lib.QSearchOpts(alpha_steps, clip_steps, clip_step, act_int8)
     _lib.sync_threads()
     _lib.check(_lib.lib.ot_qsearch(ctypes.byref(res), s.data_ptr(), clip.data_ptr(), w.data_ptr(), N, K, group,
                                    xx.data_ptr(), xx.shape[0], _lib.ptr(xm), ctypes.byref(opts)))

@@ -180,7 +180,7 @@ int ot_cmd_quantize(int argc, char **argv) {
   }
   ot_qcalib_report rep = {0};
   if (calib) {
-    ot_qcalib_config cc = {group, o.calib_rows, {0, 0, 0.0f}, o.calib_clip_only};
+    ot_qcalib_config cc = {group, o.calib_rows, {0, 0, 0.0f, false}, o.calib_clip_only};
     s = ot_qmodel_calibrate(&q, m, calib, o.calib_batches, &cc, &rep);
     free(calib);
   } else {

@@ -193,7 +193,9 @@ ot_status ot_qmodel_calibrate(ot_qmodel **out, ot_model *m, const int32_t *token
   if (!rep) rep = &rp0;
   memset(rep, 0, sizeof *rep);
   calib c = {m, cfg, cfg->search, cfg->max_rows ? cfg->max_rows : 512, 1, 0, NULL, NULL, NULL, rep};
-  if (!c.so.alpha_steps && !c.so.clip_steps) c.so = (ot_qsearch_opts){20, 10, 0.02f};
+  if (!c.so.alpha_steps && !c.so.clip_steps) c.so = (ot_qsearch_opts){20, 10, 0.02f, false};
+  // the engine's prefill runs the int8-activation GEMM for groups other than 32 (ot_qlinear_fwd)
+  c.so.act_int8 = cfg->group != 32;
   const long total = (long)batches * m->run.B * m->run.T;
   c.stride = (int)((total + c.max_rows - 1) / c.max_rows);
   const int nt = m->L * S_COUNT + 1, head = m->cfg.tied ? m->wte : m->lm_head;

@@ -61,9 +61,27 @@ static void scales_of(float *s, const float *xm, int K, double alpha) {
 typedef struct {
   const float *w, *x;
   int N, K, R, group;
+  bool act;              // add the int8-activation GEMM's error
   float *ws, *dw, *E;    // [N, K], [N, K], [R, N] workspace
+  float *Y, *xa;         // act: [R, N] x W^T, [R, K] the quantized activations
   double *e;             // [N] per-row errors of the last candidate
 } search;
+
+// xa [R, K] = the int8 GEMM's view of x / s: per row amax = max |v| (below 2^-100: 0),
+// q = round_even(v * (127 / amax)), xa = q * (amax / 127).
+static void act_quant(float *xa, const float *x, const float *s, int R, int K) {
+#pragma omp parallel for schedule(static) if ((size_t)R * K >= 65536)
+  for (int r = 0; r < R; r++) {
+    float *v = xa + (size_t)r * K, amax = 0.0f;
+    for (int k = 0; k < K; k++) {
+      v[k] = s ? x[(size_t)r * K + k] / s[k] : x[(size_t)r * K + k];
+      amax = fmaxf(amax, fabsf(v[k]));
+    }
+    if (amax < 0x1p-100f) amax = 0.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, sx = amax / 127.0f;
+    for (int k = 0; k < K; k++) v[k] = nearbyintf(v[k] * inv) * sx;
+  }
+}
 
 // S->e [N] = per-row output errors of the candidate (s [K] or NULL = 1, clip [N] or NULL = 1).
 static ot_status row_errors(search *S, const float *s, const float *clip) {
@@ -87,6 +105,18 @@ static ot_status row_errors(search *S, const float *s, const float *clip) {
       a += v * v;
     }
     S->e[n] = a / R;
+  }
+  if (!S->act) return OT_OK;
+  act_quant(S->xa, S->x, s, R, K);
+  OT_TRY(ot_linear_fwd(OT_F32, S->E, NULL, S->xa, S->ws, NULL, R, N, K, OT_ACT_NONE));
+#pragma omp parallel for schedule(static) if ((size_t)N * R >= 65536)
+  for (int n = 0; n < N; n++) {
+    double a = 0.0;
+    for (int r = 0; r < R; r++) {
+      const double v = (double)S->E[(size_t)r * N + n] - (double)S->Y[(size_t)r * N + n];
+      a += v * v;
+    }
+    S->e[n] += a / R;
   }
   return OT_OK;
 }
@@ -148,7 +178,7 @@ ot_status ot_qsearch(ot_qsearch_result *res, float *s, float *clip, const float 
   OT_TRY(ot__qsearch_check(res, s, clip, w, N, K, group, x, R, o, fn));
   memset(res, 0, sizeof *res);
   const size_t nk = (size_t)N * K;
-  search S = {w, x, N, K, R, group, NULL, NULL, NULL, NULL};
+  search S = {w, x, N, K, R, group, o->act_int8, NULL, NULL, NULL, NULL, NULL, NULL};
   S.ws = ot_mem_alloc(nk * sizeof(float), OT_MEM_WORKSPACE);
   S.dw = ot_mem_alloc(nk * sizeof(float), OT_MEM_WORKSPACE);
   S.E = ot_mem_alloc((size_t)R * N * sizeof(float), OT_MEM_WORKSPACE);
@@ -157,10 +187,15 @@ ot_status ot_qsearch(ot_qsearch_result *res, float *s, float *clip, const float 
   float *xm = ot_mem_alloc((size_t)K * sizeof(float), OT_MEM_WORKSPACE);
   float *st = ot_mem_alloc((size_t)K * sizeof(float), OT_MEM_WORKSPACE);
   float *cv = ot_mem_alloc((size_t)N * sizeof(float), OT_MEM_WORKSPACE);
+  if (S.act) {
+    S.Y = ot_mem_alloc((size_t)R * N * sizeof(float), OT_MEM_WORKSPACE);
+    S.xa = ot_mem_alloc((size_t)R * K * sizeof(float), OT_MEM_WORKSPACE);
+  }
   ot_status st_ = OT_OK;
-  if (!S.ws || !S.dw || !S.E || !S.e || !best || !xm || !st || !cv)
+  if (!S.ws || !S.dw || !S.E || !S.e || !best || !xm || !st || !cv || (S.act && (!S.Y || !S.xa)))
     st_ = ot_error(OT_ENOMEM, "%s: out of memory for the workspace of a [%d, %d] weight and %d rows", fn, N, K, R);
-  OT_PROF_BEGIN("qsearch", 2.0 * R * N * K * (1 + o->alpha_steps + o->clip_steps), 0.0);
+  OT_PROF_BEGIN("qsearch", 2.0 * R * N * K * (1 + o->alpha_steps + o->clip_steps) * (o->act_int8 ? 2 : 1), 0.0);
+  if (st_ == OT_OK && S.act) st_ = ot_linear_fwd(OT_F32, S.Y, NULL, x, w, NULL, R, N, K, OT_ACT_NONE);
   if (st_ == OT_OK) st_ = run(&S, res, s, clip, xmean, o, xm, st, cv, best);
   OT_PROF_STOP();
   ot_mem_free(S.ws);
@@ -171,5 +206,7 @@ ot_status ot_qsearch(ot_qsearch_result *res, float *s, float *clip, const float 
   ot_mem_free(xm);
   ot_mem_free(st);
   ot_mem_free(cv);
+  ot_mem_free(S.Y);
+  ot_mem_free(S.xa);
   return st_;
 }

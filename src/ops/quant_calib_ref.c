@@ -38,9 +38,10 @@ ot_status ot_ref_qweight_fake_quant(float *out, const float *w, int rows, int co
   return OT_OK;
 }
 
-// Per-row output errors err [N] (double) of the candidate: s [K] (NULL: 1), clip [N] (NULL: 1).
+// Per-row output errors err [N] (double) of the candidate: s [K] (NULL: 1), clip [N] (NULL: 1);
+// act: plus the int8-activation GEMM's (xa [K] scratch: one row of x / s as it quantizes it).
 static ot_status ref_errors(double *err, float *wq, const float *w, int N, int K, int group, const float *x,
-                            int R, const float *s, const float *clip) {
+                            int R, const float *s, const float *clip, bool act, float *xa) {
   for (size_t i = 0; i < (size_t)N * K; i++) wq[i] = w[i] * (s ? s[i % (size_t)K] : 1.0f);
   OT_TRY(ot_ref_qweight_fake_quant(wq, wq, N, K, group, clip));
   for (int n = 0; n < N; n++) {
@@ -56,6 +57,22 @@ static ot_status ref_errors(double *err, float *wq, const float *w, int N, int K
     }
     err[n] = e / R;
   }
+  for (int r = 0; act && r < R; r++) {
+    float amax = 0.0f;
+    for (int k = 0; k < K; k++) {
+      xa[k] = s ? x[(size_t)r * K + k] / s[k] : x[(size_t)r * K + k];
+      if (fabsf(xa[k]) > amax) amax = fabsf(xa[k]);
+    }
+    if (amax < 0x1p-100f) amax = 0.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, sx = amax / 127.0f;
+    for (int k = 0; k < K; k++) xa[k] = nearbyintf(xa[k] * inv) * sx;
+    for (int n = 0; n < N; n++) {
+      double d = 0.0;
+      for (int k = 0; k < K; k++)
+        d += (double)xa[k] * wq[(size_t)n * K + k] - (double)x[(size_t)r * K + k] * w[(size_t)n * K + k];
+      err[n] += d * d / R;
+    }
+  }
   return OT_OK;
 }
 
@@ -66,9 +83,9 @@ ot_status ot_ref_qsearch(ot_qsearch_result *res, float *s, float *clip, const fl
   float *wq = malloc((size_t)N * K * sizeof(float)), *st = malloc((size_t)K * sizeof(float));
   double *e = malloc((size_t)N * sizeof(double)), *best = malloc((size_t)N * sizeof(double));
   double *xm = malloc((size_t)K * sizeof(double));
-  float *cv = malloc((size_t)N * sizeof(float));
+  float *cv = malloc((size_t)N * sizeof(float)), *xa = malloc((size_t)K * sizeof(float));
   ot_status rc = OT_OK;
-  if (!wq || !st || !e || !best || !xm || !cv) rc = ot_error(OT_ENOMEM, "%s: out of memory", fn);
+  if (!wq || !st || !e || !best || !xm || !cv || !xa) rc = ot_error(OT_ENOMEM, "%s: out of memory", fn);
   double mx = 0.0;
   for (int k = 0; rc == OT_OK && k < K; k++) {
     if (xmean) {
@@ -80,7 +97,7 @@ ot_status ot_ref_qsearch(ot_qsearch_result *res, float *s, float *clip, const fl
     }
     if (xm[k] > mx) mx = xm[k];
   }
-  if (rc == OT_OK) rc = ref_errors(best, wq, w, N, K, group, x, R, NULL, NULL);
+  if (rc == OT_OK) rc = ref_errors(best, wq, w, N, K, group, x, R, NULL, NULL, o->act_int8, xa);
   memset(res, 0, sizeof *res);
   for (int n = 0; rc == OT_OK && n < N; n++) res->err_plain += best[n];
   res->err_scaled = res->err_plain;
@@ -95,7 +112,7 @@ ot_status ot_ref_qsearch(ot_qsearch_result *res, float *s, float *clip, const fl
       if (v > hi) hi = v;
     }
     for (int k = 0; k < K; k++) st[k] = (float)((double)st[k] / sqrt(lo * hi));
-    rc = ref_errors(e, wq, w, N, K, group, x, R, st, NULL);
+    rc = ref_errors(e, wq, w, N, K, group, x, R, st, NULL, o->act_int8, xa);
     double t = 0.0;
     for (int n = 0; n < N; n++) t += e[n];
     if (rc == OT_OK && t < res->err_scaled) {
@@ -109,7 +126,7 @@ ot_status ot_ref_qsearch(ot_qsearch_result *res, float *s, float *clip, const fl
   for (int j = 1; rc == OT_OK && j <= o->clip_steps; j++) {
     const float c = (float)(1.0 - j * (double)o->clip_step);
     for (int n = 0; n < N; n++) cv[n] = c;
-    rc = ref_errors(e, wq, w, N, K, group, x, R, res->alpha > 0.0f ? s : NULL, cv);
+    rc = ref_errors(e, wq, w, N, K, group, x, R, res->alpha > 0.0f ? s : NULL, cv, o->act_int8, xa);
     for (int n = 0; rc == OT_OK && n < N; n++)
       if (e[n] < best[n]) {
         best[n] = e[n];
@@ -117,6 +134,6 @@ ot_status ot_ref_qsearch(ot_qsearch_result *res, float *s, float *clip, const fl
       }
   }
   for (int n = 0; rc == OT_OK && n < N; n++) res->err += best[n];
-  free(wq); free(st); free(e); free(best); free(xm); free(cv);
+  free(wq); free(st); free(e); free(best); free(xm); free(cv); free(xa);
   return rc;
 }
