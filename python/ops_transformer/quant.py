@@ -14,7 +14,9 @@ libot's AWQ-style search (ot_qsearch): the inputs of every linear layer are reco
 calibration batches; per layer it picks per-input-channel scales s = mean|x|^alpha (alpha on
 the grid 0, 0.05, ..., 1) and then a clip ratio of the int8 scales per output row (1 down to
 0.8), each minimizing the layer's output error ||x W^T - (x / s) Q(W diag(s))^T|| on those
-inputs (alpha 0 and clip 1 are plain PTQ, so the search never does worse on them). An
+inputs, plus for groups other than 32 the error of the int8 x int8 GEMM that runs more than 16
+rows (its input rows x / s quantized to int8 per row); alpha 0 and clip 1 are plain PTQ, so the
+search never does worse on them. An
 arbitrary torch model gives no place to fold 1 / s into, so the Int8Linear keeps it as an
 explicit per-input scale of its activations (one multiply per input; none when alpha = 0).
 (`ot quantize --calibrate` folds the scales into the previous norm or linear layer instead.)
