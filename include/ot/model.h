@@ -243,6 +243,20 @@ size_t ot_model_n_floats(const ot_model *m);
 // optimizer step that did not write it itself, e.g. ot_adamw over the whole
 // buffer with p_bf16 = ot_model_params_bf16() keeps it in sync); no-op with dt = f32.
 ot_status ot_model_sync_bf16(ot_model *m);
+// Quantization-aware training (`ot train --qat`, src/model/qat.c): group >= 0 makes the
+// forward and the backward read every matrix that ot_qmodel_from_model quantizes
+// (linear weights, token embedding, head) fake-quantized to int8 from the f32
+// masters (ot_qweight_fake_quant: scale absmax / 127 per row (group 0) or per group
+// of 32 / 64 / 128 inputs, round half to even), kept in a copy of n_floats f32;
+// the gradients are those at the fake-quantized weights and go to the masters
+// unchanged (straight-through estimator). ot_qmodel_from_model with the same group
+// then stores exactly the weights the forward ran with. group -1: off. Whole
+// decoder-only models in f32 (pipeline stages: each its own); OT_EINVAL otherwise.
+ot_status ot_model_set_qat(ot_model *m, int group);
+// Refreshes the fake-quantized copy from the masters (after every optimizer step;
+// ot_model_sync_bf16 and weight loads call it); no-op without QAT.
+ot_status ot_model_sync_qat(ot_model *m);
+int ot_model_qat_group(const ot_model *m);   // -1: off
 void ot_model_zero_grad(ot_model *m);
 
 int ot_model_param_count(const ot_model *m);
@@ -573,6 +587,37 @@ typedef struct {
 // and biases stay F32. A matrix whose columns `group` does not divide:
 // OT_EINVAL naming it and the groups that fit. *out = NULL on failure.
 ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group);
+// Calibrated int8 post-training quantization (AWQ-style; src/model/quant_calib.c):
+// runs m's forward (the one graph; m created with dt f32, recompute none, run B x T)
+// on the calibration tokens [batches, B, T], keeps each linear layer's input rows
+// (at most max_rows per layer, evenly strided; mean |x| per channel over all rows)
+// and searches each matrix with ot_qsearch: per-input-channel scales where they fold
+// into the op before it (QKV: norm1's gain / bias, pre-norm; output projection: the
+// V rows of QKV and their bias, when Hq = Hkv; MLP input: norm2's gain / bias,
+// pre-norm; MLP down projection: the up rows under SwiGLU), a clip ratio per output
+// row everywhere (the GELU down projection and the head: clipping only), scored by the
+// weight-only output error plus, for groups other than 32, that of the int8-activation
+// GEMM the engine's prefill runs (ot_qsearch_opts.act_int8). The folded
+// model is quantized with the chosen clips: the file has the format of
+// ot_qmodel_from_model and runs on the same engine. m's weights are not changed.
+typedef struct {
+  int group;               // int8 scale group: 0 (per row), 32, 64, 128
+  int max_rows;            // calibration rows kept per layer (0: 512)
+  ot_qsearch_opts search;  // all 0: {20, 10, 0.02}: alpha step 0.05, clips 1 .. 0.8; act_int8
+                           // is set for groups other than 32 (the prefill GEMM's int8 activations)
+  bool no_scale;           // clipping only (no per-channel scales anywhere)
+} ot_qcalib_config;
+
+typedef struct {
+  int matrices;            // matrices searched
+  int scaled;              // ... of which with per-channel scales (alpha > 0)
+  double err_plain, err;   // summed output errors (ot_qsearch_result) over them
+  double rel_plain, rel;   // mean over them of sqrt(err / ||x W^T||^2) (relative output error)
+  int rows;                // calibration rows per layer kept
+} ot_qcalib_report;
+
+ot_status ot_qmodel_calibrate(ot_qmodel **out, ot_model *m, const int32_t *tokens, int batches,
+                              const ot_qcalib_config *cfg, ot_qcalib_report *rep);
 void ot_qmodel_free(ot_qmodel *q);            // NULL ok
 const ot_qtensor *ot_qmodel_find(const ot_qmodel *q, const char *name);   // NULL if absent
 size_t ot_qmodel_bytes(const ot_qmodel *q);   // all tensors' bytes (data + scales)

@@ -39,6 +39,21 @@ typedef struct {
 // F32/BF16. Non-finite weights, a bad group or shape: OT_EINVAL naming them.
 ot_status ot_qweight_quantize(ot_qweight *out, ot_qw_kind kind, int group, const float *w, int rows,
                               int cols);
+// INT8 with clipped scales (calibration, src/ops/quant_calib.c): as
+// ot_qweight_quantize, row r's scales are clip[r] * absmax / 127 (clip [rows] in
+// (0, 1], NULL: all 1 = ot_qweight_quantize); values beyond saturate at +-127.
+// clip with a kind other than INT8: OT_EINVAL.
+ot_status ot_qweight_quantize_clip(ot_qweight *out, ot_qw_kind kind, int group, const float *w, int rows,
+                                   int cols, const float *clip);
+// Fake quantization (quantization-aware training, calibration): out [rows, cols]
+// = dequant(int8 quantize(w)) with ot_qweight_quantize_clip's scales, equal bit
+// for bit to ot_qweight_dequantize of that quantized weight. out may equal w.
+// Its backward is the straight-through estimator: the gradient of w is the
+// gradient of out, unchanged (nothing to compute).
+ot_status ot_qweight_fake_quant(float *out, const float *w, int rows, int cols, int group, const float *clip);
+// Plain scalar reference of the same.
+ot_status ot_ref_qweight_fake_quant(float *out, const float *w, int rows, int cols, int group,
+                                    const float *clip);
 void ot_qweight_free(ot_qweight *w);          // NULL ok; frees owned storage, zeroes the struct
 // Checks the descriptor's fields (kind, shape, group, pointers); `fn` names the caller.
 ot_status ot_qweight_check(const ot_qweight *w, const char *fn);
@@ -79,6 +94,48 @@ ot_status ot_qlinear_i8_fwd(float *y, const float *x, const ot_qweight *W, const
 // Its scalar reference: the same activation quantization (scalar code), int64
 // sums per group, the epilogue in double.
 ot_status ot_ref_qlinear_i8_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
+
+// ------------------------------------------------- calibrated search (AWQ) ---
+// Activation-aware search of one linear layer's int8 quantization (AWQ-style,
+// src/ops/quant_calib.c): from calibration inputs x [R, K] (rows of the layer's
+// input on real data) it chooses
+//  - per-input-channel scales s [K] = xmean^alpha, normalized so that
+//    max(s) * min(s) = 1 (xmean: mean |x| per channel over all calibration rows,
+//    floored at 1e-5 of its largest value), alpha on the grid 0, 1/alpha_steps, ..., 1;
+//    the layer then stores Q(W diag(s)) and its input is divided by s (folded into
+//    the previous op by the caller: a norm's gain and bias, or the rows of a
+//    previous linear layer);
+//  - then per output row a clip ratio [N] of its int8 scales on the grid 1,
+//    1 - clip_step, ..., 1 - clip_steps * clip_step,
+// each minimizing the output error err = sum over rows of ||x W^T - (x / s)
+// deq(Q(W diag(s), clip))^T||^2 / R. alpha 0 and clip 1 are plain PTQ, so err <=
+// err_plain; ties keep the smaller alpha and the larger clip. With act_int8 the
+// error adds that of the prefill int8 GEMM (ot_qlinear_i8_fwd), whose input rows
+// x / s are quantized to int8 per row: ||x W^T - Qa(x / s) deq(Q(W diag(s), clip))^T||^2 / R
+// (Qa: scale absmax / 127 per row, round half to even). The errors are computed by
+// GEMMs (fast) or in double (ot_ref_qsearch).
+typedef struct {
+  int alpha_steps;        // 0: no scaling (s = 1); 20: alpha step 0.05
+  int clip_steps;         // 0: no clipping
+  float clip_step;        // e.g. 0.02
+  bool act_int8;          // also score the int8-activation GEMM's output error
+} ot_qsearch_opts;
+
+typedef struct {
+  float alpha;            // chosen exponent (0: s = 1)
+  double err_plain;       // output error of plain PTQ (s = 1, clip 1)
+  double err_scaled;      // after the alpha search, before clipping
+  double err;             // of the choice
+} ot_qsearch_result;
+
+// w [N, K] f32, group 0 | 32 | 64 | 128 (divides K), x [R, K] f32, xmean [K] >= 0
+// (NULL: mean |x| over the R rows) -> s [K] (NULL allowed when alpha_steps = 0),
+// clip [N] (NULL allowed when clip_steps = 0), *res.
+ot_status ot_qsearch(ot_qsearch_result *res, float *s, float *clip, const float *w, int N, int K, int group,
+                     const float *x, int R, const float *xmean, const ot_qsearch_opts *o);
+// Its scalar reference (plain loops, errors accumulated in double).
+ot_status ot_ref_qsearch(ot_qsearch_result *res, float *s, float *clip, const float *w, int N, int K,
+                         int group, const float *x, int R, const float *xmean, const ot_qsearch_opts *o);
 
 #ifdef __cplusplus
 }

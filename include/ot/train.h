@@ -74,6 +74,12 @@ typedef struct {
   int64_t warmup, decay_steps; // decay_steps 0: = steps
   ot_lr_decay lr_decay;
   float beta1, beta2, eps, weight_decay, grad_clip;   // grad_clip <= 0: off
+  // quantization-aware training (ot_model_set_qat): the forward reads int8 fake-quantized
+  // matrices (one scale per row: qat_group 0, or per group of 32 / 64 / 128 inputs), the
+  // masters take the straight-through gradients; `ot quantize --group qat_group` exports
+  // exactly those weights. f32, decoder-only, no tensor parallelism or ZeRO-3.
+  bool qat;
+  int qat_group;
   // evaluation, checkpoints, output
   int eval_every;              // steps between held-out evaluations (0 = only at the end)
   int eval_batches;            // batches of batch_size rows per evaluation (capped by the split)

@@ -13,11 +13,11 @@ from .fused import (FusedAddLayerNorm, FusedAddRMSNorm, apply_rope, fused_add_la
                     fused_add_rms_norm, linear_cross_entropy)
 from .memory import MemoryTracker
 from .optim import AdamW
-from .quant import Int8Linear, quantize_model
+from .quant import Int8Linear, QATLinear, convert, quantize_model
 from .sparse import BlockSparseAttention
 
 __all__ = ["LIBRARY_PATH", "OtError", "custom_op", "patch", "scaled_dot_product_attention", "unpatch",
            "BlockSparseAttention", "FusedAddLayerNorm", "FusedAddRMSNorm", "apply_rope",
            "fused_add_layer_norm", "fused_add_rms_norm", "linear_cross_entropy", "AdamW", "MemoryTracker",
-           "Int8Linear", "quantize_model"]
+           "Int8Linear", "QATLinear", "convert", "quantize_model"]
 __version__ = "0.1.0"

@@ -79,6 +79,14 @@ class QWeight(ctypes.Structure):
                 ("data", c_void_p), ("scales", POINTER(c_float)), ("owned", c_bool)]
 
 
+class QSearchOpts(ctypes.Structure):
+    _fields_ = [("alpha_steps", c_int), ("clip_steps", c_int), ("clip_step", c_float), ("act_int8", c_bool)]
+
+
+class QSearchResult(ctypes.Structure):
+    _fields_ = [("alpha", c_float), ("err_plain", c_double), ("err_scaled", c_double), ("err", c_double)]
+
+
 P, F = c_void_p, POINTER(c_float)
 _SIGS = {
     "ot_last_error": ([], c_char_p),
@@ -105,6 +113,10 @@ _SIGS = {
     "ot_adamw": ([P, P, P, P, P, c_size_t, POINTER(AdamWCfg), c_float], c_int),
     "ot_qweight_quantize": ([POINTER(QWeight), c_int, c_int, P, c_int, c_int], c_int),
     "ot_qweight_free": ([POINTER(QWeight)], None),
+    "ot_qweight_quantize_clip": ([POINTER(QWeight), c_int, c_int, P, c_int, c_int, P], c_int),
+    "ot_qweight_fake_quant": ([P, P, c_int, c_int, c_int, P], c_int),
+    "ot_qsearch": ([POINTER(QSearchResult), P, P, P, c_int, c_int, c_int, P, c_int, P,
+                    POINTER(QSearchOpts)], c_int),
     "ot_qweight_dequantize": ([POINTER(QWeight), P], c_int),
     "ot_qlinear_fwd": ([P, P, POINTER(QWeight), P, c_int], c_int),
     "ot_sumsq": ([P, c_size_t], c_double),

@@ -514,7 +514,7 @@ ot_status ot_model_sync_bf16(ot_model *m) {
   OT_CHECK_PTR(m, "ot_model_sync_bf16");
   if (m->wb && m->run.dt == OT_F16) ot_cvt_f32_to_f16(m->w, m->wb, m->n_stored);
   else if (m->wb) ot_cvt_f32_to_bf16(m->w, m->wb, m->n_stored);
-  return OT_OK;
+  return ot_model_sync_qat(m);
 }
 
 // Copies between an HF tensor (row-major in its HF shape) and buf.

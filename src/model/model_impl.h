@@ -83,6 +83,9 @@ struct ot_model {
   ot_arena a_params, a_grads, a_act, a_ws;
   float *w;                   // master weights [n_floats] (param_slots: the storage [n_stored])
   uint16_t *wb;               // 16-bit copy in run.dt (bf16 or f16) or NULL (indices of w)
+  float *wq;                  // quantization-aware training (qat.c): [n_stored] the masters
+                              // with every quantized matrix fake-quantized to int8, or NULL
+  int qat_group;              // its scale group (0: per row); -1: off
   size_t *wpos;               // [n_params] index of each parameter in w / wb (= its offset
                               // unless param_slots)
   size_t n_stored;            // floats of w
@@ -260,17 +263,30 @@ static inline void ot__need_block(const ot_model *m, int l, bool backward) {
   if (m->part.comm.need_block) m->part.comm.need_block(m->part.comm.ctx, l, backward);
 }
 
+// Parameters a quantized model stores quantized: matrices (linear weights, token
+// embedding, untied head); learned positions, norms and biases stay f32 (quant_model.c).
+bool ot__param_quantized(const ot_param *p);
+// ot_qmodel_from_model over the weights w [n_floats] (the model's layout) instead of the
+// model's own, with per-row clip ratios clip[i] [rows] for quantized parameter i
+// (clip or clip[i] NULL: none; int8 only).
+ot_status ot__qmodel_build(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group, const float *w,
+                           float *const *clip);
+
 // Pointers to a parameter in the master (f32), weights-as-used (dt) or grads buffer.
 static inline float *ot__pw(const ot_model *m, int i) { return i < 0 ? NULL : m->w + m->wpos[i]; }
 static inline float *ot__pg(const ot_model *m, int i) { return i < 0 ? NULL : m->gp[i]; }
 // The dtype ot__pdt's weights are in: the bf16 copy where the model keeps one
 // (bf16 runs with native bf16 GEMMs), else the f32 masters (f32 runs, and bf16
 // runs whose GEMMs convert: they read the masters in place).
+// Quantization-aware training reads the fake-quantized copy (f32 runs only).
 static inline ot_dtype ot__wdt(const ot_model *m) { return m->wb ? m->run.dt : OT_F32; }
 static inline const void *ot__pdt(const ot_model *m, int i) {
   if (i < 0) return NULL;
+  if (m->wq) return m->wq + m->wpos[i];
   return m->wb ? (const void *)(m->wb + m->wpos[i]) : (const void *)(m->w + m->wpos[i]);
 }
+// Rebuilds the graph's weight views (weights.c; after the weights' storage changes).
+ot_status ot__graph_rebuild(ot_model *m);
 
 // bf16 <-> f32 inline (round to nearest even; NaN stays a quiet NaN), and element i of an
 // f32 or bf16 buffer: the element-wise loops of the model layer (forward.c, encdec.c,

@@ -385,6 +385,7 @@ void ot_model_free(ot_model *m) {
   free(m->blkw);
   free(m->ela_all);
   free(m->eblkw);
+  ot_mem_free(m->wq);
   free(m);
 }
 

@@ -1,8 +1,7 @@
 // Quantized models: every matrix of a model quantized (ot_qweight), and the
 // one-file safetensors format `ot quantize` writes and inference loads
 // (__metadata__ format "ot-quantized" with the model config).
-#include "internal.h"
-#include "ot/model.h"
+#include "model_impl.h"
 #include <errno.h>
 #include <stdlib.h>
 
@@ -46,6 +45,14 @@ size_t ot_qmodel_bytes(const ot_qmodel *q) {
 }
 
 ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group) {
+  OT_CHECK_PTR(m, "ot_qmodel_from_model");
+  return ot__qmodel_build(out, m, kind, group, ot_model_params((ot_model *)m), NULL);
+}
+
+bool ot__param_quantized(const ot_param *p) { return is_quantized(p); }
+
+ot_status ot__qmodel_build(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group, const float *w,
+                           float *const *clip) {
   static const char fn[] = "ot_qmodel_from_model";
   OT_CHECK_PTR(out, fn);
   *out = NULL;
@@ -71,7 +78,6 @@ ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind ki
   q->config = *c;
   q->kind = kind;
   q->group = kind == OT_QW_INT8 ? group : 0;
-  const float *w = ot_model_params((ot_model *)m);   // read only
   ot_status s = OT_OK;
   for (int i = 0; i < n && s == OT_OK; i++) {
     const ot_param *p = ot_model_param_at(m, i);
@@ -79,7 +85,8 @@ ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind ki
     snprintf(t->name, sizeof t->name, "%s", p->name);
     t->ndim = p->ndim;
     if (is_quantized(p))
-      s = ot_qweight_quantize(&t->w, kind, q->group, w + p->offset, (int)p->shape[0], (int)p->shape[1]);
+      s = ot_qweight_quantize_clip(&t->w, kind, q->group, w + p->offset, (int)p->shape[0], (int)p->shape[1],
+                                   clip && kind == OT_QW_INT8 ? clip[i] : NULL);
     else
       s = ot_qweight_quantize(&t->w, OT_QW_F32, 0, w + p->offset, p->ndim == 2 ? (int)p->shape[0] : 1,
                               (int)(p->ndim == 2 ? p->shape[1] : p->shape[0]));

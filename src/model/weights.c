@@ -139,6 +139,13 @@ ot_status ot__graph_build(ot_model *m) {
   return m->Le > 0 ? encoder_graph(m) : OT_OK;
 }
 
+ot_status ot__graph_rebuild(ot_model *m) {
+  free(m->blkw);
+  free(m->eblkw);
+  m->blkw = m->eblkw = NULL;
+  return ot__graph_build(m);
+}
+
 const ot__graph *ot__model_graph(const ot_model *m) { return m ? &m->graph : NULL; }
 
 // ------------------------------------------------------ quantized model -----

@@ -73,29 +73,51 @@ void ot_qweight_free(ot_qweight *w) {
   memset(w, 0, sizeof *w);
 }
 
-// One int8 group: scale = absmax / 127 (f32), q = round_even(v / scale) in [-127, 127].
-static float quantize_group(const float *v, int n, int8_t *q) {
+// One int8 group: scale = clip * absmax / 127 (f32; clip 1: absmax / 127 exactly),
+// q = round_even(v / scale) clamped to [-127, 127] into q, or (q NULL) the
+// fake-quantized values q * scale (one f32 product, as the dequantization) into deq.
+static float quantize_group(const float *v, int n, int8_t *q, float *deq, float clip) {
   float amax = 0.0f;
   for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(v[i]));
-  const float s = amax / 127.0f;
+  const float s = clip * amax / 127.0f;
   for (int i = 0; i < n; i++) {
     double t = s > 0.0f ? nearbyint((double)v[i] / (double)s) : 0.0;
-    q[i] = (int8_t)(t > 127.0 ? 127.0 : t < -127.0 ? -127.0 : t);
+    const int8_t qi = (int8_t)(t > 127.0 ? 127.0 : t < -127.0 ? -127.0 : t);
+    if (q) q[i] = qi;
+    else deq[i] = (float)qi * s;
   }
   return s;
 }
 
-ot_status ot_qweight_quantize(ot_qweight *out, ot_qw_kind kind, int group, const float *w, int rows, int cols) {
-  static const char fn[] = "ot_qweight_quantize";
-  OT_CHECK_PTR(out, fn);
-  memset(out, 0, sizeof *out);
-  OT_CHECK_PTR(w, fn);
-  OT_TRY(check_layout(kind, group, rows, cols, fn));
+// Finite weights and clip ratios in (0, 1] (NULL: none).
+static ot_status check_values(const float *w, int rows, int cols, const float *clip, const char *fn) {
   const size_t n = (size_t)rows * (size_t)cols;
   for (size_t i = 0; i < n; i++)
     if (!isfinite(w[i]))
       return ot_error(OT_EINVAL, "%s: weight [%zu, %zu] = %g is not finite", fn, i / (size_t)cols,
                       i % (size_t)cols, (double)w[i]);
+  for (int r = 0; clip && r < rows; r++)
+    if (!(clip[r] > 0.0f && clip[r] <= 1.0f))
+      return ot_error(OT_EINVAL, "%s: clip[%d] = %g is outside (0, 1] (a ratio of the row's absmax)", fn, r,
+                      (double)clip[r]);
+  return OT_OK;
+}
+
+ot_status ot_qweight_quantize(ot_qweight *out, ot_qw_kind kind, int group, const float *w, int rows, int cols) {
+  return ot_qweight_quantize_clip(out, kind, group, w, rows, cols, NULL);
+}
+
+ot_status ot_qweight_quantize_clip(ot_qweight *out, ot_qw_kind kind, int group, const float *w, int rows,
+                                   int cols, const float *clip) {
+  static const char fn[] = "ot_qweight_quantize";
+  OT_CHECK_PTR(out, fn);
+  memset(out, 0, sizeof *out);
+  OT_CHECK_PTR(w, fn);
+  OT_TRY(check_layout(kind, group, rows, cols, fn));
+  if (clip && kind != OT_QW_INT8)
+    return ot_error(OT_EINVAL, "%s: clip ratios apply to int8 only (pass NULL for %s)", fn, ot_qw_kind_name(kind));
+  OT_TRY(check_values(w, rows, cols, clip, fn));
+  const size_t n = (size_t)rows * (size_t)cols;
   ot_qweight q = {kind, rows, cols, group, NULL, NULL, true};
   q.data = ot_mem_alloc(n * kind_size(kind), OT_MEM_PARAMS);
   if (q.data && kind == OT_QW_INT8) q.scales = ot_mem_alloc(n_scales(&q) * sizeof(float), OT_MEM_PARAMS);
@@ -113,10 +135,28 @@ ot_status ot_qweight_quantize(ot_qweight *out, ot_qw_kind kind, int group, const
     for (int r = 0; r < rows; r++)
       for (int g = 0; g < ng; g++) {
         const size_t o = (size_t)r * cols + (size_t)g * G;
-        q.scales[(size_t)r * ng + g] = quantize_group(w + o, G, (int8_t *)q.data + o);
+        q.scales[(size_t)r * ng + g] = quantize_group(w + o, G, (int8_t *)q.data + o, NULL, clip ? clip[r] : 1.0f);
       }
   }
   *out = q;
+  return OT_OK;
+}
+
+ot_status ot_qweight_fake_quant(float *out, const float *w, int rows, int cols, int group, const float *clip) {
+  static const char fn[] = "ot_qweight_fake_quant";
+  OT_CHECK_PTR(out, fn);
+  OT_CHECK_PTR(w, fn);
+  OT_TRY(check_layout(OT_QW_INT8, group, rows, cols, fn));
+  OT_TRY(check_values(w, rows, cols, clip, fn));
+  const int G = group ? group : cols, ng = cols / G;
+  OT_PROF_BEGIN("qweight_fake_quant", 0.0, 8.0 * rows * cols);
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= 65536)
+  for (int r = 0; r < rows; r++)
+    for (int g = 0; g < ng; g++) {
+      const size_t o = (size_t)r * cols + (size_t)g * G;
+      quantize_group(w + o, G, NULL, out + o, clip ? clip[r] : 1.0f);
+    }
+  OT_PROF_STOP();
   return OT_OK;
 }
 

@@ -104,6 +104,13 @@ static const key_def k_keys[] = {
    "AdamW weight decay (matrices and embeddings; none on norms and biases)"},
   {"grad-clip", K_F32, O(grad_clip), -1, 1e9, 0, "clip_grad max_grad_norm gradient_clipping clip_norm",
    "clip the global gradient norm to this (<= 0: off)"},
+  // quantization-aware training
+  {"qat", K_BOOL, O(qat), 0, 0, 0, "quantization_aware_training",
+   "quantization-aware training: the forward runs on int8 fake-quantized matrices (scale "
+   "absmax / 127 per row or per --qat-group inputs), straight-through gradients to the f32 "
+   "weights; export with `ot quantize --dtype int8` (same group). f32 only"},
+  {"qat-group", K_INT, O(qat_group), 0, 128, 0, "",
+   "QAT scale group along the inputs: 0 = one scale per row, or 32, 64, 128"},
   // loss scaling (fp16), PyTorch GradScaler semantics
   {"loss-scale", K_LSCALE, O(loss_scale), 0, 0, 0, "",
    "auto (dynamic for --dtype f16, none for f32 / bf16) | 0 (dynamic) | > 0 (static scale) "
@@ -994,6 +1001,15 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
   if (!(c->beta2 >= 0 && c->beta2 < 1)) BAD("--beta2 %g must be in [0, 1)", c->beta2);
   if (!(c->eps > 0) || !isfinite(c->eps)) BAD("--eps %g must be > 0", c->eps);
   if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay)) BAD("--weight-decay %g must be >= 0", c->weight_decay);
+  if (c->qat_group != 0 && c->qat_group != 32 && c->qat_group != 64 && c->qat_group != 128)
+    BAD("--qat-group %d must be 0 (per row), 32, 64 or 128", c->qat_group);
+  if (c->qat && c->dtype != OT_F32)
+    BAD("--qat trains in f32 (--dtype %s: use --dtype f32)", ot_dtype_name(c->dtype));
+  if (c->qat && c->task != OT_TASK_LM)
+    BAD("--qat takes the language-model task (quantized encoder-decoders and vision transformers "
+        "cannot be saved yet)");
+  if (c->qat && (c->tensor_parallel > 1 || c->optimizer_shard == 3))
+    BAD("--qat needs whole matrices on every rank (no --tensor-parallel, no --optimizer-shard 3)");
   if (!isfinite(c->grad_clip)) BAD("--grad-clip %g must be finite (<= 0: off)", c->grad_clip);
   if (c->eval_every < 0) BAD("--eval-every %d must be >= 0", c->eval_every);
   if (c->eval_batches < 1) BAD("--eval-batches %d must be >= 1", c->eval_batches);

@@ -182,6 +182,7 @@ ot_status ot__trainer_create(ot_trainer **out, const ot_train_config *resolved) 
     s = ot_model_create(&t->m, &c->model, &run);
   }
   if (s == OT_OK) s = t->par ? ot__par_init_params(t->par, c->seed) : ot_model_init(t->m, c->seed);
+  if (s == OT_OK && c->qat) s = ot_model_set_qat(t->m, c->qat_group);
   if (s == OT_OK && c->task == OT_TASK_LM && c->label_smoothing > 0.0f)
     s = ot_model_set_label_smoothing(t->m, c->label_smoothing);
   size_t s0 = 0, s1 = s == OT_OK ? ot_model_n_floats(t->m) : 0;
@@ -334,6 +335,7 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
     OT_PROF_STOP();
     OT_TRY(s);
     if (par) OT_TRY(ot__par_gather(par));
+    if (c->qat) OT_TRY(ot_model_sync_qat(m));   // the fake-quantized copy of the new weights
     t->updates++;
     st.clip = coef;
   }

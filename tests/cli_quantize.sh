@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `ot quantize --calibrate` and `ot train --qat` end to end on a tiny model: a QAT run
+# (group 32) whose checkpoint `ot quantize` exports with its own group by default (and
+# warns for another one), calibrated int8 per row and per group (the search's report),
+# clipping only; the refusals: --calibrate with bf16, shards that do not exist, a
+# calibration sequence beyond the model, --qat with bf16, --qat-group 48.
+# Usage: tests/cli_quantize.sh PATH/TO/ot   (run from the repository root)
+set -u
+ot=${1:?usage: $0 PATH/TO/ot}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_cli_quantize.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+check() {  # check DESCRIPTION COMMAND...: the command succeeds
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
+}
+fails() {  # fails RC WANT ARGS...: `ot ARGS` exits RC with WANT on stderr
+  local rc=$1 want=$2 out got
+  shift 2
+  out=$("$ot" "$@" 2>&1 >/dev/null); got=$?
+  if [ "$got" = "$rc" ] && grep -qF -- "$want" <<<"$out"; then passed=$((passed + 1))
+  else failed=$((failed + 1)); echo "FAIL: ot $*: rc $got (want $rc), stderr: $(head -2 <<<"$out") (want '$want')"; fi
+}
+
+head -c 60000 data/shakespeare.txt > "$tmp/corpus.txt"
+"$ot" prepare --corpus "$tmp/corpus.txt" --out "$tmp/data" --vocab-size 300 --quiet >/dev/null 2>&1
+common=(--data "$tmp/data" --model tiny --d-model 64 --max-seq 32 --seq-len 32 --batch-size 4 --eval-every 0
+        --eval-batches 2 --save-every 0 --quiet)
+out=$("$ot" train "${common[@]}" --steps 8 --qat --qat-group 32 --out "$tmp/qat" 2>&1); rc=$?
+check "train --qat exits 0 (rc $rc): $(tail -2 <<<"$out")" test "$rc" = 0
+check "the checkpoint records the QAT keys" grep -aq "qat-group" "$tmp"/qat/step_*/model.safetensors
+out=$("$ot" quantize --model "$tmp/qat" --out "$tmp/qat.st" --dtype int8 2>&1); rc=$?
+check "quantize a QAT checkpoint (rc $rc): $out" test "$rc" = 0
+check "its group by default: $out" grep -q "int8 (group 32)" <<<"$out"
+out=$("$ot" quantize --model "$tmp/qat" --out "$tmp/qat0.st" --dtype int8 --group 0 2>&1); rc=$?
+check "another group warns (rc $rc): $out" grep -q "trained with --qat-group 32" <<<"$out"
+
+out=$("$ot" train "${common[@]}" --steps 8 --out "$tmp/f32" 2>&1); rc=$?
+check "train exits 0 (rc $rc): $(tail -2 <<<"$out")" test "$rc" = 0
+for g in 0 32; do
+  out=$("$ot" quantize --model "$tmp/f32" --out "$tmp/cal$g.st" --dtype int8 --group $g --calibrate "$tmp/data" \
+    --calib-batches 2 --calib-seq 16 2>&1); rc=$?
+  check "calibrated group $g (rc $rc): $out" test "$rc" = 0
+  check "calibrated group $g reports the search: $out" grep -q "calibrated on 2 x 4 x 16 tokens" <<<"$out"
+  check "calibrated group $g wrote the file" test -s "$tmp/cal$g.st"
+done
+out=$("$ot" quantize --model "$tmp/f32" --out "$tmp/clip.st" --dtype int8 --group 0 \
+  --calibrate "$tmp/data/train_*.bin" --calib-batches 1 --calib-clip-only 2>&1); rc=$?
+check "clipping only, a glob of shards (rc $rc): $out" grep -q ", 0 with per-channel scales" <<<"$out"
+
+fails 2 "--calibrate searches int8 scales" quantize --model "$tmp/f32" --out "$tmp/x.st" --dtype bf16 \
+  --calibrate "$tmp/data"
+fails 1 "--calibrate $tmp/nowhere" quantize --model "$tmp/f32" --out "$tmp/x.st" --dtype int8 --calibrate "$tmp/nowhere"
+fails 2 "exceeds the model's max_seq 32" quantize --model "$tmp/f32" --out "$tmp/x.st" --dtype int8 \
+  --calibrate "$tmp/data" --calib-seq 64
+fails 2 "--qat trains in f32" train "${common[@]}" --steps 1 --qat --dtype bf16 --out "$tmp/bad"
+fails 2 "--qat-group 48" train "${common[@]}" --steps 1 --qat --qat-group 48 --out "$tmp/bad"
+
+echo "cli quantize: $passed passed, $failed failed"
+[ "$failed" = 0 ]
