@@ -55,6 +55,10 @@ static void test_exact(void) {
   c.dtype = OT_F16;
   check_exact("tiny f16", c);
   c = tiny_cfg();
+  c.qat = true;
+  c.qat_group = 32;
+  check_exact("tiny QAT g32 (the fake-quantized copy)", c);
+  c = tiny_cfg();
   ot_model_config_preset(&c.model, "llama-tiny");
   c.model.n_layers = 2;
   c.seq_len = 32;

@@ -140,6 +140,9 @@ ot_status ot_train_plan_memory(const ot_train_config *c, int rank, ot_rank_memor
   const size_t n = pm.shard_floats;
   if (!c->eval_only) o->bytes[OT_MEM_OPTIM] += 2 * (n ? n : 1) * sizeof(float);   // AdamW m, v
   o->bytes[OT_MEM_OTHER] += 2 * io_bytes(c);
+  // quantization-aware training: the fake-quantized copy of the stored weights (ot_model_set_qat;
+  // ZeRO-3, whose parts store less, refuses it)
+  if (c->qat) o->bytes[OT_MEM_PARAMS] += pm.n_floats * sizeof(float);
   o->dp_rank = pm.dp_rank;
   o->tp_rank = pm.tp_rank;
   o->pp_rank = pm.pp_rank;
