@@ -65,7 +65,7 @@ if [ -z "$LIST" ]; then
 2 1gbit - | --batch-size 4 --grad-accum 2 --data-parallel 2 --pipeline-stages 2
 2 1gbit - | --batch-size 4 --data-parallel 4 --optimizer-shard 3
 2 1gbit 1ms | --batch-size 4 --data-parallel 4
-2 10gbit 50us | --batch-size 4 --data-parallel 4
+2 10gbit - | --batch-size 4 --data-parallel 4
 4 1gbit - | --batch-size 4 --data-parallel 4
 4 1gbit - | --batch-size 4 --grad-accum 2 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2
 EOF
@@ -107,6 +107,7 @@ sim_machine() {
         else if (k == "hosts") v = h
         else if (k == "devices_per_host") v = 8
         else if (k == "mem_bytes" || k == "mem_bw" || k == "peak_flops" || k == "gemm_flops" || k == "attn_flops") v = v / h
+        else if ((k == "core_gemm_flops" || k == "core_attn_flops") && h > c) v = v * c / h   # (a fraction of a core each)
         else if (k == "intra_bw") v = T(2 * h)
         else if (k == "intra_bw4") v = T(4 * h)
         else if (k == "intra_bw8") v = T(8 * h)

@@ -147,10 +147,20 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
   const int on_host = world < rph ? world : rph;
   double rg, ra, rm;
   rank_rates(m, on_host, &rg, &ra, &rm);
+  // a shared host's ranks of one stage (data and tensor peers) compute at the same time: more
+  // of them than its cores take turns (ranks of other stages fill each other's bubbles: the
+  // host bound in eval)
+  double share = 1.0;   // the part of its cores the rank gets while its stage computes
+  if (m->shared) {
+    const int th = m->cores / on_host > 1 ? m->cores / on_host : 1;
+    const int same = on_host < dp * tp ? on_host : dp * tp;
+    if (same * th > m->cores) share = (double)m->cores / (same * th);
+  }
   rg *= N / (N + m->gemm_rows_half);   // small GEMMs run slower (the machine's measured curve)
   ra *= T / (T + m->attn_len_half);
-  const double comp_bwd = gemm_bwd / rg + attn_bwd / ra + traffic * 2.0 / 3.0 / rm;
-  const double comp = gemm_fwd / rg + attn_fwd / ra + traffic / 3.0 / rm + comp_bwd;
+  const double alone_bwd = gemm_bwd / rg + attn_bwd / ra + traffic * 2.0 / 3.0 / rm;
+  const double alone = gemm_fwd / rg + attn_fwd / ra + traffic / 3.0 / rm + alone_bwd;
+  const double comp_bwd = alone_bwd / share, comp = alone / share;
   // tensor parallel: 4 all-reduces of [N, C] f32 per block (6 when the forward reruns),
   // the vocabulary-parallel embedding and head's
   double tcomm = 0.0, tcomm_bwd = 0.0;
@@ -175,7 +185,7 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
   }
   o->t_mb = comp + tcomm + p2p;
   o->t_bwd = comp_bwd + tcomm_bwd + p2p / 2;
-  o->busy = comp + tcomm;
+  o->busy = alone + tcomm;   // (its core time: the host bound divides it over the cores)
   o->stage_floats = (double)pm->n_floats;
   o->layers = pm->layer1 - pm->layer0;
   return OT_OK;
@@ -280,7 +290,10 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
     const double nb = c->comm_fusion_layers > 0 ? (Ls + c->comm_fusion_layers - 1) / c->comm_fusion_layers
                                                : c->grad_buckets;
     const double ar = allreduce_s(gbytes, dp, l) + (nb - 1) * 2.0 * (dp - 1) * l.lat;
-    const double hide = l.network && c->overlap ? sl->t_bwd : 0.0;
+    // overlap: the backward makes the buckets final from the last; the first is ready after
+    // 1 / nb of it and the reductions run one after another from then on (hidden only where a
+    // network moves the bytes, not a shared host's cores)
+    const double hide = l.network && c->overlap ? sl->t_bwd * (1.0 - 1.0 / nb) : 0.0;
     const double ex1 = fmax(ar / nb, ar - hide);
     const double cpu_scale = 1.0;   // (a shared host's bandwidth already counts its ranks)
     if (c->optimizer_shard >= 2) comm += M * ex1 * cpu_scale;   // per micro-batch
