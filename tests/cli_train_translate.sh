@@ -11,18 +11,7 @@ ot=${1:?usage: $0 PATH/TO/ot}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_cli_tt.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
-check() {  # check DESCRIPTION COMMAND...: the command succeeds
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
-fails() {  # fails RC WANT ARGS...: `ot ARGS` exits RC with WANT on stderr
-  local rc=$1 want=$2 out got
-  shift 2
-  out=$("$ot" "$@" 2>&1 >/dev/null); got=$?
-  if [ "$got" = "$rc" ] && grep -qF -- "$want" <<<"$out"; then passed=$((passed + 1))
-  else failed=$((failed + 1)); echo "FAIL: ot $*: rc $got (want $rc), stderr: $(head -2 <<<"$out") (want '$want')"; fi
-}
+. "$(dirname "$(readlink -f "$0")")/lib.sh"   # check, has, fails
 
 d=data/translate
 # short pairs (transformer-tiny has 16 positions)

@@ -12,11 +12,7 @@ ot=${1:?usage: $0 PATH/TO/ot}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_cli_translate.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
-check() {  # check DESCRIPTION COMMAND...: the command succeeds
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+. "$(dirname "$(readlink -f "$0")")/lib.sh"   # check, has (its own fails below)
 fails() {  # fails RC WANT ARGS...: `ot ARGS` exits RC with WANT on stderr
   local rc=$1 want=$2 out got
   shift 2

@@ -1,16 +1,8 @@
 # shellcheck shell=bash
 # Shell helpers of the parallel tests (tests/mpi/*.sh, tests/netns/*.sh): `. tests/mpi/lib.sh`.
-# check and the counters: the caller sets passed=0 failed=0 and ends with
-#   echo "$passed passed, $failed failed"; [ "$failed" = 0 ]
+# (check, has and the counters: tests/lib.sh)
 
-# check WHAT COND...: COND succeeds, else WHAT is printed as a failure
-check() {
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
-# has TEXT FILE: FILE holds TEXT (fixed string)
-has() { grep -qF -- "$1" "$2"; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # check, has
 
 # losses RUN_DIR: the training losses a run logged, one a line
 losses() { grep -o '"loss": [-0-9.e+na]*' "$1/log.jsonl" | cut -d' ' -f2; }
