@@ -222,6 +222,16 @@ static void test_search(void) {
                  "16 devices on one 8-GPU host");
 }
 
+// dp x tp x pp ranks, M micro-batches of B rows, ZeRO stage z.
+static void set_layout(ot_train_config *c, int dp, int tp, int pp, int M, int B, int z) {
+  c->data_parallel = dp;
+  c->tensor_parallel = tp;
+  c->pipeline_stages = pp;
+  c->grad_accum = M;
+  c->batch_size = B;
+  c->optimizer_shard = z;
+}
+
 // The seed's 1000B layout and the primer's 34B layouts are evaluated (the engine's own
 // plan over 128-layer / 48-layer models, nothing allocated).
 static void test_seed_layouts(void) {
@@ -230,12 +240,7 @@ static void test_seed_layouts(void) {
   ot_train_config c = tiny_cfg();
   ot_model_config_preset(&c.model, "gpt-1t");
   c.seq_len = 2048;
-  c.data_parallel = 8;
-  c.tensor_parallel = 16;
-  c.pipeline_stages = 8;
-  c.grad_accum = 32;
-  c.batch_size = 1;
-  c.optimizer_shard = 1;
+  set_layout(&c, 8, 16, 8, 32, 1, 1);
   c.grad_buckets = 8;
   ot_plan_result r = eval(&c, &gpu, 128);
   th_check(r.mem_total > 0 && r.t_step > 0 && r.t_bubble > 0, "1000B dp8 tp16 pp8 M32 ZeRO-1 on 128 hosts: "
@@ -243,19 +248,11 @@ static void test_seed_layouts(void) {
            r.t_step, r.t_bubble, r.fits ? "fits" : r.why);
   ot_model_config_preset(&c.model, "llama-34b");
   c.seq_len = 4096;
-  c.data_parallel = 1;
-  c.tensor_parallel = 8;
-  c.pipeline_stages = 8;
-  c.grad_accum = 8;
-  c.batch_size = 4;
-  c.optimizer_shard = 0;
+  set_layout(&c, 1, 8, 8, 8, 4, 0);
   ot_machine a100;
   ot_machine_preset("a100-80gb", &a100);
   ot_plan_result before = eval(&c, &a100, 8);
-  c.data_parallel = 2;
-  c.pipeline_stages = 4;
-  c.grad_accum = 16;
-  c.batch_size = 1;
+  set_layout(&c, 2, 8, 4, 16, 1, 0);
   ot_plan_result after = eval(&c, &a100, 8);
   th_check(before.t_step > 0 && after.t_step > 0 && after.t_bubble < before.t_bubble,
            "34B: pp8 M8 bubble %.2f s > pp4 M16 bubble %.2f s", before.t_bubble, after.t_bubble);
