@@ -99,6 +99,30 @@ static inline vf vload_f16_part(const uint16_t *p, int n) {
 static inline void vstore_f16(uint16_t *p, vf x) { _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(x, OT__F16_RNE)); }
 static inline void vstore_f16_part(uint16_t *p, vf x, int n) {
   _mm256_mask_storeu_epi16(p, (__mmask16)((1u << n) - 1), _mm512_cvtps_ph(x, OT__F16_RNE)); }
+// r[0..VL) <- the transpose of the VL x VL block whose row i is r[i] (lane j of
+// the new r[i] is lane i of the old r[j]).
+static inline void vtranspose(vf r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  // u[4q + c] holds, per 128-bit lane L, rows 4q..4q+3 of column 4L + c
+  for (int c = 0; c < 4; c++) {
+    const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), f = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(a, e, 0xDD);
+    r[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(b, f, 0xDD);
+  }
+}
 
 #elif defined(OT_ARCH_AVX2)
 #  include <immintrin.h>
@@ -197,6 +221,24 @@ static inline vf vload_f16_part(const uint16_t *p, int n) {
 static inline void vstore_f16(uint16_t *p, vf x) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(x, OT__F16_RNE)); }
 static inline void vstore_f16_part(uint16_t *p, vf x, int n) {
   uint16_t t[8]; _mm_storeu_si128((__m128i *)t, _mm256_cvtps_ph(x, OT__F16_RNE)); memcpy(p, t, (size_t)n * 2); }
+// r[0..VL) <- the transpose of the VL x VL block whose row i is r[i].
+static inline void vtranspose(vf r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
 // Weight-only GEMV helpers (this ISA only; OT_SIMD_QDOT marks them).
 // vqdot_i8: acc (VL int32 lanes) + the pair sums of VQ8 = 32 int8 weights at p
 // times int16 activations, xe for the even weights (0, 2, .., 30) and xo for
@@ -283,6 +325,8 @@ static inline vf vload_f16(const uint16_t *p) { return ot_f16_to_f32(*p); }
 static inline vf vload_f16_part(const uint16_t *p, int n) { return n > 0 ? ot_f16_to_f32(*p) : 0.0f; }
 static inline void vstore_f16(uint16_t *p, vf x) { *p = ot_f32_to_f16(x); }
 static inline void vstore_f16_part(uint16_t *p, vf x, int n) { if (n > 0) *p = ot_f32_to_f16(x); }
+// r[0..VL) <- the transpose of the VL x VL block whose row i is r[i] (VL = 1).
+static inline void vtranspose(vf r[1]) { (void)r; }
 #else
 #  error "compile kernel sources with one of OT_ARCH_AVX512, OT_ARCH_AVX2, OT_ARCH_PORTABLE"
 #endif

@@ -250,7 +250,7 @@ static void release(mm_entry *e) { __atomic_sub_fetch(&e->users, 1, __ATOMIC_ACQ
 
 // GEMM counters (ot_gemm_stats): flops and nanoseconds, every thread.
 static uint64_t g_gemm_flops, g_gemm_ns;
-static void gemm_count(const ot_mm *m, double seconds) {
+void ot__gemm_count(const ot_mm *m, double seconds) {
   __atomic_add_fetch(&g_gemm_flops, 2 * (uint64_t)m->M * (uint64_t)m->N * (uint64_t)m->K, __ATOMIC_RELAXED);
   __atomic_add_fetch(&g_gemm_ns, (uint64_t)(seconds * 1e9), __ATOMIC_RELAXED);
 }
@@ -286,7 +286,7 @@ static ot_status exec(mm_entry *e, const ot_mm *m, const char *fn) {
   const double t0 = ot_now();
   if (!st) st = dnnl_primitive_execute(e->prim, s, na, args);
   if (!st) st = dnnl_stream_wait(s);
-  gemm_count(m, ot_now() - t0);
+  ot__gemm_count(m, ot_now() - t0);
   if (mine) __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
   else for (int i = 0; i < 5; i++) if (mem[i]) dnnl_memory_destroy(mem[i]);
   if (st != dnnl_success)
@@ -348,7 +348,7 @@ ot_status ot__mm_run_f32(const ot_mm *m, const char *fn) {
     const double t0 = ot_now();
     dnnl_status_t st = dnnl_sgemm('T', m->tb ? 'T' : 'N', m->M, m->N, m->K, m->alpha, m->A, m->lda,
                                   m->B, m->ldb, m->beta, m->C, m->ldc);
-    gemm_count(m, ot_now() - t0);
+    ot__gemm_count(m, ot_now() - t0);
     if (st != dnnl_success)
       return ot_error(OT_EINTERNAL, "%s: oneDNN sgemm M=%d N=%d K=%d (transposed A) failed: status %d",
                       fn, m->M, m->N, m->K, (int)st);
@@ -361,7 +361,7 @@ ot_status ot__mm_run_f32(const ot_mm *m, const char *fn) {
   return s;
 }
 
-ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
+ot_status ot__mm_run_lib(const ot_mm *m, void *ws, const char *fn) {
   if (m->adt == OT_F32 && m->bdt == OT_F32 && m->cdt == OT_F32) return ot__mm_run_f32(m, fn);
   if (m->adt == OT_BF16 && m->bdt == OT_BF16 && ot__gemm_bf16_native()) {
     mm_entry *e;

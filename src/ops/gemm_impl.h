@@ -28,9 +28,35 @@ typedef struct {
 
 // Bytes of workspace ot__mm_run needs for `m` (0 when oneDNN takes it as is).
 size_t ot__mm_ws(const ot_mm *m);
-// Runs `m` (arguments already validated). ws: ot__mm_ws(m) bytes, 64-aligned,
-// or NULL to use this thread's ot_scratch(). `fn` names the caller in errors.
+// Runs `m` (arguments already validated) on the implementation chosen for its
+// shape (gemm_pick.c: the own GEMM or oneDNN, by a measurement at first use).
+// ws: ot__mm_ws(m) bytes, 64-aligned, or NULL to use this thread's ot_scratch().
+// `fn` names the caller in errors.
 ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn);
+// Runs `m` through oneDNN (gemm.c): all f32 or native bf16 directly, else the
+// conversion path of gemm_cvt.c on ws.
+ot_status ot__mm_run_lib(const ot_mm *m, void *ws, const char *fn);
+// Runs `m` on the own blocked GEMM (gemm_own.c): any storage kinds of A, B, C,
+// every epilogue; its packing workspace comes from this thread's OT_SCRATCH_GEMM
+// slot (ot__mm_own_ws(m, threads) bytes).
+ot_status ot__mm_own_run(const ot_mm *m, const char *fn);
+size_t ot__mm_own_ws(const ot_mm *m, int threads);
+// Forces the own GEMM's cache blocks: rows of A, contraction, columns of B (mc
+// and nc rounded to the micro-tile) and k-blocks packed at once; 0: chosen from
+// the caches. For tests and benchmarks, not while GEMMs run.
+void ot__gemm_own_set_blocks(int mc, int kc, int nc, int kg);
+// Which implementation ot__mm_run uses: 1 the own GEMM always, 0 oneDNN always,
+// -1 chosen per shape by a measurement at its first call (the default;
+// OT_GEMM=own|onednn|auto), -2 back to the environment's choice.
+// For tests and benchmarks, not while GEMMs run; also forgets the choices made.
+void ot__gemm_impl_set_mode(int mode);
+// The implementation chosen for m's shape: 0 oneDNN, 1 own, -1 not decided yet.
+int ot__gemm_pick_get(const ot_mm *m);
+// Shapes with fewer flops (2 M N K) than this run on oneDNN unmeasured in auto
+// mode (<= 0: the default, 3.2e7). For tests.
+void ot__gemm_pick_set_min_flops(double flops);
+// Adds one GEMM's flops and seconds to the counters of ot_gemm_stats.
+void ot__gemm_count(const ot_mm *m, double seconds);
 // Runs an all-f32 `m` (gemm.c): sgemm for a transposed A without epilogue, else the
 // cached matmul primitive.
 ot_status ot__mm_run_f32(const ot_mm *m, const char *fn);

@@ -1,0 +1,180 @@
+// The own GEMM: a BLIS-style blocked GEMM on the kernels of kern/sgemm.c.
+//   for jc over N by NC:
+//     for each group of KG k-blocks (KC each):
+//       pack B[group, jc] into NR-column panels (items of PACK_PANELS panels,
+//       spread dynamically over the threads)
+//       for each (MC rows, column chunk) work item, dynamically over the threads:
+//         for each k-block of the group, in order:
+//           pack A[ic, pc] (MR-row panels, the thread's own buffer)
+//           macro-kernel: every MR x NR tile of the item, epilogue into C
+//           (GELU over the item's rows after the last k-block)
+// Cache blocks from this CPU's caches (sysconf): KC so that a 16-column B panel
+// fills L1, MC so that the A block takes half of L2 (and at least 4 row blocks
+// per thread when M allows), the packed B of a group a quarter of L3. Operands
+// of any storage kind (f32, bf16, f16) are converted to f32 while packing; C is
+// f32, or 16-bit with one k-block (KC = K) so that partial sums are never rounded.
+// Work items are handed out dynamically, so a thread that was descheduled does
+// not hold the others back, and a short M (few row blocks) is still split over
+// the threads by columns. Two barriers per group. Each C value's sum runs over
+// k in the same order whatever the split: results do not depend on the thread
+// count.
+#include "gemm_impl.h"
+#include "kern/sgemm_k.h"
+#include "kern/act_k.h"
+#include <omp.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct { int mr, nr, mc, kc, nc, kg; } own_blocks;
+
+#define PACK_PANELS 8      // B panels per packing work item
+
+
+static int g_set[4];   // mc, kc, nc, kg forced by ot__gemm_own_set_blocks (0: from the caches)
+
+void ot__gemm_own_set_blocks(int mc, int kc, int nc, int kg) {
+  __atomic_store_n(&g_set[0], mc > 0 ? mc : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_set[1], kc > 0 ? kc : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_set[2], nc > 0 ? nc : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_set[3], kg > 0 ? kg : 0, __ATOMIC_RELAXED);
+}
+
+static long cache_bytes(int name, long dflt, long lo, long hi) {
+  long v = sysconf(name);
+  if (v <= 0) v = dflt;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+// Chooses the cache blocks for m (see the file comment).
+static void choose_blocks(const ot_mm *m, own_blocks *b) {
+  OT_KPICK(k_sg_tile)(&b->mr, &b->nr);
+  const long l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10, 16 << 10, 128 << 10);
+  const long l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10, 128 << 10, 4 << 20);
+  const long l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20, 1 << 20, 32 << 20);
+  const int set_mc = __atomic_load_n(&g_set[0], __ATOMIC_RELAXED), set_kc = __atomic_load_n(&g_set[1], __ATOMIC_RELAXED),
+            set_nc = __atomic_load_n(&g_set[2], __ATOMIC_RELAXED);
+  // kc: a 16-column B panel fills L1 (measured on Zen 4 with both micro-tiles: kc from
+  // 384 to 768 within 2% of each other, 128 up to 10% slower: the C tile's traffic)
+  int kc = set_kc > 0 ? set_kc : (int)(l1 / (4L * 16));
+  kc = kc < 1 ? 1 : kc > 4096 ? 4096 : kc;
+  if (m->cdt != OT_F32 || m->K <= kc + kc / 4) kc = m->K;
+  else {      // equal blocks, none short
+    const int nk = (m->K + kc - 1) / kc;
+    kc = (m->K + nk - 1) / nk;
+  }
+  int mc = set_mc > 0 ? set_mc : (int)(l2 / 2 / (4L * kc));
+  // at least 4 row blocks per thread when M allows, so that a descheduled thread's share is small
+  const int T = ot_threads_get() > 1 ? ot_threads_get() : 1;
+  const int mfair = (m->M + 4 * T - 1) / (4 * T);
+  if (set_mc <= 0 && mc > mfair) mc = mfair < 4 * b->mr ? 4 * b->mr : mfair;
+  mc = mc < b->mr ? b->mr : (mc + b->mr - 1) / b->mr * b->mr;
+  if (mc > 1024) mc = 1024;
+  // the packed B of a k-group (kg k-blocks x nc columns) takes a quarter of L3
+  const long bbytes = l3 / 4;
+  int nc = set_nc > 0 ? set_nc : (int)(bbytes / (4L * kc));
+  nc = nc < b->nr ? b->nr : nc / b->nr * b->nr;
+  if (nc > 8192) nc = 8192 / b->nr * b->nr;
+  if (nc >= m->N) nc = m->N;
+  const int nk = (m->K + kc - 1) / kc;
+  const long panel = 4L * kc * ((nc + b->nr - 1) / b->nr * b->nr);
+  int kg = (int)(bbytes / panel);
+  if (__atomic_load_n(&g_set[3], __ATOMIC_RELAXED) > 0) kg = __atomic_load_n(&g_set[3], __ATOMIC_RELAXED);
+  kg = kg < 1 ? 1 : kg > nk ? nk : kg;
+  b->mc = mc; b->kc = kc; b->nc = nc; b->kg = kg;
+}
+
+static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+
+// Element offset helpers: op(A)(i, k) and op(B)(k, j) addresses.
+static const void *a_at(const ot_mm *m, int i, int k) {
+  const size_t off = m->ta ? (size_t)k * m->lda + i : (size_t)i * m->lda + k;
+  return (const char *)m->A + off * ot_dtype_size(m->adt);
+}
+static const void *b_at(const ot_mm *m, int k, int j) {
+  const size_t off = m->tb ? (size_t)j * m->ldb + k : (size_t)k * m->ldb + j;
+  return (const char *)m->B + off * ot_dtype_size(m->bdt);
+}
+
+// Floats of the packed B block and of one thread's packed A block, each rounded
+// up to 64 bytes with 16 floats of slack (the packing stores whole vectors).
+static void pack_floats(const ot_mm *m, const own_blocks *b, size_t *bfl, size_t *afl) {
+  *bfl = ((size_t)b->kg * ceil_div(b->nc, b->nr) * b->nr * b->kc + 16 + 15) & ~(size_t)15;
+  *afl = ((size_t)ceil_div(b->mc < m->M ? b->mc : m->M, b->mr) * b->mr * b->kc + 16 + 15) & ~(size_t)15;
+}
+
+size_t ot__mm_own_ws(const ot_mm *m, int threads) {
+  own_blocks b;
+  size_t bfl, afl;
+  choose_blocks(m, &b);
+  pack_floats(m, &b, &bfl, &afl);
+  return 4 * (bfl + (size_t)threads * afl);
+}
+
+ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
+  own_blocks b;
+  choose_blocks(m, &b);
+  const double flops = 2.0 * m->M * m->N * m->K;
+  int T = ot_threads_get();
+  if (T < 1) T = 1;
+  if (flops < 4e6) T = 1;   // one thread beats a parallel region below ~20 us of work
+  size_t bfl, afl;
+  pack_floats(m, &b, &bfl, &afl);
+  float *ws = ot_scratch_slot(OT_SCRATCH_GEMM, ot__mm_own_ws(m, T));
+  if (!ws)
+    return ot_error(OT_ENOMEM, "%s: own GEMM M=%d N=%d K=%d: no workspace (%zu bytes)", fn, m->M, m->N, m->K,
+                    ot__mm_own_ws(m, T));
+  float *bbuf = ws, *abuf = ws + bfl;
+  const int csk = ot__sk(m->cdt), ask = ot__sk(m->adt), bsk = ot__sk(m->bdt);
+  const size_t ces = ot_dtype_size(m->cdt);
+  const int nic = ceil_div(m->M, b.mc);
+  const int nk = ceil_div(m->K, b.kc);
+  const double t0 = ot_now();
+#pragma omp parallel num_threads(T)
+  {
+    const int tid = omp_get_thread_num();
+    float *ap = abuf + (size_t)tid * afl;
+    for (int jc = 0; jc < m->N; jc += b.nc) {
+      const int nc = m->N - jc < b.nc ? m->N - jc : b.nc;
+      const int npan = ceil_div(nc, b.nr);
+      // column chunks per row block: enough items for every thread to stay busy
+      int njc = nic >= 2 * T ? 1 : ceil_div(2 * T, nic);
+      if (njc > npan) njc = npan;
+      const int cpan = ceil_div(npan, njc);   // panels per chunk
+      njc = ceil_div(npan, cpan);
+      const size_t pstride = (size_t)npan * b.nr * b.kc;   // floats of one k-block's packed B
+      for (int g0 = 0; g0 < nk; g0 += b.kg) {               // a group of k-blocks packed at once
+        const int g1 = g0 + b.kg < nk ? g0 + b.kg : nk;
+        const int nbp = ceil_div(npan, PACK_PANELS);
+#pragma omp for schedule(dynamic, 1)
+        for (int it = 0; it < (g1 - g0) * nbp; it++) {
+          const int pk = g0 + it / nbp, p0 = (it % nbp) * PACK_PANELS;
+          const int pc = pk * b.kc, kc = m->K - pc < b.kc ? m->K - pc : b.kc;
+          const int p1 = p0 + PACK_PANELS < npan ? p0 + PACK_PANELS : npan;
+          OT_KPICK(k_sg_pack_b)(bbuf + (size_t)(pk - g0) * pstride, b_at(m, pc, jc), bsk, (size_t)m->ldb, m->tb,
+                                kc, nc, p0, p1);
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int it = 0; it < nic * njc; it++) {
+          const int ic = (it / njc) * b.mc, q = it % njc;
+          const int mc = m->M - ic < b.mc ? m->M - ic : b.mc;
+          const int j0 = q * cpan * b.nr, j1 = j0 + cpan * b.nr < nc ? j0 + cpan * b.nr : nc;
+          char *c = (char *)m->C + ((size_t)ic * m->ldc + (size_t)(jc + j0)) * ces;
+          for (int pk = g0; pk < g1; pk++) {
+            const int pc = pk * b.kc, kc = m->K - pc < b.kc ? m->K - pc : b.kc;
+            const ot_sg_epi e = {m->alpha, m->beta, pc == 0, pc + kc >= m->K,
+                                 m->bias ? m->bias + jc + j0 : NULL};
+            OT_KPICK(k_sg_pack_a)(ap, a_at(m, ic, pc), ask, (size_t)m->lda, m->ta, mc, kc);
+            OT_KPICK(k_sg_macro)(ap, bbuf + (size_t)(pk - g0) * pstride + (size_t)q * cpan * b.nr * kc, mc,
+                                 j1 - j0, kc, c, csk, (size_t)m->ldc, &e);
+            if (m->gelu && e.last)
+              for (int i = 0; i < mc; i++)
+                OT_KPICK(k_gelu_fwd)(csk, c + (size_t)i * m->ldc * ces, c + (size_t)i * m->ldc * ces,
+                                     (size_t)(j1 - j0));
+          }
+        }
+      }
+    }
+  }
+  ot__gemm_count(m, ot_now() - t0);
+  return OT_OK;
+}

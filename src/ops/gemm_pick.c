@@ -1,0 +1,197 @@
+// Which GEMM runs a given shape: the own blocked GEMM (gemm_own.c) or oneDNN
+// (gemm.c, with its conversion path for bf16 on CPUs without native bf16).
+// By default (OT_GEMM=auto) the choice is measured at the first call of each
+// (M, N, K, dtypes, transposes, leading dimensions, bias, GELU, beta != 0):
+//  - both run on a slice of the problem (every row of A, the first columns of
+//    B up to a 16 MiB C; C copied to a scratch block, never written): one
+//    untimed run each, then PICK_SAMPLES timed runs each, alternating;
+//  - the own GEMM is kept when its mean time is below oneDNN's by PICK_MARGIN
+//    (oneDNN, the incumbent, keeps near-ties, so that a noisy measurement
+//    rarely changes a process's choice from another's);
+//  - every call of the shape, the first included, then runs the chosen one, so
+//    results within a process never mix the two (recompute, repeated steps and
+//    threads give the same bits).
+// Shapes below PICK_MIN_FLOPS are not measured (oneDNN runs them): timings of a
+// few microseconds decide nothing, and tiny models stay reproducible bit for
+// bit from one process to the next. Across processes a choice can differ where
+// the two are within the noise; OT_GEMM=own or OT_GEMM=onednn fixes it for
+// every shape (bitwise-reproducible runs). OT_GEMM_VERBOSE=1 prints each choice
+// with its timings. The table keeps at most PICK_MAX shapes, then starts over.
+#include "gemm_impl.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define PICK_SAMPLES 2
+#define PICK_MARGIN 0.05
+#define PICK_MIN_FLOPS 3.2e7       // 2 M N K
+#define PICK_SLICE_BYTES ((size_t)16 << 20)
+#define PICK_MAX 4096
+
+typedef struct {
+  int32_t M, N, K, lda, ldb, ldc;
+  uint8_t adt, bdt, cdt, ta, tb, bias, gelu, beta;
+} pick_key;
+
+typedef struct {
+  pick_key key;
+  int used;                 // 0 free slot
+  int choice;               // -1 not measured yet, 0 oneDNN, 1 own
+} pick_entry;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;          // the table
+static pthread_mutex_t g_measure_mu = PTHREAD_MUTEX_INITIALIZER;  // one measurement at a time
+static double g_min_flops = PICK_MIN_FLOPS;
+static pick_entry *g_tab;     // PICK_MAX * 2 slots, open addressing
+static int g_n;
+static int g_mode = -2;       // -2 unread, -1 auto, 0 oneDNN, 1 own
+
+static int mode_get(void) {
+  int mode = __atomic_load_n(&g_mode, __ATOMIC_RELAXED);
+  if (mode == -2) {
+    const char *v = getenv("OT_GEMM");
+    mode = v && strcmp(v, "own") == 0 ? 1 : v && strcmp(v, "onednn") == 0 ? 0 : -1;
+    __atomic_store_n(&g_mode, mode, __ATOMIC_RELAXED);
+  }
+  return mode;
+}
+
+void ot__gemm_impl_set_mode(int mode) {
+  pthread_mutex_lock(&g_mu);
+  if (g_tab) memset(g_tab, 0, sizeof(pick_entry) * 2 * PICK_MAX);
+  g_n = 0;
+  pthread_mutex_unlock(&g_mu);
+  __atomic_store_n(&g_mode, mode < -1 ? -2 : mode > 1 ? 1 : mode, __ATOMIC_RELAXED);
+}
+
+static void make_key(pick_key *k, const ot_mm *m) {
+  memset(k, 0, sizeof *k);
+  k->M = m->M; k->N = m->N; k->K = m->K; k->lda = m->lda; k->ldb = m->ldb; k->ldc = m->ldc;
+  k->adt = (uint8_t)m->adt; k->bdt = (uint8_t)m->bdt; k->cdt = (uint8_t)m->cdt;
+  k->ta = m->ta; k->tb = m->tb; k->bias = m->bias != NULL; k->gelu = m->gelu; k->beta = m->beta != 0.0f;
+}
+
+static uint32_t key_hash(const pick_key *k) {
+  const unsigned char *p = (const unsigned char *)k;
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < sizeof *k; i++) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+// The entry of k (created when absent); NULL when the table cannot be allocated.
+// Under g_mu.
+static pick_entry *find(const pick_key *k) {
+  if (!g_tab) {
+    g_tab = ot_mem_alloc(sizeof(pick_entry) * 2 * PICK_MAX, OT_MEM_OTHER);
+    if (!g_tab) { ot_clear_error(); return NULL; }
+    memset(g_tab, 0, sizeof(pick_entry) * 2 * PICK_MAX);
+  }
+  if (g_n >= PICK_MAX) { memset(g_tab, 0, sizeof(pick_entry) * 2 * PICK_MAX); g_n = 0; }
+  for (uint32_t i = key_hash(k) & (2 * PICK_MAX - 1);; i = (i + 1) & (2 * PICK_MAX - 1)) {
+    pick_entry *e = &g_tab[i];
+    if (!e->used) {
+      memset(e, 0, sizeof *e);
+      e->key = *k; e->used = 1; e->choice = -1;
+      g_n++;
+      return e;
+    }
+    if (memcmp(&e->key, k, sizeof *k) == 0) return e;
+  }
+}
+
+// The decided choice of k (-1: none yet). Under no lock.
+static int lookup(const pick_key *k) {
+  pthread_mutex_lock(&g_mu);
+  pick_entry *e = find(k);
+  const int c = e ? e->choice : 0;   // no table: oneDNN
+  pthread_mutex_unlock(&g_mu);
+  return c;
+}
+
+static void decide(const pick_key *k, int choice) {
+  pthread_mutex_lock(&g_mu);
+  pick_entry *e = find(k);
+  if (e && e->choice < 0) e->choice = choice;
+  pthread_mutex_unlock(&g_mu);
+}
+
+// Times oneDNN (0) and the own GEMM (1) on a slice of m (see the file comment);
+// returns the choice. On any failure (memory, an implementation refusing the
+// slice) oneDNN is kept.
+static int measure(const ot_mm *m, double t[2]) {
+  t[0] = t[1] = 0.0;
+  const size_t ces = ot_dtype_size(m->cdt);
+  int n = (int)(PICK_SLICE_BYTES / ((size_t)m->M * ces));
+  n = n < 64 ? 64 : n;
+  ot_mm s = *m;                  // the first n columns: the same B (and bias) pointers and ldb
+  if (n < s.N) s.N = n;
+  s.ldc = s.N;
+  const size_t cbytes = (size_t)s.M * s.N * ces, wbytes = ot__mm_ws(&s);
+  char *c = ot_mem_alloc(cbytes + wbytes + 64, OT_MEM_WORKSPACE);
+  if (!c) { ot_clear_error(); return 0; }
+  void *ws = wbytes ? (void *)(((uintptr_t)c + cbytes + 63) & ~(uintptr_t)63) : NULL;
+  s.C = c;
+  for (int r = 0; r < 1 + PICK_SAMPLES; r++)
+    for (int which = 0; which < 2; which++) {
+      if (s.beta != 0.0f)   // C's slice as the callers have it (a beta of 0 never reads it)
+        for (int i = 0; i < s.M; i++)
+          memcpy(c + (size_t)i * s.N * ces, (const char *)m->C + (size_t)i * m->ldc * ces, (size_t)s.N * ces);
+      const double t0 = ot_now();
+      ot_status st = which ? ot__mm_own_run(&s, "gemm choice") : ot__mm_run_lib(&s, ws, "gemm choice");
+      const double dt = ot_now() - t0;
+      if (st != OT_OK) { ot_clear_error(); ot_mem_free(c); return 0; }
+      if (r) t[which] += dt / PICK_SAMPLES;
+    }
+  ot_mem_free(c);
+  return t[1] < t[0] * (1.0 - PICK_MARGIN);
+}
+
+// Which implementation runs m (0 oneDNN, 1 own): forced by the mode, fixed for
+// small shapes, else the shape's measured choice (measured now at its first call).
+static int pick(const ot_mm *m) {
+  const int mode = mode_get();
+  if (mode >= 0) return mode;
+  if (2.0 * m->M * m->N * m->K < g_min_flops) return 0;
+  pick_key k;
+  make_key(&k, m);
+  int c = lookup(&k);
+  if (c >= 0) return c;
+  pthread_mutex_lock(&g_measure_mu);
+  c = lookup(&k);   // another thread may have measured it meanwhile
+  if (c < 0) {
+    double t[2];
+    c = measure(m, t);
+    decide(&k, c);
+    static int verbose = -1;
+    if (verbose < 0) { const char *v = getenv("OT_GEMM_VERBOSE"); verbose = v && *v && strcmp(v, "0") != 0; }
+    if (verbose)
+      fprintf(stderr, "[ot gemm] M=%d N=%d K=%d %s%s x %s%s -> %s: oneDNN %.3f ms, own %.3f ms (on a slice) -> %s\n",
+              m->M, m->N, m->K, ot_dtype_name(m->adt), m->ta ? "^T" : "", ot_dtype_name(m->bdt), m->tb ? "^T" : "",
+              ot_dtype_name(m->cdt), 1e3 * t[0], 1e3 * t[1], c ? "own" : "oneDNN");
+  }
+  pthread_mutex_unlock(&g_measure_mu);
+  return c;
+}
+
+void ot__gemm_pick_set_min_flops(double flops) {
+  pthread_mutex_lock(&g_measure_mu);
+  g_min_flops = flops > 0 ? flops : PICK_MIN_FLOPS;
+  pthread_mutex_unlock(&g_measure_mu);
+}
+
+int ot__gemm_pick_get(const ot_mm *m) {
+  const int mode = mode_get();
+  if (mode >= 0) return mode;
+  if (2.0 * m->M * m->N * m->K < g_min_flops) return 0;
+  pick_key k;
+  make_key(&k, m);
+  pthread_mutex_lock(&g_mu);
+  pick_entry *e = find(&k);
+  const int c = e ? e->choice : -1;
+  pthread_mutex_unlock(&g_mu);
+  return c;
+}
+
+ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
+  return pick(m) ? ot__mm_own_run(m, fn) : ot__mm_run_lib(m, ws, fn);
+}

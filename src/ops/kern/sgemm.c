@@ -1,0 +1,219 @@
+// The own GEMM's kernels, one source for every ISA (see simd.h): BLIS-style
+// packing of A into MR-row panels and of B into NR-column panels (converting
+// bf16 / f16 storage to f32 on the way), and the macro-kernel that runs the
+// register-blocked MR x NR micro-kernel over a packed block with the epilogue.
+//   micro-tile: AVX-512 12 x 32 (24 accumulators of 32 registers), AVX2 6 x 16
+//   (12 of 16), portable 4 x 4 scalars. Per k step the micro-kernel loads NV
+//   vectors of the B panel and broadcasts MR values of the A panel: MR*NV
+//   independent FMAs, enough to cover the FMA latency on both pipes.
+#include "core/simd.h"
+#include "sgemm_k.h"
+
+#if defined(OT_ARCH_AVX512)
+#  define MR 12
+#  define NV 2
+#elif defined(OT_ARCH_AVX2)
+#  define MR 6
+#  define NV 2
+#else
+#  define MR 4
+#  define NV 4
+#endif
+#define NR (NV * VL)
+#define CH 256            // conversion chunk of the packing routines (floats)
+#define INL static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+void OT_K(k_sg_tile)(int *mr, int *nr) { *mr = MR; *nr = NR; }
+
+// t[0..n) = the n (<= CH) values of storage kind sk at src, as f32.
+INL void cvt_chunk(float *t, const void *src, int sk, int n) {
+  int i = 0;
+  for (; i + VL <= n; i += VL) vstore(t + i, vld(src, (size_t)i, sk));
+  if (i < n) vstore_part(t + i, vld_part(src, (size_t)i, n - i, sk), n - i);
+}
+
+// dst[k*stride] = the n values of storage kind sk at src (a strided scatter of
+// one contiguous source line: a transposing pack).
+INL void scatter_line(float *dst, size_t stride, const void *src, int sk, int n) {
+  float t[CH];
+  for (int k0 = 0; k0 < n; k0 += CH) {
+    const int c = n - k0 < CH ? n - k0 : CH;
+    const float *s;
+    if (sk == OT_SK_F32) s = (const float *)src + k0;
+    else { cvt_chunk(t, (const uint16_t *)src + k0, sk, c); s = t; }
+    float *d = dst + (size_t)k0 * stride;
+    for (int k = 0; k < c; k++) d[(size_t)k * stride] = s[k];
+  }
+}
+
+// Prefetches the n values of storage kind sk at src (a line the pack reads next:
+// rows of A or B are short streams the hardware prefetchers do not ramp up for).
+INL void prefetch_line(const void *src, int sk, int n, int rows_left) {
+  if (rows_left <= 0) return;
+  const char *p = (const char *)src;
+  const size_t bytes = (size_t)n * (sk ? 2 : 4);
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
+// dst[0..W) = the first w values at src (storage kind sk), zeros after; W = MR or NR.
+INL void copy_pad(float *dst, const void *src, int sk, int w, int W) {
+  if (w == W && sk == OT_SK_F32) {
+    for (int i = 0; i < W; i++) dst[i] = ((const float *)src)[i];
+    return;
+  }
+  int i = 0;
+  for (; i + VL <= w; i += VL) vstore(dst + i, vld(src, (size_t)i, sk));
+  if (i < w) { vstore_part(dst + i, vld_part(src, (size_t)i, w - i, sk), w - i); i = w; }
+  for (; i < W; i++) dst[i] = 0.0f;
+}
+
+INL const char *elt(const void *p, size_t i, int sk) { return (const char *)p + i * (sk ? 2 : 4); }
+
+void OT_K(k_sg_pack_a)(float *dst, const void *A, int ask, size_t lda, int ta, int mc, int kc) {
+  for (int p = 0; p * MR < mc; p++) {
+    float *d = dst + (size_t)p * MR * kc;
+    const int rows = mc - p * MR < MR ? mc - p * MR : MR;
+    if (ta && ask != OT_SK_F32) continue;   // 16-bit: below, whole rows at once
+    if (ta) {   // A(i, k) at A[k*lda + i]: MR contiguous values per k
+      for (int k = 0; k < kc; k++) copy_pad(d + (size_t)k * MR, elt(A, (size_t)k * lda + (size_t)p * MR, ask), ask, rows, MR);
+    } else {    // A(i, k) at A[i*lda + k]: VL x VL blocks transposed, then rows scattered
+#if VL > 1
+      const int kv = kc / VL * VL;
+      for (int k = 0; k < kv; k += VL) {
+        vf t[VL];
+        UNROLL for (int i = 0; i < VL; i++)
+          t[i] = i < rows ? vld(elt(A, (size_t)(p * MR + i) * lda, ask), (size_t)k, ask) : vzero();
+        vtranspose(t);   // t[kk] lane i = op(A)(p*MR + i, k + kk)
+        // MR <= VL lanes each; the VL - MR lanes past them are overwritten by the next store
+        // (the buffer ends with VL floats of slack for the last one)
+        UNROLL for (int kk = 0; kk < VL; kk++) vstore(d + (size_t)(k + kk) * MR, t[kk]);
+      }
+      if (kv == kc) continue;
+      for (int r = 0; r < MR; r++)
+        for (int k = kv; k < kc; k++)
+          d[(size_t)k * MR + r] = r < rows ? sld(elt(A, (size_t)(p * MR + r) * lda, ask), (size_t)k, ask) : 0.0f;
+      continue;
+#endif
+      for (int r = 0; r < rows; r++) {
+        prefetch_line(elt(A, (size_t)(p * MR + r + MR) * lda, ask), ask, kc, mc - (p * MR + r + MR));
+        scatter_line(d + r, MR, elt(A, (size_t)(p * MR + r) * lda, ask), ask, kc);
+      }
+      for (int r = rows; r < MR; r++)
+        for (int k = 0; k < kc; k++) d[(size_t)k * MR + r] = 0.0f;
+    }
+  }
+
+  if (!ta || ask == OT_SK_F32) return;
+  // 16-bit A stored transposed: each stored row's mc values converted by vectors
+  // (RCH at a time, a multiple of MR), then dealt out to the panels
+  enum { RCH = CH / MR * MR };
+  float t[CH];
+  for (int i0 = 0; i0 < mc; i0 += RCH) {
+    const int n = mc - i0 < RCH ? mc - i0 : RCH;
+    for (int k = 0; k < kc; k++) {
+      cvt_chunk(t, elt(A, (size_t)k * lda + (size_t)i0, ask), ask, n);
+      for (int q = 0; q * MR < n; q++) {
+        float *d = dst + (size_t)(i0 / MR + q) * MR * kc + (size_t)k * MR;
+        const int w = n - q * MR < MR ? n - q * MR : MR;
+        for (int r = 0; r < MR; r++) d[r] = r < w ? t[q * MR + r] : 0.0f;
+      }
+    }
+  }
+}
+
+void OT_K(k_sg_pack_b)(float *dst, const void *B, int bsk, size_t ldb, int tb, int kc, int nc, int p0, int p1) {
+  for (int p = p0; p < p1; p++) {
+    float *d = dst + (size_t)p * NR * kc;
+    const int cols = nc - p * NR < NR ? nc - p * NR : NR;
+    if (!tb) {  // B(k, j) at B[k*ldb + j]: NR contiguous values per k
+      for (int k = 0; k < kc; k++) copy_pad(d + (size_t)k * NR, elt(B, (size_t)k * ldb + (size_t)p * NR, bsk), bsk, cols, NR);
+    } else {    // B(k, j) at B[j*ldb + k]: VL x VL blocks transposed
+#if VL > 1
+      const int kv = kc / VL * VL;
+      for (int k = 0; k < kv; k += VL)
+        UNROLL for (int v = 0; v < NV; v++) {
+          vf t[VL];
+          UNROLL for (int i = 0; i < VL; i++)
+            t[i] = v * VL + i < cols ? vld(elt(B, (size_t)(p * NR + v * VL + i) * ldb, bsk), (size_t)k, bsk) : vzero();
+          vtranspose(t);   // t[kk] lane i = op(B)(k + kk, p*NR + v*VL + i)
+          UNROLL for (int kk = 0; kk < VL; kk++) vstore(d + (size_t)(k + kk) * NR + v * VL, t[kk]);
+        }
+      for (int c = 0; c < NR; c++)
+        for (int k = kv; k < kc; k++)
+          d[(size_t)k * NR + c] = c < cols ? sld(elt(B, (size_t)(p * NR + c) * ldb, bsk), (size_t)k, bsk) : 0.0f;
+      continue;
+#endif
+      for (int c = 0; c < cols; c++) {
+        prefetch_line(elt(B, (size_t)(p * NR + c + NR) * ldb, bsk), bsk, kc, nc - (p * NR + c + NR));
+        scatter_line(d + c, NR, elt(B, (size_t)(p * NR + c) * ldb, bsk), bsk, kc);
+      }
+      for (int c = cols; c < NR; c++)
+        for (int k = 0; k < kc; k++) d[(size_t)k * NR + c] = 0.0f;
+    }
+  }
+}
+
+// acc = a-panel (MR x kc) times b-panel (kc x NR), k in order.
+INL void micro(const float *restrict a, const float *restrict b, int kc, vf acc[MR][NV]) {
+  UNROLL for (int i = 0; i < MR; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = vzero();
+  _Pragma("GCC unroll 4") for (int k = 0; k < kc; k++) {
+    vf bv[NV];
+    UNROLL for (int v = 0; v < NV; v++) bv[v] = vload(b + v * VL);
+    UNROLL for (int i = 0; i < MR; i++) {
+      const vf ai = vset1(a[i]);
+      UNROLL for (int v = 0; v < NV; v++) acc[i][v] = vfmadd(ai, bv[v], acc[i][v]);
+    }
+    a += MR;
+    b += NR;
+  }
+}
+
+// One C value vector: w (<= VL) values of storage kind csk at c.
+INL vf cld(const void *c, int w, int csk) { return w == VL ? vld(c, 0, csk) : vld_part(c, 0, w, csk); }
+INL void cst(void *c, vf x, int w, int csk) {
+  if (w == VL) vst(c, 0, x, csk); else vst_part(c, 0, x, w, csk);
+}
+
+// The epilogue of one m x n (<= MR x NR) tile at C (see ot_sg_epi).
+INL void epilogue(vf acc[MR][NV], void *C, int csk, size_t ldc, int m, int n, const ot_sg_epi *e,
+                  const float *bias) {
+  const vf al = vset1(e->alpha), be = vset1(e->beta);
+  const size_t es = csk ? 2 : 4;
+  for (int i = 0; i < m; i++) {
+    char *row = (char *)C + (size_t)i * ldc * es;
+    UNROLL for (int v = 0; v < NV; v++) {
+      const int j = v * VL;
+      if (j >= n) break;
+      const int w = n - j < VL ? n - j : VL;
+      vf x = vmul(acc[i][v], al);
+      if (!e->first) x = vadd(x, cld(row + j * es, w, csk));
+      else if (e->beta != 0.0f) x = vfmadd(be, cld(row + j * es, w, csk), x);
+      if (bias) x = vadd(x, w == VL ? vload(bias + j) : vload_part(bias + j, w));
+      cst(row + j * es, x, w, csk);
+    }
+  }
+}
+
+void OT_K(k_sg_macro)(const float *Ap, const float *Bp, int mc, int nc, int kc, void *C, int csk,
+                      size_t ldc, const ot_sg_epi *e) {
+  const size_t es = csk ? 2 : 4;
+  for (int jr = 0; jr < nc; jr += NR) {
+    const float *bp = Bp + (size_t)(jr / NR) * NR * kc;
+    const int n = nc - jr < NR ? nc - jr : NR;
+    const float *bias = e->last && e->bias ? e->bias + jr : NULL;
+    for (int ir = 0; ir < mc; ir += MR) {
+      vf acc[MR][NV];
+      {   // the C tile's lines, wanted by the epilogue
+        const char *c0 = (const char *)C + ((size_t)ir * ldc + (size_t)jr) * es;
+        for (int i = 0; i < MR && ir + i < mc; i++) {
+          __builtin_prefetch(c0 + (size_t)i * ldc * es, 1, 3);
+          __builtin_prefetch(c0 + (size_t)i * ldc * es + NR * es - 1, 1, 3);
+        }
+      }
+      micro(Ap + (size_t)(ir / MR) * MR * kc, bp, kc, acc);
+      epilogue(acc, (char *)C + ((size_t)ir * ldc + (size_t)jr) * es, csk, ldc, mc - ir < MR ? mc - ir : MR,
+               n, e, bias);
+    }
+  }
+}
