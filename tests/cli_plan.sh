@@ -71,4 +71,7 @@ refused 2 "'flops' is not a machine key" --machine "$tmp/bad.conf" "${M[@]}"
 refused 2 "--heads 4 is not divisible by --tensor-parallel 3" --machine "$tmp/m.conf" "${M[@]}" --only \
   --tensor-parallel 3 --devices 3
 refused 2 "unknown" --machine "$tmp/m.conf" --no-such-key 3
+# every layout refused by the engine (a task the memory plans do not cover): that reason, not "more memory"
+refused 2 "can be planned: ot_train_plan_memory: memory plans cover the lm task" --machine "$tmp/m.conf" \
+  --task translate --model transformer-base --seq-len 64 --global-batch 8 --devices 2
 echo "ot plan: all checks passed"

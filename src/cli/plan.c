@@ -273,10 +273,17 @@ int ot_cmd_plan(int argc, char **argv) {
       for (int i = 0; i < fit && (o.top == 0 || i < o.top); i++) print_row(stdout, i + 1, &r[i]);
       print_why(stdout, r, fit);
     } else {
-      fprintf(stderr, "ot plan: no layout of %d devices fits: the model needs more memory than %d devices of %.1f "
-              "GiB give (add devices or hosts, recompute, ZeRO, or a smaller batch)\n", devices, devices,
-              gib(m.mem_bytes));
-      rc = 1;
+      int refused = 0;   // layouts the engine refuses (no memory figure), not ones too big
+      for (int i = 0; i < n; i++) refused += r[i].mem_total == 0;
+      if (refused == n && n > 0) {
+        fprintf(stderr, "ot plan: no layout of %d devices can be planned: %s\n", devices, r[0].why);
+        rc = 2;
+      } else {
+        fprintf(stderr, "ot plan: no layout of %d devices fits: the model needs more memory than %d devices of "
+                "%.1f GiB give (add devices or hosts, recompute, ZeRO, or a smaller batch)\n", devices, devices,
+                gib(m.mem_bytes));
+        rc = 1;
+      }
     }
     if (n > fit) {
       printf("not fitting (%d), e.g.:\n", n - fit);
