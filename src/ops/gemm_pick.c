@@ -3,7 +3,7 @@
 // By default (OT_GEMM=auto) the choice is measured at the first call of each
 // (M, N, K, dtypes, transposes, leading dimensions, bias, GELU, beta != 0):
 //  - both run on a slice of the problem (every row of A, the first columns of
-//    B up to a 16 MiB C; C copied to a scratch block, never written): one
+//    B up to a 8 MiB C; C copied to a scratch block, never written): one
 //    untimed run each, then PICK_SAMPLES timed runs each, alternating;
 //  - the own GEMM is kept when its mean time is below oneDNN's by PICK_MARGIN
 //    (oneDNN, the incumbent, keeps near-ties, so that a noisy measurement
@@ -25,7 +25,7 @@
 #define PICK_SAMPLES 2
 #define PICK_MARGIN 0.05
 #define PICK_MIN_FLOPS 3.2e7       // 2 M N K
-#define PICK_SLICE_BYTES ((size_t)16 << 20)
+#define PICK_SLICE_BYTES ((size_t)8 << 20)
 #define PICK_MAX 4096
 
 typedef struct {
