@@ -59,7 +59,9 @@ INL void prefetch_line(const void *src, int sk, int n, int rows_left) {
 // dst[0..W) = the first w values at src (storage kind sk), zeros after; W = MR or NR.
 INL void copy_pad(float *dst, const void *src, int sk, int w, int W) {
   if (w == W && sk == OT_SK_F32) {
-    for (int i = 0; i < W; i++) dst[i] = ((const float *)src)[i];
+    int i = 0;
+    for (; i + VL <= W; i += VL) vstore(dst + i, vload((const float *)src + i));
+    for (; i < W; i++) dst[i] = ((const float *)src)[i];
     return;
   }
   int i = 0;
@@ -71,13 +73,25 @@ INL void copy_pad(float *dst, const void *src, int sk, int w, int W) {
 INL const char *elt(const void *p, size_t i, int sk) { return (const char *)p + i * (sk ? 2 : 4); }
 
 void OT_K(k_sg_pack_a)(float *dst, const void *A, int ask, size_t lda, int ta, int mc, int kc) {
-  for (int p = 0; p * MR < mc; p++) {
+  if (ta && ask == OT_SK_F32) {   // A(i, k) at A[k*lda + i]: each stored row read once, dealt to the panels
+    for (int k = 0; k < kc; k++) {
+      const float *src = (const float *)A + (size_t)k * lda;
+      for (int p = 0; p * MR < mc; p++) {
+        float *d = dst + (size_t)p * MR * kc + (size_t)k * MR;
+        const int w = mc - p * MR < MR ? mc - p * MR : MR;
+#if VL >= MR   // one masked vector per panel row (zeros past w)
+        vstore_part(d, vload_part(src + p * MR, w), MR);
+#else
+        copy_pad(d, src + p * MR, OT_SK_F32, w, MR);
+#endif
+      }
+    }
+    return;
+  }
+  for (int p = 0; !ta && p * MR < mc; p++) {
     float *d = dst + (size_t)p * MR * kc;
     const int rows = mc - p * MR < MR ? mc - p * MR : MR;
-    if (ta && ask != OT_SK_F32) continue;   // 16-bit: below, whole rows at once
-    if (ta) {   // A(i, k) at A[k*lda + i]: MR contiguous values per k
-      for (int k = 0; k < kc; k++) copy_pad(d + (size_t)k * MR, elt(A, (size_t)k * lda + (size_t)p * MR, ask), ask, rows, MR);
-    } else {    // A(i, k) at A[i*lda + k]: VL x VL blocks transposed, then rows scattered
+    {           // A(i, k) at A[i*lda + k]: VL x VL blocks transposed, then rows scattered
 #if VL > 1
       const int kv = kc / VL * VL;
       for (int k = 0; k < kv; k += VL) {
@@ -104,7 +118,7 @@ void OT_K(k_sg_pack_a)(float *dst, const void *A, int ask, size_t lda, int ta, i
     }
   }
 
-  if (!ta || ask == OT_SK_F32) return;
+  if (!ta) return;
   // 16-bit A stored transposed: each stored row's mc values converted by vectors
   // (RCH at a time, a multiple of MR), then dealt out to the panels
   enum { RCH = CH / MR * MR };
@@ -123,12 +137,17 @@ void OT_K(k_sg_pack_a)(float *dst, const void *A, int ask, size_t lda, int ta, i
 }
 
 void OT_K(k_sg_pack_b)(float *dst, const void *B, int bsk, size_t ldb, int tb, int kc, int nc, int p0, int p1) {
+  if (!tb) {    // B(k, j) at B[k*ldb + j]: each stored row's stretch read once, NR values to each panel
+    for (int k = 0; k < kc; k++)
+      for (int p = p0; p < p1; p++)
+        copy_pad(dst + (size_t)p * NR * kc + (size_t)k * NR, elt(B, (size_t)k * ldb + (size_t)p * NR, bsk), bsk,
+                 nc - p * NR < NR ? nc - p * NR : NR, NR);
+    return;
+  }
   for (int p = p0; p < p1; p++) {
     float *d = dst + (size_t)p * NR * kc;
     const int cols = nc - p * NR < NR ? nc - p * NR : NR;
-    if (!tb) {  // B(k, j) at B[k*ldb + j]: NR contiguous values per k
-      for (int k = 0; k < kc; k++) copy_pad(d + (size_t)k * NR, elt(B, (size_t)k * ldb + (size_t)p * NR, bsk), bsk, cols, NR);
-    } else {    // B(k, j) at B[j*ldb + k]: VL x VL blocks transposed
+    {           // B(k, j) at B[j*ldb + k]: VL x VL blocks transposed
 #if VL > 1
       const int kv = kc / VL * VL;
       for (int k = 0; k < kv; k += VL)
