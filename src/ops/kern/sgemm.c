@@ -47,15 +47,6 @@ INL void scatter_line(float *dst, size_t stride, const void *src, int sk, int n)
   }
 }
 
-// Prefetches the n values of storage kind sk at src (a line the pack reads next:
-// rows of A or B are short streams the hardware prefetchers do not ramp up for).
-INL void prefetch_line(const void *src, int sk, int n, int rows_left) {
-  if (rows_left <= 0) return;
-  const char *p = (const char *)src;
-  const size_t bytes = (size_t)n * (sk ? 2 : 4);
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-}
-
 // dst[0..W) = the first w values at src (storage kind sk), zeros after; W = MR or NR.
 INL void copy_pad(float *dst, const void *src, int sk, int w, int W) {
   if (w == W && sk == OT_SK_F32) {
@@ -71,6 +62,33 @@ INL void copy_pad(float *dst, const void *src, int sk, int w, int W) {
 }
 
 INL const char *elt(const void *p, size_t i, int sk) { return (const char *)p + i * (sk ? 2 : 4); }
+
+// d[k*W + r] = the k-th value of stored row r (r < rows; each row contiguous in k, rows ld
+// elements apart, storage kind sk), zero for rows <= r < W; k < kc: the transposing pack of
+// A's row panels (W = MR) and of B's transposed column panels (W = NR). VL x VL blocks go
+// through registers (vtranspose); with W < VL each store's VL - W extra lanes land on the
+// next k's row (or past the panel, on a panel packed later or the buffer's slack) and are
+// overwritten.
+INL void pack_rows_t(float *d, int W, const void *src, size_t ld, int sk, int rows, int kc) {
+#if VL > 1
+  const int kv = kc / VL * VL;
+  for (int k = 0; k < kv; k += VL)
+    for (int r0 = 0; r0 < W; r0 += VL) {
+      vf t[VL];
+      UNROLL for (int i = 0; i < VL; i++)
+        t[i] = r0 + i < rows ? vld(elt(src, (size_t)(r0 + i) * ld, sk), (size_t)k, sk) : vzero();
+      vtranspose(t);   // t[kk] lane i = row r0 + i, value k + kk
+      UNROLL for (int kk = 0; kk < VL; kk++) vstore(d + (size_t)(k + kk) * W + r0, t[kk]);
+    }
+  for (int r = 0; r < W; r++)
+    for (int k = kv; k < kc; k++)
+      d[(size_t)k * W + r] = r < rows ? sld(elt(src, (size_t)r * ld, sk), (size_t)k, sk) : 0.0f;
+#else
+  for (int r = 0; r < rows; r++) scatter_line(d + r, (size_t)W, elt(src, (size_t)r * ld, sk), sk, kc);
+  for (int r = rows; r < W; r++)
+    for (int k = 0; k < kc; k++) d[(size_t)k * W + r] = 0.0f;
+#endif
+}
 
 void OT_K(k_sg_pack_a)(float *dst, const void *A, int ask, size_t lda, int ta, int mc, int kc) {
   if (ta && ask == OT_SK_F32) {   // A(i, k) at A[k*lda + i]: each stored row read once, dealt to the panels
@@ -88,35 +106,9 @@ void OT_K(k_sg_pack_a)(float *dst, const void *A, int ask, size_t lda, int ta, i
     }
     return;
   }
-  for (int p = 0; !ta && p * MR < mc; p++) {
-    float *d = dst + (size_t)p * MR * kc;
-    const int rows = mc - p * MR < MR ? mc - p * MR : MR;
-    {           // A(i, k) at A[i*lda + k]: VL x VL blocks transposed, then rows scattered
-#if VL > 1
-      const int kv = kc / VL * VL;
-      for (int k = 0; k < kv; k += VL) {
-        vf t[VL];
-        UNROLL for (int i = 0; i < VL; i++)
-          t[i] = i < rows ? vld(elt(A, (size_t)(p * MR + i) * lda, ask), (size_t)k, ask) : vzero();
-        vtranspose(t);   // t[kk] lane i = op(A)(p*MR + i, k + kk)
-        // MR <= VL lanes each; the VL - MR lanes past them are overwritten by the next store
-        // (the buffer ends with VL floats of slack for the last one)
-        UNROLL for (int kk = 0; kk < VL; kk++) vstore(d + (size_t)(k + kk) * MR, t[kk]);
-      }
-      if (kv == kc) continue;
-      for (int r = 0; r < MR; r++)
-        for (int k = kv; k < kc; k++)
-          d[(size_t)k * MR + r] = r < rows ? sld(elt(A, (size_t)(p * MR + r) * lda, ask), (size_t)k, ask) : 0.0f;
-      continue;
-#endif
-      for (int r = 0; r < rows; r++) {
-        prefetch_line(elt(A, (size_t)(p * MR + r + MR) * lda, ask), ask, kc, mc - (p * MR + r + MR));
-        scatter_line(d + r, MR, elt(A, (size_t)(p * MR + r) * lda, ask), ask, kc);
-      }
-      for (int r = rows; r < MR; r++)
-        for (int k = 0; k < kc; k++) d[(size_t)k * MR + r] = 0.0f;
-    }
-  }
+  for (int p = 0; !ta && p * MR < mc; p++)   // A(i, k) at A[i*lda + k]: rows transposed into panels
+    pack_rows_t(dst + (size_t)p * MR * kc, MR, elt(A, (size_t)p * MR * lda, ask), lda, ask,
+                mc - p * MR < MR ? mc - p * MR : MR, kc);
 
   if (!ta) return;
   // 16-bit A stored transposed: each stored row's mc values converted by vectors
@@ -144,33 +136,9 @@ void OT_K(k_sg_pack_b)(float *dst, const void *B, int bsk, size_t ldb, int tb, i
                  nc - p * NR < NR ? nc - p * NR : NR, NR);
     return;
   }
-  for (int p = p0; p < p1; p++) {
-    float *d = dst + (size_t)p * NR * kc;
-    const int cols = nc - p * NR < NR ? nc - p * NR : NR;
-    {           // B(k, j) at B[j*ldb + k]: VL x VL blocks transposed
-#if VL > 1
-      const int kv = kc / VL * VL;
-      for (int k = 0; k < kv; k += VL)
-        UNROLL for (int v = 0; v < NV; v++) {
-          vf t[VL];
-          UNROLL for (int i = 0; i < VL; i++)
-            t[i] = v * VL + i < cols ? vld(elt(B, (size_t)(p * NR + v * VL + i) * ldb, bsk), (size_t)k, bsk) : vzero();
-          vtranspose(t);   // t[kk] lane i = op(B)(k + kk, p*NR + v*VL + i)
-          UNROLL for (int kk = 0; kk < VL; kk++) vstore(d + (size_t)(k + kk) * NR + v * VL, t[kk]);
-        }
-      for (int c = 0; c < NR; c++)
-        for (int k = kv; k < kc; k++)
-          d[(size_t)k * NR + c] = c < cols ? sld(elt(B, (size_t)(p * NR + c) * ldb, bsk), (size_t)k, bsk) : 0.0f;
-      continue;
-#endif
-      for (int c = 0; c < cols; c++) {
-        prefetch_line(elt(B, (size_t)(p * NR + c + NR) * ldb, bsk), bsk, kc, nc - (p * NR + c + NR));
-        scatter_line(d + c, NR, elt(B, (size_t)(p * NR + c) * ldb, bsk), bsk, kc);
-      }
-      for (int c = cols; c < NR; c++)
-        for (int k = 0; k < kc; k++) d[(size_t)k * NR + c] = 0.0f;
-    }
-  }
+  for (int p = p0; p < p1; p++)   // B(k, j) at B[j*ldb + k]: stored rows transposed into panels
+    pack_rows_t(dst + (size_t)p * NR * kc, NR, elt(B, (size_t)p * NR * ldb, bsk), ldb, bsk,
+                nc - p * NR < NR ? nc - p * NR : NR, kc);
 }
 
 // acc = a-panel (MR x kc) times b-panel (kc x NR), k in order.
