@@ -41,8 +41,12 @@ static void test_bad_config(void) {
   ot_train_config_set(&c, "model", "tiny", "t");
   th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "needs a vision transformer", "classify with an LM");
   c = cls_config();
+  c.tensor_parallel = 2;   // (a layout runs under mpirun: tests/mpi/vit.sh)
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "mpirun -np 2", "classify tp 2 on one process");
+  c = cls_config();
   c.tensor_parallel = 2;
-  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "one process", "classify tp 2");
+  c.vocab_parallel = true;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "classifier stays whole", "classify --vocab-parallel");
   c = cls_config();
   snprintf(c.train_images, sizeof c.train_images, "%s", g_rgb);
   th_check_error(ot_trainer_create(&t, &c), OT_EFORMAT, "the model takes 1", "RGB images for a 1-channel model");

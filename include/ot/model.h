@@ -493,6 +493,12 @@ typedef struct {
 // this call's labelled images); want_grad keeps what ot_model_backward needs.
 ot_status ot_model_forward_images(ot_model *m, const ot_image_batch *b, float count,
                                   bool want_grad, double *loss);
+// The same into micro-batch slot `slot` of a pipeline stage (a part with several slots; its
+// backward is ot_model_backward_slot(m, slot)): the first stage embeds the images, a later
+// one reads its stage input (ot_model_stage_input; b->img unused), the last one takes the
+// labels and runs the head; the others leave their output in ot_model_stage_output.
+ot_status ot_model_forward_images_slot(ot_model *m, int slot, const ot_image_batch *b, float count,
+                                       bool want_grad, double *loss);
 
 // ------------------------------------------------ encoder-decoder step ---
 // One batch of an encoder-decoder model: src [B, S] source ids (row b valid up

@@ -56,6 +56,10 @@ typedef struct {
   float *emean, *erstd, *eemean, *eerstd, *demean, *derstd;
   int S;
   ot__dropout edrop;
+  // vision transformer (first stage): the unfolded patches, the image size, interpolation
+  void *vcols;
+  int vH, vW;
+  bool vinterp;
 } ot__slot;
 
 struct ot_model {
@@ -148,9 +152,9 @@ struct ot_model {
   float ls_eps;
   float loss_scale;           // the backward's seed times this (fp16 loss scaling); 0 or 1: none
   double nll;                 // plain NLL (sum / count) of the last forward with targets
-  // vision transformer (cfg.arch = vit; whole model, one slot)
+  // vision transformer (cfg.arch = vit; the embedding's tensors on the first stage, -1 elsewhere)
   int vpatch_w, vpatch_b, vcls;   // patch projection [C, Cin*P*P] and bias, CLS token [1, C]
-  void *vcols;                // [B*Np, Cin*P*P] unfolded patches of the last forward (saved)
+  void *vcols;                // [B*Np, Cin*P*P] unfolded patches of the slot's forward (saved)
   float *vpos;                // [run.T, C] the positions of the last forward (interpolated)
   float *vdpos;               // [run.T, C] their gradient (backward workspace)
   int vH, vW;                 // image size of the last forward

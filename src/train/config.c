@@ -850,9 +850,9 @@ static ot_status resolve_task(ot_train_config *c) {
     if (!vit)
       BAD("--task classify needs a vision transformer, but --model %s is not one (use --model "
           "vit-digits, vit-tiny/16, vit-small/16 or vit-base/16)", c->model.name);
-    if (c->data_parallel > 1 || c->tensor_parallel > 1 || c->pipeline_stages > 1)
-      BAD("--task classify runs on one process (data, tensor and pipeline parallel vision "
-          "transformers are not supported yet)");
+    if (c->vocab_parallel)
+      BAD("--vocab-parallel splits a language model's vocabulary over the tensor ranks; a vision "
+          "transformer's classifier stays whole on every tensor rank (drop --vocab-parallel)");
     if (!c->train_images[0] && !c->eval_only)
       BAD("--task classify needs --train-images (an image array file or a list of images)");
     for (int i = 0; i < 3; i++)
@@ -955,9 +955,9 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
         ot_model_n_blocks(&c->model), pp);
   if (c->optimizer_shard < 0 || c->optimizer_shard > 3)
     BAD("%s: ZeRO stages 0, 1, 2 and 3 are available", flagv(c, "optimizer-shard", ga, sizeof ga));
-  if (c->optimizer_shard == 3 && c->task != OT_TASK_LM)
-    BAD("%s: ZeRO-3 trains decoder language models (--task lm); the %s task takes ZeRO 0, 1 or 2",
-        flagv(c, "optimizer-shard", ga, sizeof ga), c->task == OT_TASK_TRANSLATE ? "translate" : "classify");
+  if (c->optimizer_shard == 3 && c->task == OT_TASK_TRANSLATE)
+    BAD("%s: ZeRO-3 trains decoder language models and vision transformers (--task lm, classify); "
+        "the translate task takes ZeRO 0, 1 or 2", flagv(c, "optimizer-shard", ga, sizeof ga));
   if (c->grad_buckets < 1) BAD("%s must be >= 1", flagv(c, "grad-buckets", ga, sizeof ga));
   if (!(c->comm_timeout >= 0)) BAD("--comm-timeout %g must be >= 0 (0: never)", c->comm_timeout);
   {
