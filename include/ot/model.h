@@ -593,6 +593,14 @@ typedef struct {
 // and biases stay F32. A matrix whose columns `group` does not divide:
 // OT_EINVAL naming it and the groups that fit. *out = NULL on failure.
 ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group);
+// Quantized inference on a model's own forward (vision transformers; `ot classify
+// --weights int8`): from now on every block matrix (QKV, attention output, MLP) and the
+// classifier are read from ot_qmodel_from_model(m, kind, group) — int8: ot_qlinear_fwd, the
+// int8 linear of the decoder's engine (more than 16 rows: activations quantized per row
+// in its int8 x int8 GEMM) — while the patch projection, CLS token, positions, norms and
+// biases stay f32. m must be a whole ViT created with dt f32; a forward with want_grad is
+// refused while it is on; the f32 masters are kept. kind OT_QW_F32 turns it off.
+ot_status ot_model_set_weights_q(ot_model *m, ot_qw_kind kind, int group);
 // Calibrated int8 post-training quantization (AWQ-style; src/model/quant_calib.c):
 // runs m's forward (the one graph; m created with dt f32, recompute none, run B x T)
 // on the calibration tokens [batches, B, T], keeps each linear layer's input rows

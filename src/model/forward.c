@@ -35,8 +35,8 @@ void ot__add_pair(ot_dtype dt, void *y, const void *a, const void *b, size_t n) 
 ot_status ot__stack_fwd(ot_model *m, int B, int T, ot__block_io *io) {
   ot__kv_self src = ot__kv_self_make(NULL);
   src.drop = &m->ddrop;
-  *io = (ot__block_io){B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base,
-                       NULL, &m->ddrop};
+  *io = (ot__block_io){B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, m->qtok, 0, NULL,
+                       &src.base, NULL, &m->ddrop};
   for (int l = 0; l < m->L; l++) {
     io->A = &m->la[l];
     ot__need_block(m, l, false);
@@ -104,6 +104,9 @@ ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, 
   if (m->part.param_slots) {
     OT_TRY(ot__z3_head(m, lm_index(m), N, false, NULL));
     if (m->lbias >= 0) z3_bias_fwd(m, N);
+  } else if (m->graph.head.q) {   // quantized inference (ot_model_set_weights_q): f32 activations
+    OT_TRY(ot__wlinear(dt, m->logits, NULL, m->yf, &m->graph.head, ot__pw(m, m->lbias), N, m->Vl, m->C,
+                       OT_ACT_NONE));
   } else OT_TRY(ot_linear_fwd_w(dt, ot__wdt(m), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)),
                               ot__pw(m, m->lbias), N, m->Vl, m->C, OT_ACT_NONE));
   if (!targets) return OT_OK;

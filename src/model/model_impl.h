@@ -87,6 +87,9 @@ struct ot_model {
   ot_arena a_params, a_grads, a_act, a_ws;
   float *w;                   // master weights [n_floats] (param_slots: the storage [n_stored])
   uint16_t *wb;               // 16-bit copy in run.dt (bf16 or f16) or NULL (indices of w)
+  ot_qmodel *qm;              // quantized inference (ot_model_set_weights_q): the block
+                              // matrices and the head read from it; NULL: off
+  float *qtok;                // [run.B * run.T, QKV] its QKV projection's token-major output
   float *wq;                  // quantization-aware training (qat.c): [n_stored] the masters
                               // with every quantized matrix fake-quantized to int8, or NULL
   int qat_group;              // its scale group (0: per row); -1: off

@@ -394,6 +394,8 @@ void ot_model_free(ot_model *m) {
   free(m->ela_all);
   free(m->eblkw);
   ot_mem_free(m->wq);
+  ot_qmodel_free(m->qm);
+  ot_mem_free(m->qtok);
   free(m);
 }
 

@@ -171,6 +171,9 @@ static ot_status images_check(const ot_model *m, const ot_image_batch *b, float 
     return ot_error(OT_EINVAL, "%s: %dx%d images make %d tokens, more than the planned T=%d (create "
                     "the model with run.T = ot_vit_tokens(...))", fn, b->W, b->H, T, m->run.T);
   if (want_grad && m->last && !b->labels) return ot_error(OT_EINVAL, "%s: want_grad needs labels", fn);
+  if (want_grad && m->qm)
+    return ot_error(OT_EINVAL, "%s: the model runs quantized weights (inference only; "
+                    "ot_model_set_weights_q(m, OT_QW_F32, 0) turns them off to train)", fn);
   if (!isfinite(count))
     return ot_error(OT_EINVAL, "%s: count=%g must be finite (> 0, or <= 0 for this call's own "
                     "labelled images)", fn, count);
