@@ -1,7 +1,7 @@
 // Vision transformer: presets and their parameter counts, the exact memory plan,
 // forward/backward against finite differences (odd image sides cropped, 3 heads,
 // an odd class count; with dropout, attention dropout and drop-path on; with the
-// positions resized for another image size), recompute modes bitwise equal,
+// positions resized for another image size; CLS and mean pooling), recompute modes bitwise equal,
 // bf16 close to f32, the position resize, refusals, int8 weights (close to f32 and to
 // the f32 forward over fake-quantized weights), and a short training run on the bundled
 // digits that learns, its held-out top-1 and probabilities with int8 weights against f32's.
@@ -90,6 +90,12 @@ static void test_presets(void) {
   ot_model_config_preset(&c, "tiny");
   c.patch_size = 4;
   th_check_error(ot_model_config_validate(&c), OT_EINVAL, "vision transformer settings", "patch on an LM");
+  ot_model_config_preset(&c, "tiny");
+  c.pool = OT_POOL_MEAN;
+  th_check_error(ot_model_config_validate(&c), OT_EINVAL, "vision transformer settings", "pool on an LM");
+  t = tiny_vit();
+  t.pool = (ot_pool_kind)7;
+  th_check_error(ot_model_config_validate(&t), OT_EINVAL, "pool=7", "unknown pooling");
 }
 
 #define B_ 3
@@ -110,8 +116,9 @@ static double fd_loss(void *p) {
 }
 
 // Gradients of every tensor against central differences at K elements each.
-static void fd_case(const char *what, int H, int W, bool interp, bool drop) {
+static void fd_case(const char *what, int H, int W, bool interp, bool drop, ot_pool_kind pool) {
   ot_model_config c = tiny_vit();
+  c.pool = pool;
   if (drop) {
     c.dropout = 0.2f;
     c.attn_dropout = 0.3f;
@@ -371,9 +378,11 @@ static void test_learns(void) {
 
 int main(void) {
   test_presets();
-  fd_case("vit 7x7 (cropped)", 7, 7, false, false);
-  fd_case("vit 10x13 interpolated", 10, 13, true, false);
-  fd_case("vit 7x7 dropout + drop-path", 7, 7, false, true);
+  fd_case("vit 7x7 (cropped)", 7, 7, false, false, OT_POOL_CLS);
+  fd_case("vit 10x13 interpolated", 10, 13, true, false, OT_POOL_CLS);
+  fd_case("vit 7x7 dropout + drop-path", 7, 7, false, true, OT_POOL_CLS);
+  fd_case("vit 7x7 mean pooling", 7, 7, false, false, OT_POOL_MEAN);
+  fd_case("vit 10x13 interpolated, mean pooling, dropout + drop-path", 10, 13, true, true, OT_POOL_MEAN);
   test_recompute_bf16();
   test_resize_constant();
   test_int8();

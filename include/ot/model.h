@@ -30,6 +30,9 @@ typedef enum { OT_MLP_GELU = 0, OT_MLP_SWIGLU, OT_MLP_RELU, OT_MLP_GELU_ERF } ot
 // columns, cos in the second), no parameters; encoder-decoder models only (which also
 // take LEARNED: one table per stack, mBART's).
 typedef enum { OT_POS_LEARNED = 0, OT_POS_ROPE, OT_POS_SINUSOID } ot_pos_kind;
+// What a vision transformer's head reads: the CLS token's row (HF ViT), or the mean of the
+// patch tokens' rows (timm's global_pool='avg'; the CLS token still attends).
+typedef enum { OT_POOL_CLS = 0, OT_POOL_MEAN } ot_pool_kind;
 // Tensor naming (Hugging Face names for export/import); nothing else depends on it.
 // MARIAN: MarianMTModel (model.shared, model.encoder.layers.N..., model.decoder.layers.N...);
 // with learned positions / embedding norms also MBart's (embed_positions, layernorm_embedding).
@@ -94,6 +97,9 @@ typedef struct {
   float drop_path;      // stochastic depth: block l drops each sample's sublayer outputs with
                         // probability drop_path * l / (n_layers - 1) (timm's linear rule;
                         // training only; [0, 1))
+  ot_pool_kind pool;    // the head's input: the final norm of the CLS row (CLS, HF), or the
+                        // final norm of the mean of the last block's patch rows (MEAN: timm's
+                        // global_pool='avg' with its fc_norm; Hugging Face cannot express it)
 } ot_model_config;
 
 // Presets: "gpt2" (124M: V 50257 padded to 50304, C 768, 12 layers, 12 heads),

@@ -3,8 +3,9 @@
 // learned positions (bicubically resized when the image size differs, as HF's
 // interpolate_pos_encoding does), the blocks of block.c (bidirectional, with
 // attention dropout, residual dropout and drop-path through the model's
-// dropout), the final norm and the classification head on the CLS row through
-// the one head and loss of forward.c (ot__head_fwd / ot__head_bwd).
+// dropout), the final norm and the classification head on the CLS row (or, with
+// mean pooling, the final norm of the patch rows' mean) through the one head and
+// loss of forward.c (ot__head_fwd / ot__head_bwd).
 #include "model_impl.h"
 #include <math.h>
 
@@ -184,6 +185,39 @@ static ot_status images_check(const ot_model *m, const ot_image_batch *b, float 
   return OT_OK;
 }
 
+// Mean pooling: resf rows [0, B) = the mean over t = 1 .. T-1 of (x + r) rows (b, t) (the
+// last block's output pair, [B*T, C]; summed in f32, stored once in the run's dtype).
+static void mean_pool_fwd(ot_model *m, const void *x, const void *r, int B, int T) {
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C;
+  const float inv = 1.0f / (float)(T - 1);
+#pragma omp parallel for schedule(static) if ((long)B * T * C >= 65536)
+  for (int b = 0; b < B; b++)
+    for (int c = 0; c < C; c++) {
+      float s = 0.0f;
+      for (int t = 1; t < T; t++) {
+        const size_t e = ((size_t)b * T + t) * C + c;
+        s += ot__ldf(dt, x, e) + (r ? ot__ldf(dt, r, e) : 0.0f);
+      }
+      ot__stf(dt, m->resf, (size_t)b * C + c, s * inv);
+    }
+}
+
+// Its backward in place: dres rows [0, B) (the pooled rows' gradient) -> dres [B*T, C], row
+// (b, 0) zero and rows (b, t >= 1) that gradient / (T - 1). Downward over b: row b is read
+// (into the f32 row tmp [C]) before rows b*T .. are written, and no write reaches a row < b.
+static void mean_pool_bwd(ot_model *m, int B, int T, float *tmp) {
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C;
+  const float inv = 1.0f / (float)(T - 1);
+  for (int b = B - 1; b >= 0; b--) {
+    for (int c = 0; c < C; c++) tmp[c] = ot__ldf(dt, m->dres, (size_t)b * C + c) * inv;
+    for (int c = 0; c < C; c++) ot__stf(dt, m->dres, (size_t)b * T * C + c, 0.0f);
+    for (int t = 1; t < T; t++)
+      for (int c = 0; c < C; c++) ot__stf(dt, m->dres, ((size_t)b * T + t) * C + c, tmp[c]);
+  }
+}
+
 // The stage's part of the forward: the embedding on the first stage (else the stage
 // input, received into la[0].res), the blocks, then the stage output (not last) or the
 // final norm, the CLS rows and the head (last).
@@ -200,6 +234,11 @@ static ot_status vit_forward(ot_model *m, const ot_image_batch *b, float count, 
     ot__add_pair(m->run.dt, m->resf, io.x, io.r, (size_t)N * C);
     m->have_grad_state = want_grad;
     return OT_OK;
+  }
+  if (m->cfg.pool == OT_POOL_MEAN) {   // the norm of the patch rows' mean (B rows)
+    mean_pool_fwd(m, io.x, io.r, B, T);
+    OT_TRY(ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, NULL, m->resf, NULL, g->lnf_w, g->lnf_b, B));
+    return ot__head_fwd(m, b->labels, B, count, want_grad, loss);
   }
   OT_TRY(ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, m->resf, io.x, io.r, g->lnf_w, g->lnf_b, N));
   // the CLS rows (b, 0) -> rows b of yf (row b*T >= b: increasing b reads before it writes)
@@ -277,7 +316,12 @@ static size_t block_start(const ot_model *m, int l) { return m->params[m->lp[l].
 ot_status ot__vit_backward(ot_model *m) {
   const int B = m->B, T = m->T, N = B * T;
   const size_t es = ot_dtype_size(m->run.dt), row = (size_t)m->C * es;
-  if (m->last) {   // (other stages: m->dres holds the gradient of the stage output)
+  if (m->last && m->cfg.pool == OT_POOL_MEAN) {   // head, norm over the B pooled rows, spread
+    OT_TRY(ot__head_bwd(m, B, m->dy));
+    OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, B));
+    mean_pool_bwd(m, B, T, m->vdpos);
+    ot__grads_ready(m, m->params[m->lnf_w].offset);
+  } else if (m->last) {   // (other stages: m->dres holds the gradient of the stage output)
     OT_TRY(ot__head_bwd(m, B, m->dy));   // dy rows [0, B): the CLS rows' gradient
     // spread to rows (b, 0), every patch row 0 (downward: row b*T >= b is written after it is read)
     for (int i = B - 1; i >= 0; i--) {

@@ -6,7 +6,8 @@
 # 16 images under data parallel (ZeRO-1, ZeRO-2 with and without overlap), tensor
 # parallel (heads and MLP; recompute), pipeline parallel (the patch embedding and CLS
 # token on the first stage, the final norm and classifier on the last; 1F1B and
-# GPipe), dp2 x tp2 with ZeRO-1 / ZeRO-2 / ZeRO-3 and dp2 x tp2 x pp2, each on the
+# GPipe), dp2 x tp2 with ZeRO-1 / ZeRO-2 / ZeRO-3, dp2 x tp2 x pp2, and mean
+# pooling under dp2 x tp2 and pp2, each on the
 # same global batches as one process (grad-accum 2): every step's loss equal to 1e-6
 # (relative), each evaluation's held-out loss too and its top-1 identical. Then
 # checkpoints of step 3 written by parallel runs, resumed by one process, continue
@@ -34,7 +35,7 @@ evals() { sed -n 's/.*"val_loss": \([^,]*\), "val_top1": \([^,]*\),.*/\1 \2/p' "
 row() {
   local name=$1 np=$2
   shift 2
-  local out="$tmp/$name" want="$tmp/ref"
+  local out="$tmp/$name" want="$tmp/${ref:-ref}"
   if ! "${MPI[@]}" -np "$np" "$OT" train "${common[@]}" "$@" --out "$out" >"$out.log" 2>&1; then
     tail -5 "$out.log"; fail "$name: the run failed"; return
   fi
@@ -84,6 +85,12 @@ row tp2_pp2 4 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2
 # (micro-batches of 4 images: the same global batch of 16 in 2 x 2 micro-batches)
 row dp2_tp2_pp2_zero1 8 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 2 --zero 1 \
   --batch-size 4 --grad-accum 2 --eval-batches 8
+
+# mean pooling (--pool mean): the pooled rows' norm and the classifier on the last stage
+"$OT" train "${common[@]}" --grad-accum 2 --pool mean --out "$tmp/refmean" >"$tmp/refmean.log" 2>&1 ||
+  { tail -5 "$tmp/refmean.log"; fail "reference run (--pool mean)"; }
+ref=refmean row dp2_tp2_mean 4 --data-parallel 2 --tensor-parallel 2 --zero 2 --pool mean
+ref=refmean row pp2_mean 2 --pipeline-stages 2 --grad-accum 2 --pool mean
 
 resumed dp2_zero2 "$tmp/dp2_zero2/step_000003"
 resumed dp2_tp2_zero3 "$tmp/dp2_tp2_zero3/step_000003"
