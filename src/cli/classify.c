@@ -114,7 +114,7 @@ int ot_cmd_classify(int argc, char **argv) {
     if (!rc && o.accuracy) printf("top-1 %.2f%% (%d of %d images)\n", 100.0 * right / s->n, right, s->n);
     if (!rc)
       fprintf(stderr, "ot classify: %d images of %dx%d in %.3f s (%.1f images/s), %s, batch %d\n", s->n,
-              c->image_size, c->image_size, sec, s->n / (sec > 0 ? sec : 1e-9), ot_dtype_name((ot_dtype)o.weights),
+              c->image_size, c->image_size, sec, s->n / (sec > 0 ? sec : 1e-9), i8 ? "int8" : ot_dtype_name((ot_dtype)o.weights),
               o.batch);
   }
   free(idx);
