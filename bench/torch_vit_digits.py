@@ -13,9 +13,19 @@ so compare accuracies over seeds, not single runs.
 
 Usage: PYTHON bench/torch_vit_digits.py [--steps 1000] [--batch 64] [--lr 1e-3]
            [--weight-decay 0.05] [--crop-min 0.6] [--flip] [--mean 0.3] [--std 0.4]
-           [--clip 1.0] [--seed 1] [--threads 2]
+           [--clip 1.0] [--seed 1] [--threads 2] [--init DIR] [--no-shuffle] [--ot-log FILE]
 (any Python with torch, transformers and numpy)
+
+Step-for-step check of the two trainers (same initial weights, same batches, no random
+crop): --init DIR starts from an HF ViT directory instead of torch's initialization (ot's
+initial weights: the checkpoint of `ot train --task classify --steps 1 --lr 1e-30
+--save-every 1 --out D`, D/step_000001), --no-shuffle takes the images in file order as
+`ot train --shuffle false` does, and --ot-log prints every step's loss and gradient norm
+beside those of an ot run's log.jsonl (`ot train --task classify --shuffle false
+--crop-min 0 --steps N --seed S`, the same seed as the --init run) and their largest
+relative difference.
 """
+import json
 import argparse
 import math
 import struct
@@ -79,6 +89,9 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init", default=None)
+    ap.add_argument("--no-shuffle", action="store_true")
+    ap.add_argument("--ot-log", default=None)
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
@@ -88,7 +101,7 @@ def main():
     cfg = ViTConfig(image_size=8, patch_size=2, num_channels=1, hidden_size=64, num_hidden_layers=4,
                     num_attention_heads=4, intermediate_size=128, hidden_act="gelu", layer_norm_eps=1e-12,
                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=10)
-    model = ViTForImageClassification(cfg)
+    model = ViTForImageClassification.from_pretrained(a.init) if a.init else ViTForImageClassification(cfg)
     decay = [p for n, p in model.named_parameters() if n.endswith("weight") and p.dim() >= 2 or "cls_token" in n
              or "position_embeddings" in n]
     ids = {id(p) for p in decay}
@@ -105,7 +118,9 @@ def main():
         return min_lr + 0.5 * (1 + math.cos(math.pi * r)) * (a.lr - min_lr)
 
     n = len(ytr)
-    order, pos = rng.permutation(n), 0
+    perm = (lambda: np.arange(n)) if a.no_shuffle else (lambda: rng.permutation(n))
+    order, pos = perm(), 0
+    steps = []
     model.train()
     for s in range(a.steps):
         idx = []
@@ -113,7 +128,7 @@ def main():
             idx.append(order[pos])
             pos += 1
             if pos == n:
-                order, pos = rng.permutation(n), 0
+                order, pos = perm(), 0
         x = np.stack([augment(xtr[i], rng, a.crop_min, a.flip) for i in idx])
         x = torch.from_numpy((x - a.mean) / a.std)
         y = torch.from_numpy(ytr[idx])
@@ -122,11 +137,20 @@ def main():
         loss = torch.nn.functional.cross_entropy(model(pixel_values=x).logits, y)
         opt.zero_grad()
         loss.backward()
-        if a.clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip if a.clip > 0 else float("inf"))
         opt.step()
+        steps.append((loss.item(), norm.item()))
         if (s + 1) % 250 == 0 or s + 1 == a.steps:
             print("step %d loss %.4f" % (s + 1, loss.item()), flush=True)
+    if a.ot_log:
+        ours = [json.loads(line) for line in open(a.ot_log) if '"loss"' in line]
+        worst = 0.0
+        for s, (l, g) in enumerate(steps[:len(ours)]):
+            o = ours[s]
+            worst = max(worst, abs(l - o["loss"]) / abs(o["loss"]))
+            print("step %4d  torch loss %.6f norm %.5f | ot loss %.6f norm %.5f" % (s + 1, l, g, o["loss"],
+                                                                                   o["grad_norm"]))
+        print("largest relative loss difference over %d steps: %.2g" % (min(len(ours), len(steps)), worst))
     model.eval()
     with torch.no_grad():
         logits = model(pixel_values=torch.from_numpy((xho - a.mean) / a.std)).logits

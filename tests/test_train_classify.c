@@ -2,7 +2,9 @@
 // refusals (an LM model, parallel layouts, images of another channel count,
 // labels beyond the model's classes), a short run whose held-out top-1 accuracy
 // rises far above chance, and a bit-exact resume (3 + save + load + 3 = 6 steps,
-// with random crops, flips, dropout and drop-path, across epoch boundaries).
+// with random crops, flips, dropout and drop-path, across epoch boundaries), with CLS
+// and with mean pooling (whose checkpoint's config.json loads back with its pooling
+// and which ot_model_save_hf refuses).
 #include "train_common.h"
 #include <math.h>
 
@@ -41,8 +43,12 @@ static void test_bad_config(void) {
   ot_train_config_set(&c, "model", "tiny", "t");
   th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "needs a vision transformer", "classify with an LM");
   c = cls_config();
+  c.tensor_parallel = 2;   // (a layout runs under mpirun: tests/mpi/vit.sh)
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "mpirun -np 2", "classify tp 2 on one process");
+  c = cls_config();
   c.tensor_parallel = 2;
-  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "one process", "classify tp 2");
+  c.vocab_parallel = true;
+  th_check_error(ot_trainer_create(&t, &c), OT_EINVAL, "classifier stays whole", "classify --vocab-parallel");
   c = cls_config();
   snprintf(c.train_images, sizeof c.train_images, "%s", g_rgb);
   th_check_error(ot_trainer_create(&t, &c), OT_EFORMAT, "the model takes 1", "RGB images for a 1-channel model");
@@ -87,8 +93,10 @@ static void test_learns(void) {
   ot_trainer_free(t);
 }
 
-static void test_resume(void) {
+static void test_resume(bool mean, double *l6) {
   ot_train_config c = cls_config();
+  if (mean) th_check(ot_train_config_set(&c, "global_pool", "avg", "t") == OT_OK && c.model.pool == OT_POOL_MEAN,
+                     "timm's global_pool=avg: mean pooling");
   snprintf(c.train_images, sizeof c.train_images, "%s", g_small);   // 20 images: epochs end often
   c.batch_size = 8;
   c.grad_accum = 2;
@@ -100,7 +108,7 @@ static void test_resume(void) {
   ot_trainer *a = NULL, *b = NULL;
   double la[6], lb[6];
   char ck[400];
-  snprintf(ck, sizeof ck, "%s/ck", g_dir);
+  snprintf(ck, sizeof ck, "%s/ck%d", g_dir, (int)mean);
   th_check(ot_trainer_create(&a, &c) == OT_OK && run_steps(a, 6, la), "run A: %s", ot_last_error());
   th_check(ot_trainer_create(&b, &c) == OT_OK && run_steps(b, 3, lb), "run B: %s", ot_last_error());
   th_check(ot_trainer_save(b, ck) == OT_OK, "save: %s", ot_last_error());
@@ -112,15 +120,56 @@ static void test_resume(void) {
   th_check(ot_ckpt_read_config(ck, kl) == OT_OK && ot_train_config_apply(&rc, kl, NULL) == OT_OK &&
            ot_train_config_resolve(&rc) == OT_OK, "checkpoint settings: %s", ot_last_error());
   th_check(rc.task == OT_TASK_CLASSIFY && rc.model.arch == OT_ARCH_VIT && rc.model.patch_size == 2 &&
-           rc.drop_path == 0.2f && rc.flip && rc.crop_min == c.crop_min && rc.image_std[0] == c.image_std[0],
-           "checkpoint settings round-trip");
+           rc.drop_path == 0.2f && rc.flip && rc.crop_min == c.crop_min && rc.image_std[0] == c.image_std[0] &&
+           rc.model.pool == c.model.pool, "checkpoint settings round-trip (pool %d)", (int)mean);
   free(kl);
+  // its config.json (mean pooling: model_type "ot-vit") loads the same model: the same logits
+  ot_run_config r1 = {4, 17, OT_F32, OT_RECOMPUTE_NONE, -1};
+  ot_model *h = NULL;
+  char sub[440];
+  snprintf(sub, sizeof sub, "%s/config.json", ck);
+  char *cj = NULL;
+  size_t cn = 0;
+  FILE *cf = fopen(sub, "rb");
+  if (cf) {
+    cj = calloc(1, 8192);
+    cn = cj ? fread(cj, 1, 8191, cf) : 0;
+    fclose(cf);
+  }
+  th_check(cn > 0 && (strstr(cj, "\"model_type\": \"ot-vit\"") != NULL) == mean &&
+           (strstr(cj, "\"pooling\": \"mean\"") != NULL) == mean, "config.json names the pooling (%d)",
+           (int)mean);
+  free(cj);
+  if (th_check(ot_model_load_hf(&h, ck, &r1) == OT_OK, "load_hf %s: %s", ck, ot_last_error())) {
+    th_check(ot_model_config_of(h)->pool == c.model.pool, "load_hf: the pooling");
+    ot_model *tm = NULL;
+    th_check(ot_model_create(&tm, &c.model, &r1) == OT_OK, "model: %s", ot_last_error());
+    ot_trainer *w = NULL;
+    if (tm && th_check(ot_trainer_create(&w, &c) == OT_OK && ot_trainer_load(w, ck, true) == OT_OK,
+                       "weights: %s", ot_last_error())) {
+      float img[4 * 64];
+      for (int i = 0; i < 4 * 64; i++) img[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
+      ot_image_batch ib = {4, 8, 8, img, NULL, false};
+      float l1[40];
+      int ld = 0;
+      th_check(ot_model_forward_images(ot_trainer_model(w), &ib, 0, false, NULL) == OT_OK, "fwd");
+      memcpy(l1, ot_model_logits(ot_trainer_model(w), &ld), sizeof l1);
+      th_check(ot_model_forward_images(h, &ib, 0, false, NULL) == OT_OK &&
+               !memcmp(l1, ot_model_logits(h, &ld), sizeof l1), "config.json + weights: the same logits");
+    }
+    ot_trainer_free(w);
+    ot_model_free(tm);
+    th_check_error(ot_model_save_hf(h, g_dir), mean ? OT_EUNSUPPORTED : OT_OK, mean ? "cannot express" : "",
+                   "save_hf of a mean-pooled ViT refused");
+  }
+  ot_model_free(h);
   th_check(ot_trainer_create(&b, &c) == OT_OK && ot_trainer_load(b, ck, false) == OT_OK, "load: %s",
            ot_last_error());
   if (a && b && ot_trainer_steps_done(b) == 3 && run_steps(b, 3, lb + 3)) {
     bool same = true;
     for (int i = 0; i < 6; i++) same = same && la[i] == lb[i];
     th_check(same, "resumed losses equal (%.9g vs %.9g at step 6)", la[5], lb[5]);
+    *l6 = la[5];
     th_check(!memcmp(ot_model_params(ot_trainer_model(a)), ot_model_params(ot_trainer_model(b)),
                      ot_model_n_floats(ot_trainer_model(a)) * sizeof(float)), "resumed weights equal");
   }
@@ -151,7 +200,10 @@ int main(void) {
   test_defaults();
   test_bad_config();
   test_learns();
-  test_resume();
+  double cls6 = NAN, mean6 = NAN;
+  test_resume(false, &cls6);
+  test_resume(true, &mean6);
+  th_check(cls6 != mean6, "mean pooling trains another model (step 6 loss %.6f vs CLS %.6f)", mean6, cls6);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
   if (system(cmd) != 0) return 1;

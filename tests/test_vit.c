@@ -1,9 +1,10 @@
 // Vision transformer: presets and their parameter counts, the exact memory plan,
 // forward/backward against finite differences (odd image sides cropped, 3 heads,
 // an odd class count; with dropout, attention dropout and drop-path on; with the
-// positions resized for another image size), recompute modes bitwise equal,
-// bf16 close to f32, the position resize, refusals, and a short training run on
-// the bundled digits that learns.
+// positions resized for another image size; CLS and mean pooling), recompute modes bitwise equal,
+// bf16 close to f32, the position resize, refusals, int8 weights (close to f32 and to
+// the f32 forward over fake-quantized weights), and a short training run on the bundled
+// digits that learns, its held-out top-1 and probabilities with int8 weights against f32's.
 #include "harness.h"
 #include "model_common.h"
 
@@ -89,6 +90,12 @@ static void test_presets(void) {
   ot_model_config_preset(&c, "tiny");
   c.patch_size = 4;
   th_check_error(ot_model_config_validate(&c), OT_EINVAL, "vision transformer settings", "patch on an LM");
+  ot_model_config_preset(&c, "tiny");
+  c.pool = OT_POOL_MEAN;
+  th_check_error(ot_model_config_validate(&c), OT_EINVAL, "vision transformer settings", "pool on an LM");
+  t = tiny_vit();
+  t.pool = (ot_pool_kind)7;
+  th_check_error(ot_model_config_validate(&t), OT_EINVAL, "pool=7", "unknown pooling");
 }
 
 #define B_ 3
@@ -109,8 +116,9 @@ static double fd_loss(void *p) {
 }
 
 // Gradients of every tensor against central differences at K elements each.
-static void fd_case(const char *what, int H, int W, bool interp, bool drop) {
+static void fd_case(const char *what, int H, int W, bool interp, bool drop, ot_pool_kind pool) {
   ot_model_config c = tiny_vit();
+  c.pool = pool;
   if (drop) {
     c.dropout = 0.2f;
     c.attn_dropout = 0.3f;
@@ -230,6 +238,60 @@ static void test_resize_constant(void) {
   ot_model_free(m);
 }
 
+// Quantized inference (ot_model_set_weights_q): int8 logits close to f32 on a random
+// tiny ViT, and close to the f32 forward over the same weights fake-quantized (the only
+// remaining difference: the int8 GEMM's per-row activation quantization); off again gives
+// the f32 logits bitwise; training, bf16 runs and other models refused.
+static void test_int8(void) {
+  ot_model_config c = tiny_vit();
+  const int B = 6, T = ot_vit_tokens(&c, 7, 7), V = c.vocab;   // 6 x 5 = 30 rows: the int8 GEMM
+  ot_model *m = make(&c, B, T, OT_F32, OT_RECOMPUTE_NONE);
+  if (!m) return;
+  const size_t ni = (size_t)B * c.channels * 49;
+  float *img = th_falloc(ni), *l32 = th_falloc((size_t)B * V), *l8 = th_falloc((size_t)B * V),
+        *lfq = th_falloc((size_t)B * V);
+  th_rng r = {9};
+  th_fill(&r, img, ni, -1.0f, 1.0f);
+  int32_t lab[6] = {0, 1, 2, 3, 4, 0};
+  ot_image_batch b = {B, 7, 7, img, NULL, false};
+  int ld = 0;
+  th_check(ot_model_forward_images(m, &b, 0, false, NULL) == OT_OK, "f32: %s", ot_last_error());
+  memcpy(l32, ot_model_logits(m, &ld), sizeof(float) * B * V);
+  th_check(ot_model_set_weights_q(m, OT_QW_INT8, 0) == OT_OK, "int8 on: %s", ot_last_error());
+  th_check(ot_model_forward_images(m, &b, 0, false, NULL) == OT_OK, "int8: %s", ot_last_error());
+  memcpy(l8, ot_model_logits(m, &ld), sizeof(float) * B * V);
+  th_check_nerr(l8, l32, (size_t)B * V, 0.05, "int8 logits ~ f32");
+  ot_image_batch bl = {B, 7, 7, img, lab, false};
+  th_check_error(ot_model_forward_images(m, &bl, 0, true, NULL), OT_EINVAL, "inference only",
+                 "training on quantized weights");
+  th_check(ot_model_set_weights_q(m, OT_QW_F32, 0) == OT_OK &&
+               ot_model_forward_images(m, &b, 0, false, NULL) == OT_OK &&
+               memcmp(ot_model_logits(m, &ld), l32, sizeof(float) * B * V) == 0,
+           "off again: the f32 logits bitwise");
+  // the f32 forward over the fake-quantized block matrices and classifier
+  float *w = ot_model_params(m);
+  for (int i = 0; i < ot_model_param_count(m); i++) {
+    const ot_param *p = ot_model_param_at(m, i);
+    if (p->ndim == 2 && (p->layer >= 0 || p->kind == OT_PT_LM_HEAD))
+      ot_qweight_fake_quant(w + p->offset, w + p->offset, (int)p->shape[0], (int)p->shape[1], 0, NULL);
+  }
+  th_check(ot_model_forward_images(m, &b, 0, false, NULL) == OT_OK, "fake-quant: %s", ot_last_error());
+  memcpy(lfq, ot_model_logits(m, &ld), sizeof(float) * B * V);
+  th_check_nerr(l8, lfq, (size_t)B * V, 0.02, "int8 logits ~ f32 over the fake-quantized weights");
+  ot_model_free(m);
+  m = make(&c, B, T, OT_BF16, OT_RECOMPUTE_NONE);
+  if (m) th_check_error(ot_model_set_weights_q(m, OT_QW_INT8, 0), OT_EUNSUPPORTED, "f32 activations", "bf16 run");
+  ot_model_free(m);
+  ot_model_config d;
+  ot_model_config_preset(&d, "tiny");
+  ot_run_config rd = {1, 4, OT_F32, OT_RECOMPUTE_NONE, -1};
+  if (th_check(ot_model_create(&m, &d, &rd) == OT_OK, "tiny: %s", ot_last_error()))
+    th_check_error(ot_model_set_weights_q(m, OT_QW_INT8, 0), OT_EUNSUPPORTED, "not a vision transformer",
+                   "a language model");
+  ot_model_free(m);
+  free(img); free(l32); free(l8); free(lfq);
+}
+
 // The digits preset learns: 150 AdamW steps of batch 32 reach far above chance (10 %).
 static void test_learns(void) {
   ot_images *tr = NULL, *ho = NULL;
@@ -265,26 +327,49 @@ static void test_learns(void) {
     if (s < 10) first += l / 10;
     if (s >= 140) last += l / 10;
   }
-  int right = 0;
-  for (int i0 = 0; i0 < ho->n; i0 += B) {
-    const int nb = ho->n - i0 < B ? ho->n - i0 : B;
-    for (int k = 0; k < nb; k++) idx[k] = i0 + k;
-    ot_images_batch(ho, &aug, idx, nb, 0, 0, img, lab);
-    ot_image_batch b = {nb, 8, 8, img, NULL, false};
-    ot_model_forward_images(m, &b, 0.0f, false, NULL);
-    int ld;
-    const float *lg = ot_model_logits(m, &ld);
-    for (int k = 0; k < nb; k++) {
-      int best = 0;
-      for (int j = 1; j < 10; j++) if (lg[k * ld + j] > lg[k * ld + best]) best = j;
-      right += best == lab[k];
+  // held-out top-1 in f32, then with int8 weights (ot_model_set_weights_q): the int8 top-1
+  // and probabilities against f32's, image by image
+  int right[2] = {0, 0}, agree = 0, *top = th_alloc(sizeof(int) * (size_t)ho->n);
+  float *prob = th_falloc((size_t)ho->n * 10);
+  double dmax = 0.0;
+  for (int q = 0; q < 2; q++) {
+    if (q) th_check(ot_model_set_weights_q(m, OT_QW_INT8, 0) == OT_OK, "int8: %s", ot_last_error());
+    for (int i0 = 0; i0 < ho->n; i0 += B) {
+      const int nb = ho->n - i0 < B ? ho->n - i0 : B;
+      for (int k = 0; k < nb; k++) idx[k] = i0 + k;
+      ot_images_batch(ho, &aug, idx, nb, 0, 0, img, lab);
+      ot_image_batch b = {nb, 8, 8, img, NULL, false};
+      ot_model_forward_images(m, &b, 0.0f, false, NULL);
+      int ld;
+      const float *lg = ot_model_logits(m, &ld);
+      for (int k = 0; k < nb; k++) {
+        int best = 0;
+        double mx = lg[k * ld], sum = 0.0, p[10];
+        for (int j = 1; j < 10; j++) {
+          if (lg[k * ld + j] > lg[k * ld + best]) best = j;
+          if (lg[k * ld + j] > mx) mx = lg[k * ld + j];
+        }
+        for (int j = 0; j < 10; j++) sum += (p[j] = exp(lg[k * ld + j] - mx));
+        right[q] += best == lab[k];
+        float *pi = prob + (size_t)(i0 + k) * 10;
+        for (int j = 0; j < 10; j++) {
+          if (q && fabs(p[j] / sum - pi[j]) > dmax) dmax = fabs(p[j] / sum - pi[j]);
+          if (!q) pi[j] = (float)(p[j] / sum);
+        }
+        if (q) agree += best == top[i0 + k];
+        else top[i0 + k] = best;
+      }
     }
   }
-  const double acc = (double)right / ho->n;
-  printf("vit-digits: loss %.3f -> %.3f over 150 steps, held-out top-1 %.1f %%\n", first, last, 100 * acc);
+  const double acc = (double)right[0] / ho->n;
+  printf("vit-digits: loss %.3f -> %.3f over 150 steps, held-out top-1 %.1f %% (int8 weights: %.1f %%, "
+         "top-1 equal to f32's on %d of %d images, probabilities within %.4f)\n", first, last, 100 * acc,
+         100.0 * right[1] / ho->n, agree, ho->n, dmax);
   th_check(last < 0.6 * first && acc > 0.6, "the digits ViT learns (loss %.3f -> %.3f, accuracy %.3f)",
            first, last, acc);
-  free(mo); free(vo); free(img); free(perm);
+  th_check(agree >= ho->n - 3 && dmax < 0.03, "int8 weights: top-1 equal to f32's on %d of %d images "
+           "(at least %d), probabilities within %.4f (< 0.03)", agree, ho->n, ho->n - 3, dmax);
+  free(mo); free(vo); free(img); free(perm); free(top); free(prob);
   ot_threads_set(nt);
   ot_model_free(m);
   ot_images_free(tr);
@@ -293,11 +378,14 @@ static void test_learns(void) {
 
 int main(void) {
   test_presets();
-  fd_case("vit 7x7 (cropped)", 7, 7, false, false);
-  fd_case("vit 10x13 interpolated", 10, 13, true, false);
-  fd_case("vit 7x7 dropout + drop-path", 7, 7, false, true);
+  fd_case("vit 7x7 (cropped)", 7, 7, false, false, OT_POOL_CLS);
+  fd_case("vit 10x13 interpolated", 10, 13, true, false, OT_POOL_CLS);
+  fd_case("vit 7x7 dropout + drop-path", 7, 7, false, true, OT_POOL_CLS);
+  fd_case("vit 7x7 mean pooling", 7, 7, false, false, OT_POOL_MEAN);
+  fd_case("vit 10x13 interpolated, mean pooling, dropout + drop-path", 10, 13, true, true, OT_POOL_MEAN);
   test_recompute_bf16();
   test_resize_constant();
+  test_int8();
   test_learns();
   return th_finish();
 }

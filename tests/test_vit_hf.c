@@ -4,7 +4,7 @@
 // with ot_model_load_hf and give transformers' logits, also at another image
 // size with interpolated positions (interpolate_pos_encoding=True); a
 // directory written by ot_model_save_hf loads back to the same logits, and
-// the config round-trips.
+// the config round-trips; mean pooling against transformers modules' (timm's avg).
 #include "harness.h"
 #include <unistd.h>
 
@@ -91,6 +91,62 @@ static void test_case(const char *name) {
   ot_st_close(g);
 }
 
+// Mean pooling (timm's global_pool='avg'): the golden models with pool = mean give the
+// logits tools/gen_vit_golden.py --mean computed with transformers' modules (the mean of
+// the last block's patch tokens, the final LayerNorm, the classifier), f32 and bf16; its
+// config.json ("ot-vit") round-trips the pooling; ot_model_save_hf refuses it.
+static void test_mean(const char *name) {
+  char dir[256], path[300];
+  snprintf(dir, sizeof dir, "tests/golden/hf_vit_%s", name);
+  snprintf(path, sizeof path, "%s/logits_mean.safetensors", dir);
+  ot_st_file *g = NULL, *w = NULL;
+  if (!th_check(ot_st_open(&g, path) == OT_OK, "open %s: %s", path, ot_last_error())) return;
+  const ot_st_tensor *x = need(g, "pixel_values"), *y = need(g, "logits");
+  ot_model_config c;
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  th_check(ot_model_config_from_hf(&c, path) == OT_OK && c.pool == OT_POOL_CLS, "config %s: %s", name,
+           ot_last_error());
+  c.pool = OT_POOL_MEAN;
+  const int B = (int)x->shape[0], V = (int)y->shape[1];
+  float *got = th_falloc((size_t)B * V);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  th_check(ot_st_open(&w, path) == OT_OK, "open %s: %s", path, ot_last_error());
+  for (int di = 0; di < 2 && w; di++) {
+    const ot_dtype dt = di ? OT_BF16 : OT_F32;
+    ot_run_config r = {B, c.max_seq, dt, OT_RECOMPUTE_NONE, -1};
+    ot_model *m = NULL;
+    if (!th_check(ot_model_create(&m, &c, &r) == OT_OK && ot_model_import(m, w, NULL, true) == OT_OK,
+                  "mean-pooled %s: %s", name, ot_last_error())) {
+      ot_model_free(m);
+      continue;
+    }
+    if (logits_of(m, x, false, got))
+      th_check_nerr(got, y->data, (size_t)B * V, di ? 3e-2 : 2e-5, "%s %s mean pooling: logits = "
+                    "transformers' modules'", name, ot_dtype_name(dt));
+    if (!di) {
+      th_check_error(ot_model_save_hf(m, "/tmp"), OT_EUNSUPPORTED, "cannot express", "save_hf mean-pooled");
+      char cj[8192];
+      ot_vit_hf_config(&c, cj, sizeof cj);
+      char tmp[128];
+      snprintf(tmp, sizeof tmp, "/tmp/ot_test_vit_mean_%d.json", (int)getpid());
+      FILE *f = fopen(tmp, "w");
+      if (f) {
+        fputs(cj, f);
+        fclose(f);
+      }
+      ot_model_config back;
+      th_check(strstr(cj, "\"model_type\": \"ot-vit\"") && ot_model_config_from_hf(&back, tmp) == OT_OK &&
+               back.pool == OT_POOL_MEAN && back.d_model == c.d_model, "%s: ot-vit config.json round-trips "
+               "the pooling: %s", name, ot_last_error());
+      remove(tmp);
+    }
+    ot_model_free(m);
+  }
+  free(got);
+  ot_st_close(w);
+  ot_st_close(g);
+}
+
 static void test_errors(void) {
   char dir[128], p[200];
   snprintf(dir, sizeof dir, "/tmp/ot_test_vit_cfg_%d", (int)getpid());
@@ -117,6 +173,8 @@ static void test_errors(void) {
 int main(void) {
   test_case("a");
   test_case("b");
+  test_mean("a");
+  test_mean("b");
   test_errors();
   return th_finish();
 }

@@ -7,6 +7,11 @@ Usage: PYTHON tools/gen_vit_golden.py [OUTDIR]        (default tests/golden; any
        PYTHON tools/gen_vit_golden.py --check DIR GOLDEN
            loads DIR (e.g. written by ot_model_save_hf) with ViTForImageClassification and
            prints the largest difference of its logits from GOLDEN's on GOLDEN's images.
+       PYTHON tools/gen_vit_golden.py --mean [OUTDIR]
+           for each <OUTDIR>/hf_vit_<case>/ written above: logits_mean.safetensors, the logits
+           of the same model with mean pooling as timm's global_pool='avg' has it (the mean of
+           the last block's patch tokens, CLS left out, then the final LayerNorm as timm's
+           fc_norm, then the classifier) on the same pixel_values.
 
 Writes <OUTDIR>/hf_vit_<case>/ with what save_pretrained writes (config.json,
 model.safetensors) plus logits.safetensors: pixel_values [B, C, H, W] (F32) and their
@@ -64,9 +69,29 @@ def check(d, golden):
     print("%s: max |logits - golden| = %.3g" % (d, (y - g["logits"]).abs().max().item()))
 
 
+def mean_pooled(outdir, name):
+    d = os.path.join(outdir, "hf_vit_" + name)
+    model = ViTForImageClassification.from_pretrained(d).eval()
+    x = load_file(os.path.join(d, "logits.safetensors"))["pixel_values"]
+    with torch.no_grad():
+        out = model.vit(pixel_values=x, output_hidden_states=True)
+        last = out.hidden_states[-1]   # the last block's output, before the final LayerNorm
+        # (the CLS path as a check of that reading: LayerNorm(last)[:, 0] -> the HF logits)
+        cls = model.classifier(model.vit.layernorm(last)[:, 0])
+        assert (cls - model(pixel_values=x).logits).abs().max().item() < 1e-5
+        logits = model.classifier(model.vit.layernorm(last[:, 1:].mean(dim=1)))
+    save_file({"pixel_values": x, "logits": logits.float().contiguous()},
+              os.path.join(d, "logits_mean.safetensors"))
+    print("%s: logits_mean %s" % (d, tuple(logits.shape)))
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--check":
         check(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--mean":
+        outdir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "..", "tests", "golden")
+        for name in CASES:
+            mean_pooled(outdir, name)
     else:
         outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "golden")
         for name, (kw, B, interp) in CASES.items():

@@ -30,6 +30,9 @@ typedef enum { OT_MLP_GELU = 0, OT_MLP_SWIGLU, OT_MLP_RELU, OT_MLP_GELU_ERF } ot
 // columns, cos in the second), no parameters; encoder-decoder models only (which also
 // take LEARNED: one table per stack, mBART's).
 typedef enum { OT_POS_LEARNED = 0, OT_POS_ROPE, OT_POS_SINUSOID } ot_pos_kind;
+// What a vision transformer's head reads: the CLS token's row (HF ViT), or the mean of the
+// patch tokens' rows (timm's global_pool='avg'; the CLS token still attends).
+typedef enum { OT_POOL_CLS = 0, OT_POOL_MEAN } ot_pool_kind;
 // Tensor naming (Hugging Face names for export/import); nothing else depends on it.
 // MARIAN: MarianMTModel (model.shared, model.encoder.layers.N..., model.decoder.layers.N...);
 // with learned positions / embedding norms also MBart's (embed_positions, layernorm_embedding).
@@ -94,6 +97,9 @@ typedef struct {
   float drop_path;      // stochastic depth: block l drops each sample's sublayer outputs with
                         // probability drop_path * l / (n_layers - 1) (timm's linear rule;
                         // training only; [0, 1))
+  ot_pool_kind pool;    // the head's input: the final norm of the CLS row (CLS, HF), or the
+                        // final norm of the mean of the last block's patch rows (MEAN: timm's
+                        // global_pool='avg' with its fc_norm; Hugging Face cannot express it)
 } ot_model_config;
 
 // Presets: "gpt2" (124M: V 50257 padded to 50304, C 768, 12 layers, 12 heads),
@@ -493,6 +499,12 @@ typedef struct {
 // this call's labelled images); want_grad keeps what ot_model_backward needs.
 ot_status ot_model_forward_images(ot_model *m, const ot_image_batch *b, float count,
                                   bool want_grad, double *loss);
+// The same into micro-batch slot `slot` of a pipeline stage (a part with several slots; its
+// backward is ot_model_backward_slot(m, slot)): the first stage embeds the images, a later
+// one reads its stage input (ot_model_stage_input; b->img unused), the last one takes the
+// labels and runs the head; the others leave their output in ot_model_stage_output.
+ot_status ot_model_forward_images_slot(ot_model *m, int slot, const ot_image_batch *b, float count,
+                                       bool want_grad, double *loss);
 
 // ------------------------------------------------ encoder-decoder step ---
 // One batch of an encoder-decoder model: src [B, S] source ids (row b valid up
@@ -587,6 +599,14 @@ typedef struct {
 // and biases stay F32. A matrix whose columns `group` does not divide:
 // OT_EINVAL naming it and the groups that fit. *out = NULL on failure.
 ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind kind, int group);
+// Quantized inference on a model's own forward (vision transformers; `ot classify
+// --weights int8`): from now on every block matrix (QKV, attention output, MLP) and the
+// classifier are read from ot_qmodel_from_model(m, kind, group) — int8: ot_qlinear_fwd, the
+// int8 linear of the decoder's engine (more than 16 rows: activations quantized per row
+// in its int8 x int8 GEMM) — while the patch projection, CLS token, positions, norms and
+// biases stay f32. m must be a whole ViT created with dt f32; a forward with want_grad is
+// refused while it is on; the f32 masters are kept. kind OT_QW_F32 turns it off.
+ot_status ot_model_set_weights_q(ot_model *m, ot_qw_kind kind, int group);
 // Calibrated int8 post-training quantization (AWQ-style; src/model/quant_calib.c):
 // runs m's forward (the one graph; m created with dt f32, recompute none, run B x T)
 // on the calibration tokens [batches, B, T], keeps each linear layer's input rows

@@ -23,7 +23,8 @@ static const cli_flag k_flags[] = {
     CLI_I("--top-k", classify_opts, top_k, 1, 1 << 20, "K", "classes printed per image (default 5, at most the classes)"),
     CLI_I("--batch", classify_opts, batch, 1, 1 << 16, "N", "images per forward (default 32)"),
     CLI_WEIGHTS("--weights", classify_opts, weights, CLI_MARK(classify_opts, weights_set),
-                "weights and activations: f32 (default) or bf16 (int8: not yet for vision transformers)"),
+                "weights and activations: f32 (default), bf16, or int8 (block matrices and classifier\n"
+                "int8 with one scale per row, f32 activations; the patch projection stays f32)"),
     CLI_S("--image-mean", classify_opts, mean, "M",
           "per-channel mean of pixel / maxval, one value or three (default: the checkpoint's\n"
           "training setting, else 0.5 as HF's ViTImageProcessor)"),
@@ -33,7 +34,7 @@ static const cli_flag k_flags[] = {
 };
 
 const cli_command cli_classify_command = {
-    "classify", "--model DIR --images FILE [--top-k K] [--batch N] [--weights f32|bf16]",
+    "classify", "--model DIR --images FILE [--top-k K] [--batch N] [--weights f32|bf16|int8]",
     "classify images with a vision transformer: the top-k classes and their probabilities",
     "Resizes every image (bilinear) to the model's image size, normalizes it and prints one\n"
     "line per image: its index, then K 'class:probability' pairs, most probable first.\n",
@@ -54,9 +55,6 @@ int ot_cmd_classify(int argc, char **argv) {
   const int pr = cli_parse(&cli_classify_command, argc, argv, &o, NULL);
   if (pr != CLI_OK) return pr == CLI_HELP ? 0 : pr;
   if (!o.model || !o.images) return cli_usage_error(&cli_classify_command, "--model and --images are required");
-  if (o.weights == OT_I8)
-    return cli_usage_error(&cli_classify_command, "--weights int8 is not supported for vision transformers "
-                           "yet (use f32 or bf16)");
   // the model: an ot checkpoint (its settings: the normalization it trained with) or an HF directory
   char ckpt[OT_PATH_MAX + 64];
   if (ot_ckpt_resolve(o.model, ckpt, sizeof ckpt) != OT_OK) return fail("--model");
@@ -72,7 +70,9 @@ int ot_cmd_classify(int argc, char **argv) {
   if (!rc && o.mean && ot_train_config_set(tc, "image-mean", o.mean, "--image-mean") != OT_OK) rc = fail("--image-mean");
   if (!rc && o.std && ot_train_config_set(tc, "image-std", o.std, "--image-std") != OT_OK) rc = fail("--image-std");
   ot_model *m = NULL;
-  ot_run_config r = {o.batch, 2, (ot_dtype)o.weights, OT_RECOMPUTE_NONE, -1};
+  // int8: the model in f32, its block matrices and classifier then read as int8 (one scale per row)
+  const bool i8 = o.weights == OT_I8;
+  ot_run_config r = {o.batch, 2, i8 ? OT_F32 : (ot_dtype)o.weights, OT_RECOMPUTE_NONE, -1};
   if (!rc && ot_model_load_hf(&m, ckpt, &r) != OT_OK) rc = fail(ckpt);
   const ot_model_config *c = m ? ot_model_config_of(m) : NULL;
   if (!rc && c->arch != OT_ARCH_VIT) {
@@ -80,6 +80,7 @@ int ot_cmd_classify(int argc, char **argv) {
             ckpt, c->name);
     rc = 1;
   }
+  if (!rc && i8 && ot_model_set_weights_q(m, OT_QW_INT8, 0) != OT_OK) rc = fail("--weights int8");
   ot_images *s = NULL;
   if (!rc && ot_images_load(&s, o.images, c->channels, 0) != OT_OK) rc = fail("--images");
   const int k = !rc && o.top_k > c->vocab ? c->vocab : o.top_k;
@@ -113,7 +114,7 @@ int ot_cmd_classify(int argc, char **argv) {
     if (!rc && o.accuracy) printf("top-1 %.2f%% (%d of %d images)\n", 100.0 * right / s->n, right, s->n);
     if (!rc)
       fprintf(stderr, "ot classify: %d images of %dx%d in %.3f s (%.1f images/s), %s, batch %d\n", s->n,
-              c->image_size, c->image_size, sec, s->n / (sec > 0 ? sec : 1e-9), ot_dtype_name((ot_dtype)o.weights),
+              c->image_size, c->image_size, sec, s->n / (sec > 0 ? sec : 1e-9), i8 ? "int8" : ot_dtype_name((ot_dtype)o.weights),
               o.batch);
   }
   free(idx);

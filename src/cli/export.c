@@ -195,7 +195,8 @@ int ot_cmd_export(int argc, char **argv) {
     return fail("--out %s already exists: remove it, name a new directory, or add --force to "
                 "replace it", o.out);
 
-  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -100, 0};   // S = T for enc-dec
+  // (T = 2: a vision transformer's CLS token and one patch)
+  ot_run_config run = {1, 2, OT_F32, OT_RECOMPUTE_NONE, -100, 0};   // S = T for enc-dec
   if (o.check) run = (ot_run_config){2, 8, OT_F32, OT_RECOMPUTE_NONE, -100, 0};   // S = T for enc-dec
   char ckpt[OT_PATH_MAX + 64], data[OT_PATH_MAX], model_abs[OT_PATH_MAX], ckpt_abs[OT_PATH_MAX];
   ot_model *m = NULL;
@@ -203,7 +204,15 @@ int ot_cmd_export(int argc, char **argv) {
     return fail("%s: %s", o.model, ot_last_error());
   const ot_model_config *c = ot_model_config_of(m);
   int rc = 0;
-  if (c->arch != OT_ARCH_ENCDEC) rc = refuse_decoder_only(c, ckpt);
+  if (c->arch == OT_ARCH_VIT)
+    rc = c->pool == OT_POOL_MEAN
+             ? fail("'%s' pools the mean of its patch tokens (--pool mean): Hugging Face's "
+                    "ViTForImageClassification classifies the CLS token only, so it cannot be exported "
+                    "(ot classify --model %s reads it)", c->name, ckpt)
+             : fail("'%s' is a vision transformer: its checkpoint %s already is a Hugging Face "
+                    "ViTForImageClassification directory (config.json + model.safetensors; "
+                    "from_pretrained(\"%s\"))", c->name, ckpt, ckpt);
+  else if (c->arch != OT_ARCH_ENCDEC) rc = refuse_decoder_only(c, ckpt);
   if (rc == 0 && (ot__abs_path(o.model, model_abs, sizeof model_abs) != OT_OK ||
                   ot__abs_path(ckpt, ckpt_abs, sizeof ckpt_abs) != OT_OK))
     rc = fail("%s", ot_last_error());

@@ -76,6 +76,18 @@ ot_status ot__par_report(ot__par *p, FILE *out);
 // micro-batch losses (last stage only, else 0); *finite: all of them finite.
 ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *x, int32_t *y, float count,
                                 double *loss, bool *finite);
+// ---- a task's own forwards on the runtime's schedule (the classify task): fn runs
+// micro-batch mb of this data-parallel rank's micro_batches into the stage's slot `slot`
+// (ot_model_forward_images_slot: the first stage reads its images, the last its labels;
+// the runtime moves the stage inputs and outputs and runs the backwards), *loss the last
+// stage's. ot__par_micro_batches_fn is ot__par_micro_batches with it (loss, finite: the
+// same), ot__par_eval_fn ot__par_eval_chunk (b rows of run.T tokens; fn gets mb = -1,
+// slot 0, want_grad false).
+typedef ot_status (*ot__par_fwd_fn)(void *ctx, ot_model *m, int mb, int slot, bool want_grad,
+                                    double *loss);
+ot_status ot__par_micro_batches_fn(ot__par *p, ot__par_fwd_fn fn, void *ctx, double *loss,
+                                   bool *finite);
+ot_status ot__par_eval_fn(ot__par *p, ot__par_fwd_fn fn, void *ctx, int b, double *l, bool *counts);
 // ---- a task's own micro-batches (the translate task, its forwards and backwards
 // run by the task): before each micro-batch's backward
 // ot__par_before_backward (last: the step's last micro-batch of this rank; with

@@ -518,6 +518,8 @@ typedef struct {
   float count;
   double loss;
   bool finite;
+  ot__par_fwd_fn fn;         // a task's forward (NULL: the token rows above)
+  void *fctx;
 } stepctx;
 
 static ot_status fwd(stepctx *x, int mb) {
@@ -529,9 +531,13 @@ static ot_status fwd(stepctx *x, int mb) {
   if (!ot_model_is_first(m))
     OT_TRY(ot__recv(&p->g, ot_model_stage_input(m, slot), p->act_bytes, st - 1, TAG_FWD,
                     "pipeline receive of activations"));
-  ot__split_rows(x->x, x->y, x->rows + (size_t)mb * B * rowlen, B, T);
   double l = 0.0;
-  OT_TRY(ot_model_forward_slot(m, slot, x->x, x->y, B, T, x->count, true, &l));
+  if (x->fn) {
+    OT_TRY(x->fn(x->fctx, m, mb, slot, true, &l));
+  } else {
+    ot__split_rows(x->x, x->y, x->rows + (size_t)mb * B * rowlen, B, T);
+    OT_TRY(ot_model_forward_slot(m, slot, x->x, x->y, B, T, x->count, true, &l));
+  }
   if (ot_model_is_last(m)) {
     x->loss += l;
     if (!isfinite(l)) x->finite = false;
@@ -616,7 +622,18 @@ ot_status ot__par_max_int(ot__par *p, int *v, const char *what) {
 ot_status ot__par_micro_batches(ot__par *p, const int32_t *rows, int32_t *xb, int32_t *yb, float count,
                                 double *loss, bool *finite) {
   p->comm0 = ot__comm_seconds();
-  stepctx x = {p, rows, xb, yb, count, 0.0, true};
+  stepctx x = {p, rows, xb, yb, count, 0.0, true, NULL, NULL};
+  OT_TRY(schedule(&x));
+  OT_TRY(ot__par_finish_backward(p));
+  *loss = x.loss;
+  *finite = x.finite;
+  return OT_OK;
+}
+
+ot_status ot__par_micro_batches_fn(ot__par *p, ot__par_fwd_fn fn, void *ctx, double *loss,
+                                   bool *finite) {
+  p->comm0 = ot__comm_seconds();
+  stepctx x = {p, NULL, NULL, NULL, 0.0f, 0.0, true, fn, ctx};
   OT_TRY(schedule(&x));
   OT_TRY(ot__par_finish_backward(p));
   *loss = x.loss;
@@ -712,8 +729,9 @@ void ot__par_zero_grads(ot__par *p) {
   p->comm0 = ot__comm_seconds();   // the next step's communication counts from here
 }
 
-ot_status ot__par_eval_chunk(ot__par *p, const int32_t *x, const int32_t *y, int b, float n,
-                             double *l, bool *counts) {
+// One forward of b rows through the stages: token rows x, y (fn NULL) or the task's fn.
+static ot_status eval_fwd(ot__par *p, const int32_t *x, const int32_t *y, ot__par_fwd_fn fn,
+                          void *ctx, int b, float n, double *l, bool *counts) {
   ot_model *m = p->m;
   const int st = p->g.pp_rank;
   const size_t bytes = (size_t)b * p->T * p->mc.d_model * ot_dtype_size(p->dt);
@@ -721,7 +739,8 @@ ot_status ot__par_eval_chunk(ot__par *p, const int32_t *x, const int32_t *y, int
     OT_TRY(ot__recv(&p->g, ot_model_stage_input(m, 0), bytes, st - 1, TAG_FWD,
                     "pipeline receive of activations (eval)"));
   *l = 0.0;
-  OT_TRY(ot_model_forward_slot(m, 0, x, y, b, p->T, n, false, l));
+  if (fn) OT_TRY(fn(ctx, m, -1, 0, false, l));
+  else OT_TRY(ot_model_forward_slot(m, 0, x, y, b, p->T, n, false, l));
   *counts = false;
   if (!ot_model_is_last(m)) {
     MPI_Request rq;
@@ -731,6 +750,15 @@ ot_status ot__par_eval_chunk(ot__par *p, const int32_t *x, const int32_t *y, int
     *counts = true;
   }
   return OT_OK;
+}
+
+ot_status ot__par_eval_chunk(ot__par *p, const int32_t *x, const int32_t *y, int b, float n,
+                             double *l, bool *counts) {
+  return eval_fwd(p, x, y, NULL, NULL, b, n, l, counts);
+}
+
+ot_status ot__par_eval_fn(ot__par *p, ot__par_fwd_fn fn, void *ctx, int b, double *l, bool *counts) {
+  return eval_fwd(p, NULL, NULL, fn, ctx, b, 0.0f, l, counts);
 }
 
 ot_status ot__par_sum(ot__par *p, double *v, int n, const char *what) {

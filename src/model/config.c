@@ -193,9 +193,12 @@ ot_status ot_model_config_validate(const ot_model_config *c) {
     BAD("%s: norm=%d unknown (use layernorm or rmsnorm)", n, (int)c->norm);
   if (c->arch != OT_ARCH_DECODER && c->arch != OT_ARCH_ENCDEC && c->arch != OT_ARCH_VIT)
     BAD("%s: arch=%d unknown (use decoder, encdec or vit)", n, (int)c->arch);
-  if (c->arch != OT_ARCH_VIT && (c->image_size || c->patch_size || c->channels || c->drop_path))
-    BAD("%s: image_size, patch_size, channels and drop_path are vision transformer settings (set "
-        "arch vit, or leave them 0)", n);
+  if (c->arch != OT_ARCH_VIT &&
+      (c->image_size || c->patch_size || c->channels || c->drop_path || c->pool != OT_POOL_CLS))
+    BAD("%s: image_size, patch_size, channels, drop_path and pool are vision transformer settings "
+        "(set arch vit, or leave them 0)", n);
+  if (c->pool != OT_POOL_CLS && c->pool != OT_POOL_MEAN)
+    BAD("%s: pool=%d unknown (cls or mean)", n, (int)c->pool);
   if (c->arch == OT_ARCH_VIT) {
     OT_TRY(ot__vit_validate(c, n));
   } else if (c->names == OT_NAMES_VIT) {
@@ -268,9 +271,10 @@ void ot_model_config_print(FILE *f, const ot_model_config *c) {
             c->logits_bias ? ", logits bias" : "", c->pos_offset, c->pad_id, c->eos_id,
             c->decoder_start_id);
   if (c->arch == OT_ARCH_VIT)
-    fprintf(f, ", vision transformer (%dx%d images, %d channel%s, %dx%d patches, %d classes%s)",
-            c->image_size, c->image_size, c->channels, c->channels == 1 ? "" : "s",
-            c->patch_size, c->patch_size, c->vocab, c->drop_path > 0.0f ? ", drop-path" : "");
+    fprintf(f, ", vision transformer (%dx%d images, %d channel%s, %dx%d patches, %d classes, %s "
+            "pooling%s)", c->image_size, c->image_size, c->channels, c->channels == 1 ? "" : "s",
+            c->patch_size, c->patch_size, c->vocab, c->pool == OT_POOL_MEAN ? "mean" : "CLS",
+            c->drop_path > 0.0f ? ", drop-path" : "");
   fprintf(f, ", %s embeddings, biases %s; %.2fM parameters\n", c->tied ? "tied" : "untied",
           c->bias ? "on" : "off", ot_model_n_params(c) / 1e6);
   if (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->act_dropout > 0.0f || c->drop_path > 0.0f)

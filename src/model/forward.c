@@ -35,8 +35,8 @@ void ot__add_pair(ot_dtype dt, void *y, const void *a, const void *b, size_t n) 
 ot_status ot__stack_fwd(ot_model *m, int B, int T, ot__block_io *io) {
   ot__kv_self src = ot__kv_self_make(NULL);
   src.drop = &m->ddrop;
-  *io = (ot__block_io){B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, NULL, 0, NULL, &src.base,
-                       NULL, &m->ddrop};
+  *io = (ot__block_io){B, T, m->la[0].res, NULL, NULL, m->abuf, m->ohead, m->qtok, 0, NULL,
+                       &src.base, NULL, &m->ddrop};
   for (int l = 0; l < m->L; l++) {
     io->A = &m->la[l];
     ot__need_block(m, l, false);
@@ -78,12 +78,36 @@ static ot_status forward(ot_model *m, const int32_t *tokens, const int32_t *targ
   return ot__head_fwd(m, targets, N, count, want_grad, loss);
 }
 
+// ZeRO-3's chunked head GEMMs take no bias: the logits bias (a ViT's classifier bias, a
+// stored global tensor) is added to logits [N, Vl] here, and its gradient (the column
+// sums of the dlogits, in row order) taken in the backward.
+static void z3_bias_fwd(ot_model *m, int N) {
+  const float *b = ot__pw(m, m->lbias);
+  for (long r = 0; r < N; r++)
+    for (int j = 0; j < m->Vl; j++)
+      ot__stf(m->run.dt, m->logits, (size_t)r * m->Vl + j,
+              ot__ldf(m->run.dt, m->logits, (size_t)r * m->Vl + j) + b[j]);
+}
+static void z3_bias_bwd(ot_model *m, int N) {
+  float *g = ot__pg(m, m->lbias);
+  for (int j = 0; j < m->Vl; j++) {
+    float s = 0.0f;
+    for (long r = 0; r < N; r++) s += ot__ldf(m->run.dt, m->logits, (size_t)r * m->Vl + j);
+    g[j] += s;
+  }
+}
+
 // The head on m->yf [N, C] and the loss (the single call site of the cross-entropy).
 ot_status ot__head_fwd(ot_model *m, const int32_t *targets, int N, float count, bool want_grad,
                        double *loss) {
   const ot_dtype dt = m->run.dt;
-  if (m->part.param_slots) OT_TRY(ot__z3_head(m, lm_index(m), N, false, NULL));
-  else OT_TRY(ot_linear_fwd_w(dt, ot__wdt(m), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)),
+  if (m->part.param_slots) {
+    OT_TRY(ot__z3_head(m, lm_index(m), N, false, NULL));
+    if (m->lbias >= 0) z3_bias_fwd(m, N);
+  } else if (m->graph.head.q) {   // quantized inference (ot_model_set_weights_q): f32 activations
+    OT_TRY(ot__wlinear(dt, m->logits, NULL, m->yf, &m->graph.head, ot__pw(m, m->lbias), N, m->Vl, m->C,
+                       OT_ACT_NONE));
+  } else OT_TRY(ot_linear_fwd_w(dt, ot__wdt(m), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)),
                               ot__pw(m, m->lbias), N, m->Vl, m->C, OT_ACT_NONE));
   if (!targets) return OT_OK;
   if (!(count > 0.0f)) {
@@ -208,7 +232,10 @@ static void embed_dw_chunks(ot_model *m, int B, int T) {
 // m->logits, dx [N, C] = dlogits W.
 ot_status ot__head_bwd(ot_model *m, int N, void *dx) {
   if (vocab_chunked(m)) OT_TRY(head_dw_chunks(m, N));
-  if (m->part.param_slots) return ot__z3_head(m, lm_index(m), N, true, dx);
+  if (m->part.param_slots) {
+    if (m->lbias >= 0) z3_bias_bwd(m, N);
+    return ot__z3_head(m, lm_index(m), N, true, dx);
+  }
   return ot_linear_bwd_w(m->run.dt, ot__wdt(m), dx, vocab_chunked(m) ? NULL : ot__pg(m, lm_index(m)),
                          ot__pg(m, m->lbias), m->logits, NULL, m->yf, ot__pdt(m, lm_index(m)), N,
                          m->Vl, m->C, OT_ACT_NONE);

@@ -271,6 +271,10 @@ static ot_status cfg_vit(cfgj *j, ot_model_config *c) {
     return ot_error(OT_EUNSUPPORTED, "%s: hidden_act '%s' unsupported (gelu or gelu_new)", j->path, act);
   if (!jbool(j, "qkv_bias", true))
     return ot_error(OT_EUNSUPPORTED, "%s: qkv_bias=false unsupported (ViT's q/k/v have biases)", j->path);
+  const char *pool = jstr(j, "pooling");   // (ot's key: "ot-vit" files of mean-pooled models)
+  if (pool && !strcmp(pool, "mean")) c->pool = OT_POOL_MEAN;
+  else if (pool && strcmp(pool, "cls"))
+    return ot_error(OT_EUNSUPPORTED, "%s: pooling '%s' unsupported (cls or mean)", j->path, pool);
   const char *pt = jstr(j, "problem_type");
   if (pt && strcmp(pt, "single_label_classification"))
     return ot_error(OT_EUNSUPPORTED, "%s: problem_type '%s' unsupported (single_label_classification)",
@@ -393,9 +397,9 @@ ot_status ot_model_config_from_hf(ot_model_config *c, const char *path) {
     else if (strcmp(type, "llama") == 0) s = cfg_llama(&j, c);
     else if (strcmp(type, "marian") == 0) s = cfg_marian(&j, c, false);
     else if (strcmp(type, "mbart") == 0) s = cfg_marian(&j, c, true);
-    else if (strcmp(type, "vit") == 0) s = cfg_vit(&j, c);
+    else if (strcmp(type, "vit") == 0 || strcmp(type, "ot-vit") == 0) s = cfg_vit(&j, c);
     else s = ot_error(OT_EUNSUPPORTED, "%s: model_type '%s' unsupported (gpt2, llama, marian, "
-                      "mbart or vit)", path, type);
+                      "mbart, vit or ot-vit)", path, type);
   }
   if (s == OT_OK) snprintf(c->name, sizeof c->name, "hf-%s", type);
   ot_json_free(&doc);

@@ -354,27 +354,30 @@ static ot_status build_vit(builder *b) {
   const int64_t qd = (int64_t)m->Hq * m->D, K = (int64_t)c->channels * c->patch_size * c->patch_size;
   char n[96];
   const char *pre = "vit.encoder.layer";
-  m->vpatch_w = add_plain(b, OT_PT_MATRIX, -1, m->C, K, false,
-                          "vit.embeddings.patch_embeddings.projection.weight");
-  m->vpatch_b = add_plain(b, OT_PT_BIAS, -1, m->C, 0, false,
-                          "vit.embeddings.patch_embeddings.projection.bias");
-  m->vcls = add_plain(b, OT_PT_POS, -1, 1, m->C, false, "vit.embeddings.cls_token");
-  m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "vit.embeddings.position_embeddings");
-  file_shape(b, m->vpatch_w, 4, m->C, c->channels, c->patch_size, c->patch_size);
-  file_shape(b, m->vcls, 3, 1, 1, m->C, 0);
-  file_shape(b, m->wpe, 3, 1, c->max_seq, m->C, 0);
-  for (int l = 0; l < m->L; l++) {
+  if (m->first) {   // the patch embedding, CLS token and positions: the first pipeline stage's
+    m->vpatch_w = add_plain(b, OT_PT_MATRIX, -1, m->C, K, false,
+                            "vit.embeddings.patch_embeddings.projection.weight");
+    m->vpatch_b = add_plain(b, OT_PT_BIAS, -1, m->C, 0, false,
+                            "vit.embeddings.patch_embeddings.projection.bias");
+    m->vcls = add_plain(b, OT_PT_POS, -1, 1, m->C, false, "vit.embeddings.cls_token");
+    m->wpe = add_plain(b, OT_PT_POS, -1, c->max_seq, m->C, false, "vit.embeddings.position_embeddings");
+    file_shape(b, m->vpatch_w, 4, m->C, c->channels, c->patch_size, c->patch_size);
+    file_shape(b, m->vcls, 3, 1, 1, m->C, 0);
+    file_shape(b, m->wpe, 3, 1, c->max_seq, m->C, 0);
+  }
+  for (int l = 0; l < m->L; l++) {   // (tensor parallel: this rank's heads and MLP rows)
     ot__layer_params *P = &m->lp[l];
+    const int gl = m->part.layer0 + l;
 #define VB(field, kind, d0, d1, suffix) \
-    (snprintf(n, sizeof n, "%s.%d.%s", pre, l, suffix), P->field = add_plain(b, kind, l, d0, d1, false, n))
-#define VPART(field, r0, rows, suffix) add_hf(b, P->field, r0, rows, false, "%s.%d.%s", pre, l, suffix)
+    (snprintf(n, sizeof n, "%s.%d.%s", pre, gl, suffix), P->field = add_plain(b, kind, gl, d0, d1, false, n))
+#define VPART(field, r0, rows, suffix) add_hf(b, P->field, r0, rows, false, "%s.%d.%s", pre, gl, suffix)
     VB(ln1_w, OT_PT_NORM_W, m->C, 0, "layernorm_before.weight");
     VB(ln1_b, OT_PT_NORM_B, m->C, 0, "layernorm_before.bias");
-    P->qkv_w = add_param(b, OT_PT_MATRIX, l, m->QKV, m->C, "%s.%d.attention.attention.qkv.weight", pre, l);
+    P->qkv_w = add_param(b, OT_PT_MATRIX, gl, m->QKV, m->C, "%s.%d.attention.attention.qkv.weight", pre, gl);
     VPART(qkv_w, 0, qd, "attention.attention.query.weight");
     VPART(qkv_w, qd, qd, "attention.attention.key.weight");
     VPART(qkv_w, 2 * qd, qd, "attention.attention.value.weight");
-    P->qkv_b = add_param(b, OT_PT_BIAS, l, m->QKV, 0, "%s.%d.attention.attention.qkv.bias", pre, l);
+    P->qkv_b = add_param(b, OT_PT_BIAS, gl, m->QKV, 0, "%s.%d.attention.attention.qkv.bias", pre, gl);
     VPART(qkv_b, 0, qd, "attention.attention.query.bias");
     VPART(qkv_b, qd, qd, "attention.attention.key.bias");
     VPART(qkv_b, 2 * qd, qd, "attention.attention.value.bias");
@@ -389,12 +392,12 @@ static ot_status build_vit(builder *b) {
 #undef VB
 #undef VPART
   }
+  if (!m->last) return OT_OK;   // the final norm and the classifier: the last stage's
   m->lnf_w = add_plain(b, OT_PT_NORM_W, -1, m->C, 0, false, "vit.layernorm.weight");
   m->lnf_b = add_plain(b, OT_PT_NORM_B, -1, m->C, 0, false, "vit.layernorm.bias");
   m->lm_head = add_plain(b, OT_PT_LM_HEAD, -1, m->V, m->C, false, "classifier.weight");
   m->lbias = add_plain(b, OT_PT_BIAS, -1, m->V, 0, false, "classifier.bias");
-  if (m->vpatch_w < 0 || m->vpatch_b < 0 || m->vcls < 0 || m->wpe < 0 || m->lnf_b < 0 ||
-      m->lm_head < 0 || m->lbias < 0)
+  if (m->lnf_b < 0 || m->lm_head < 0 || m->lbias < 0)
     return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
   return OT_OK;
 }
@@ -432,7 +435,8 @@ ot_status ot__layout_build(ot_model *m) {
       return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");
   }
   const bool vit = m->cfg.arch == OT_ARCH_VIT;   // no token embedding
-  if ((m->first && m->wte < 0 && !vit) || (m->last && !post && m->lnf_w < 0) ||
+  if ((vit && m->first && (m->vpatch_w < 0 || m->vpatch_b < 0 || m->vcls < 0 || m->wpe < 0)) ||
+      (m->first && m->wte < 0 && !vit) || (m->last && !post && m->lnf_w < 0) ||
       (m->last && !m->cfg.tied && m->lm_head < 0) || (m->last && m->cfg.tied && m->wte < 0) ||
       (m->first && m->cfg.pos == OT_POS_LEARNED && m->Le == 0 && m->wpe < 0))
     return ot_error(OT_ENOMEM, "model layout: out of memory for the tensor table");

@@ -56,6 +56,10 @@ typedef struct {
   float *emean, *erstd, *eemean, *eerstd, *demean, *derstd;
   int S;
   ot__dropout edrop;
+  // vision transformer (first stage): the unfolded patches, the image size, interpolation
+  void *vcols;
+  int vH, vW;
+  bool vinterp;
 } ot__slot;
 
 struct ot_model {
@@ -83,6 +87,9 @@ struct ot_model {
   ot_arena a_params, a_grads, a_act, a_ws;
   float *w;                   // master weights [n_floats] (param_slots: the storage [n_stored])
   uint16_t *wb;               // 16-bit copy in run.dt (bf16 or f16) or NULL (indices of w)
+  ot_qmodel *qm;              // quantized inference (ot_model_set_weights_q): the block
+                              // matrices and the head read from it; NULL: off
+  float *qtok;                // [run.B * run.T, QKV] its QKV projection's token-major output
   float *wq;                  // quantization-aware training (qat.c): [n_stored] the masters
                               // with every quantized matrix fake-quantized to int8, or NULL
   int qat_group;              // its scale group (0: per row); -1: off
@@ -148,9 +155,9 @@ struct ot_model {
   float ls_eps;
   float loss_scale;           // the backward's seed times this (fp16 loss scaling); 0 or 1: none
   double nll;                 // plain NLL (sum / count) of the last forward with targets
-  // vision transformer (cfg.arch = vit; whole model, one slot)
+  // vision transformer (cfg.arch = vit; the embedding's tensors on the first stage, -1 elsewhere)
   int vpatch_w, vpatch_b, vcls;   // patch projection [C, Cin*P*P] and bias, CLS token [1, C]
-  void *vcols;                // [B*Np, Cin*P*P] unfolded patches of the last forward (saved)
+  void *vcols;                // [B*Np, Cin*P*P] unfolded patches of the slot's forward (saved)
   float *vpos;                // [run.T, C] the positions of the last forward (interpolated)
   float *vdpos;               // [run.T, C] their gradient (backward workspace)
   int vH, vW;                 // image size of the last forward

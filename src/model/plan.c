@@ -149,11 +149,12 @@ static void walk(walker *w, ot_model *m, ot_mem_plan *p) {
       p->act_logits += w->act_bytes - before;
       S->row_loss = take(w, true, NH * 4);
     }
+    // ViT (first stage): the unfolded patches of every image (the patch projection's
+    // backward reads them)
+    const size_t vK = vit ? (size_t)m->cfg.channels * m->cfg.patch_size * m->cfg.patch_size : 0;
+    S->vcols = vit && m->first ? take(w, true, (size_t)m->run.B * (m->run.T - 1) * vK * es) : NULL;
     if (encdec) walk_encoder(w, m, p, S);
   }
-  // ViT: the unfolded patches of every image (the patch projection's backward reads them)
-  const size_t vK = vit ? (size_t)m->cfg.channels * m->cfg.patch_size * m->cfg.patch_size : 0;
-  m->vcols = vit ? take(w, true, (size_t)m->run.B * (m->run.T - 1) * vK * es) : NULL;
   p->act_saved = w->act_bytes;
   // workspace: one block's non-saved buffers, shared by every layer (of both stacks:
   // NX rows, the longer of target and source)
@@ -207,6 +208,9 @@ void ot__select_slot(ot_model *m, int s) {
   o->drop = m->ddrop;
   o->S = m->S;
   o->edrop = m->edrop;
+  o->vH = m->vH;
+  o->vW = m->vW;
+  o->vinterp = m->vinterp;
   ot__slot *S = &m->slots[s];
   m->cur = s;
   m->la = S->la;
@@ -237,6 +241,10 @@ void ot__select_slot(ot_model *m, int s) {
   m->derstd = S->derstd;
   m->S = S->S;
   m->edrop = S->edrop;
+  m->vcols = S->vcols;
+  m->vH = S->vH;
+  m->vW = S->vW;
+  m->vinterp = S->vinterp;
 }
 
 // ------------------------------------------------------------ validation ----
@@ -386,6 +394,8 @@ void ot_model_free(ot_model *m) {
   free(m->ela_all);
   free(m->eblkw);
   ot_mem_free(m->wq);
+  ot_qmodel_free(m->qm);
+  ot_mem_free(m->qtok);
   free(m);
 }
 
@@ -406,10 +416,10 @@ static ot_status create_part(ot_model **out, const ot_model_config *c, const ot_
   OT_TRY(ot_model_config_validate(c));
   OT_TRY(run_validate(c, r));
   OT_TRY(ot_model_part_validate(c, part));
-  if (c->arch == OT_ARCH_VIT &&
-      (part->tp != 1 || part->layer0 != 0 || part->layer1 != c->n_layers || part->slots != 1))
-    return ot_error(OT_EUNSUPPORTED, "%s: a vision transformer runs on one process (tensor and "
-                    "pipeline parallel ViTs are not supported yet)", fn);
+  if (c->arch == OT_ARCH_VIT && part->vocab_parallel && part->tp > 1)
+    return ot_error(OT_EUNSUPPORTED, "%s: a vision transformer's classifier is not split over the "
+                    "tensor ranks (vocab_parallel is for language models' vocabularies; leave it off)",
+                    fn);
   ot_model *m = calloc(1, sizeof *m);
   if (!m) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
   ot__set_dims(m, c, r, part);

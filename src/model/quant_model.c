@@ -184,6 +184,9 @@ ot_status ot_quant_file_save(const ot_qmodel *q, const char *path) {
   if (q->config.arch == OT_ARCH_ENCDEC)   // the metadata holds no encoder-decoder settings
     return ot_error(OT_EUNSUPPORTED, "%s: quantized encoder-decoder models cannot be saved yet "
                     "(translate with ot_translator_create_q from the f32 model instead)", fn);
+  if (q->config.arch == OT_ARCH_VIT)   // nor the image settings
+    return ot_error(OT_EUNSUPPORTED, "%s: quantized vision transformers cannot be saved (ot classify "
+                    "--weights int8 quantizes the f32 model as it loads it)", fn);
   const int nmax = 2 * q->n, nmeta = 5 + N_FIELDS;
   ot_st_tensor *ts = calloc((size_t)(nmax > 0 ? nmax : 1), sizeof *ts);
   char (*names)[96] = calloc((size_t)(q->n > 0 ? q->n : 1), sizeof *names);

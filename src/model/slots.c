@@ -61,9 +61,10 @@ ot_status ot__slots_build(ot_model *m) {
   for (int i = 0; i < m->n_params; i++) m->wpos[i] = m->params[i].offset;
   m->n_stored = m->n_floats;
   if (!m->part.param_slots) return OT_OK;
-  if (m->cfg.arch != OT_ARCH_DECODER || m->L < 1)
+  if (m->cfg.arch == OT_ARCH_ENCDEC || m->L < 1)
     return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need a decoder-only model "
-                    "with at least one block (encoder-decoders: use ZeRO-1 or ZeRO-2)");
+                    "or a vision transformer with at least one block (encoder-decoders: use ZeRO-1 "
+                    "or ZeRO-2)");
   if (!m->part.external_grads || m->part.comm.row_rows < 1)
     return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need external_grads and "
                     "row_rows >= 1");

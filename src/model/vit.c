@@ -3,8 +3,9 @@
 // learned positions (bicubically resized when the image size differs, as HF's
 // interpolate_pos_encoding does), the blocks of block.c (bidirectional, with
 // attention dropout, residual dropout and drop-path through the model's
-// dropout), the final norm and the classification head on the CLS row through
-// the one head and loss of forward.c (ot__head_fwd / ot__head_bwd).
+// dropout), the final norm and the classification head on the CLS row (or, with
+// mean pooling, the final norm of the patch rows' mean) through the one head and
+// loss of forward.c (ot__head_fwd / ot__head_bwd).
 #include "model_impl.h"
 #include <math.h>
 
@@ -155,7 +156,7 @@ static ot_status images_check(const ot_model *m, const ot_image_batch *b, float 
   const ot_model_config *c = &m->cfg;
   if (c->arch != OT_ARCH_VIT)
     return ot_error(OT_EINVAL, "%s: '%s' is not a vision transformer", fn, c->name);
-  OT_CHECK_PTR(b->img, fn);
+  if (m->first) OT_CHECK_PTR(b->img, fn);   // (later pipeline stages read their stage input)
   if (b->B <= 0 || b->B > m->run.B)
     return ot_error(OT_EINVAL, "%s: B=%d outside the planned [1, %d] (create the model with a larger "
                     "run)", fn, b->B, m->run.B);
@@ -170,26 +171,75 @@ static ot_status images_check(const ot_model *m, const ot_image_batch *b, float 
   if (T > m->run.T)
     return ot_error(OT_EINVAL, "%s: %dx%d images make %d tokens, more than the planned T=%d (create "
                     "the model with run.T = ot_vit_tokens(...))", fn, b->W, b->H, T, m->run.T);
-  if (want_grad && !b->labels) return ot_error(OT_EINVAL, "%s: want_grad needs labels", fn);
+  if (want_grad && m->last && !b->labels) return ot_error(OT_EINVAL, "%s: want_grad needs labels", fn);
+  if (want_grad && m->qm)
+    return ot_error(OT_EINVAL, "%s: the model runs quantized weights (inference only; "
+                    "ot_model_set_weights_q(m, OT_QW_F32, 0) turns them off to train)", fn);
   if (!isfinite(count))
     return ot_error(OT_EINVAL, "%s: count=%g must be finite (> 0, or <= 0 for this call's own "
                     "labelled images)", fn, count);
-  for (int i = 0; b->labels && i < b->B; i++)
+  for (int i = 0; m->last && b->labels && i < b->B; i++)
     if (b->labels[i] != m->run.ignore_index && (b->labels[i] < 0 || b->labels[i] >= m->V))
       return ot_error(OT_EINVAL, "%s: labels[%d]=%d is outside [0, %d classes) (and not "
                       "ignore_index=%d)", fn, i, b->labels[i], m->V, m->run.ignore_index);
   return OT_OK;
 }
 
+// Mean pooling: resf rows [0, B) = the mean over t = 1 .. T-1 of (x + r) rows (b, t) (the
+// last block's output pair, [B*T, C]; summed in f32, stored once in the run's dtype).
+static void mean_pool_fwd(ot_model *m, const void *x, const void *r, int B, int T) {
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C;
+  const float inv = 1.0f / (float)(T - 1);
+#pragma omp parallel for schedule(static) if ((long)B * T * C >= 65536)
+  for (int b = 0; b < B; b++)
+    for (int c = 0; c < C; c++) {
+      float s = 0.0f;
+      for (int t = 1; t < T; t++) {
+        const size_t e = ((size_t)b * T + t) * C + c;
+        s += ot__ldf(dt, x, e) + (r ? ot__ldf(dt, r, e) : 0.0f);
+      }
+      ot__stf(dt, m->resf, (size_t)b * C + c, s * inv);
+    }
+}
+
+// Its backward in place: dres rows [0, B) (the pooled rows' gradient) -> dres [B*T, C], row
+// (b, 0) zero and rows (b, t >= 1) that gradient / (T - 1). Downward over b: row b is read
+// (into the f32 row tmp [C]) before rows b*T .. are written, and no write reaches a row < b.
+static void mean_pool_bwd(ot_model *m, int B, int T, float *tmp) {
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C;
+  const float inv = 1.0f / (float)(T - 1);
+  for (int b = B - 1; b >= 0; b--) {
+    for (int c = 0; c < C; c++) tmp[c] = ot__ldf(dt, m->dres, (size_t)b * C + c) * inv;
+    for (int c = 0; c < C; c++) ot__stf(dt, m->dres, (size_t)b * T * C + c, 0.0f);
+    for (int t = 1; t < T; t++)
+      for (int c = 0; c < C; c++) ot__stf(dt, m->dres, ((size_t)b * T + t) * C + c, tmp[c]);
+  }
+}
+
+// The stage's part of the forward: the embedding on the first stage (else the stage
+// input, received into la[0].res), the blocks, then the stage output (not last) or the
+// final norm, the CLS rows and the head (last).
 static ot_status vit_forward(ot_model *m, const ot_image_batch *b, float count, bool want_grad,
                              double *loss) {
   const ot__graph *g = &m->graph;
   const int B = b->B, P = m->cfg.patch_size, Hp = b->H / P, Wp = b->W / P, T = 1 + Hp * Wp;
   const int N = B * T, C = m->C;
   const size_t es = ot_dtype_size(m->run.dt);
-  OT_TRY(vit_embed_fwd(m, b, Hp, Wp));
+  if (m->first) OT_TRY(vit_embed_fwd(m, b, Hp, Wp));
   ot__block_io io;
   OT_TRY(ot__stack_fwd(m, B, T, &io));
+  if (!m->last) {   // the stage output, materialized for the next stage
+    ot__add_pair(m->run.dt, m->resf, io.x, io.r, (size_t)N * C);
+    m->have_grad_state = want_grad;
+    return OT_OK;
+  }
+  if (m->cfg.pool == OT_POOL_MEAN) {   // the norm of the patch rows' mean (B rows)
+    mean_pool_fwd(m, io.x, io.r, B, T);
+    OT_TRY(ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, NULL, m->resf, NULL, g->lnf_w, g->lnf_b, B));
+    return ot__head_fwd(m, b->labels, B, count, want_grad, loss);
+  }
   OT_TRY(ot__norm_fwd(g, m->yf, m->meanf, m->rstdf, m->resf, io.x, io.r, g->lnf_w, g->lnf_b, N));
   // the CLS rows (b, 0) -> rows b of yf (row b*T >= b: increasing b reads before it writes)
   for (int i = 1; i < B; i++)
@@ -197,11 +247,15 @@ static ot_status vit_forward(ot_model *m, const ot_image_batch *b, float count, 
   return ot__head_fwd(m, b->labels, B, count, want_grad, loss);
 }
 
-ot_status ot_model_forward_images(ot_model *m, const ot_image_batch *b, float count,
-                                  bool want_grad, double *loss) {
+ot_status ot_model_forward_images_slot(ot_model *m, int slot, const ot_image_batch *b, float count,
+                                       bool want_grad, double *loss) {
   static const char fn[] = "ot_model_forward_images";
   OT_TRY(images_check(m, b, count, want_grad, fn));
+  if (slot < 0 || slot >= m->part.slots)
+    return ot_error(OT_EINVAL, "%s: slot %d outside [0, %d) (create the model with more slots)", fn,
+                    slot, m->part.slots);
   const int T = ot_vit_tokens(&m->cfg, b->H, b->W);
+  ot__select_slot(m, slot);
   m->have_grad_state = false;
   m->B = b->B;
   m->T = T;
@@ -213,6 +267,11 @@ ot_status ot_model_forward_images(ot_model *m, const ot_image_batch *b, float co
   ot_status s = vit_forward(m, b, count, want_grad, loss);
   OT_PROF_STOP();
   return s;
+}
+
+ot_status ot_model_forward_images(ot_model *m, const ot_image_batch *b, float count,
+                                  bool want_grad, double *loss) {
+  return ot_model_forward_images_slot(m, 0, b, count, want_grad, loss);
 }
 
 // ----------------------------------------------------------- backward -----
@@ -250,24 +309,36 @@ static ot_status vit_embed_bwd(ot_model *m, int B, int T) {
                             m->vcols, NULL, B, m->cfg.channels, m->vH, m->vW, P, C);
 }
 
+// Offset of block l's first parameter (every gradient from there on is final once block
+// l's backward has run: the blocks' and the head's).
+static size_t block_start(const ot_model *m, int l) { return m->params[m->lp[l].ln1_w].offset; }
+
 ot_status ot__vit_backward(ot_model *m) {
   const int B = m->B, T = m->T, N = B * T;
   const size_t es = ot_dtype_size(m->run.dt), row = (size_t)m->C * es;
-  OT_TRY(ot__head_bwd(m, B, m->dy));   // dy rows [0, B): the CLS rows' gradient
-  // spread to rows (b, 0), every patch row 0 (downward: row b*T >= b is written after it is read)
-  for (int i = B - 1; i >= 0; i--) {
-    char *d = (char *)m->dy;
-    if (i > 0) memcpy(d + (size_t)i * T * row, d + (size_t)i * row, row);
-    memset(d + ((size_t)i * T + 1) * row, 0, (size_t)(T - 1) * row);
+  if (m->last && m->cfg.pool == OT_POOL_MEAN) {   // head, norm over the B pooled rows, spread
+    OT_TRY(ot__head_bwd(m, B, m->dy));
+    OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, B));
+    mean_pool_bwd(m, B, T, m->vdpos);
+    ot__grads_ready(m, m->params[m->lnf_w].offset);
+  } else if (m->last) {   // (other stages: m->dres holds the gradient of the stage output)
+    OT_TRY(ot__head_bwd(m, B, m->dy));   // dy rows [0, B): the CLS rows' gradient
+    // spread to rows (b, 0), every patch row 0 (downward: row b*T >= b is written after it is read)
+    for (int i = B - 1; i >= 0; i--) {
+      char *d = (char *)m->dy;
+      if (i > 0) memcpy(d + (size_t)i * T * row, d + (size_t)i * row, row);
+      memset(d + ((size_t)i * T + 1) * row, 0, (size_t)(T - 1) * row);
+    }
+    OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
+    ot__grads_ready(m, m->params[m->lnf_w].offset);
   }
-  OT_TRY(ot__norm_bwd(m, m->dres, m->lnf_w, m->lnf_b, m->dy, NULL, m->resf, m->meanf, m->rstdf, N));
-  ot__grads_ready(m, m->params[m->lnf_w].offset);
   const ot__stack st = ot__stack_decoder(m);
   for (int l = m->L - 1; l >= 0; l--) {
     ot__need_block(m, l, true);
     OT_TRY(ot__block_bwd(m, &st, l, B, T));
+    if (l > 0 || m->first) ot__grads_ready(m, block_start(m, l));
   }
-  OT_TRY(vit_embed_bwd(m, B, T));
+  if (m->first) OT_TRY(vit_embed_bwd(m, B, T));
   ot__grads_ready(m, 0);
   return OT_OK;
 }

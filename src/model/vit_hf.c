@@ -1,5 +1,6 @@
 // Hugging Face ViTForImageClassification directories of a vision transformer:
-// config.json (ViTConfig) and model.safetensors with HF's names and shapes
+// config.json (ViTConfig; a mean-pooled model's names model_type "ot-vit", which
+// only ot reads) and model.safetensors with HF's names and shapes
 // (the layout's file shapes: [1, 1, C] CLS, [1, T, C] positions, [C, Cin, P, P]
 // patch projection). Reading them is hf.c's (cfg_vit, ot_model_load_hf).
 #include "model_impl.h"
@@ -13,8 +14,11 @@ void ot_vit_hf_config(const ot_model_config *c, char *buf, size_t cap) {
   if (!c || c->arch != OT_ARCH_VIT) return;
   size_t o = 0;
 #define PUT(...) do { if (o < cap) o += (size_t)snprintf(buf + o, cap - o, __VA_ARGS__); } while (0)
-  PUT("{\n  \"architectures\": [\"ViTForImageClassification\"],\n  \"model_type\": \"vit\",\n"
-      "  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+  // mean pooling: HF's ViT cannot express it, so the file names a model type transformers
+  // refuses ("ot-vit": ViTConfig's keys plus "pooling") rather than one it would run on the CLS token
+  if (c->pool == OT_POOL_MEAN) PUT("{\n  \"model_type\": \"ot-vit\",\n  \"pooling\": \"mean\",\n");
+  else PUT("{\n  \"architectures\": [\"ViTForImageClassification\"],\n  \"model_type\": \"vit\",\n");
+  PUT("  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
       "  \"intermediate_size\": %d,\n  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %.9g,\n"
       "  \"attention_probs_dropout_prob\": %.9g,\n  \"initializer_range\": %.9g,\n"
       "  \"layer_norm_eps\": %.9g,\n  \"image_size\": %d,\n  \"patch_size\": %d,\n"
@@ -35,6 +39,11 @@ ot_status ot__vit_save_hf(const ot_model *m, const char *dir) {
   static const char fn[] = "ot_model_save_hf";
   if (!ot__is_whole(m))
     return ot_error(OT_EINVAL, "%s: the model is one part of a parallel layout", fn);
+  if (m->cfg.pool == OT_POOL_MEAN)
+    return ot_error(OT_EUNSUPPORTED, "%s: '%s' pools the mean of its patch tokens (pool mean); Hugging "
+                    "Face's ViTForImageClassification classifies the CLS token only and cannot express "
+                    "it (train with --pool cls to export, or load the checkpoint directory with ot)", fn,
+                    m->cfg.name);
   const size_t cap = 4096 + (size_t)m->cfg.vocab * 48;
   char *cj = malloc(cap);
   if (!cj) return ot_error(OT_ENOMEM, "%s: out of memory", fn);

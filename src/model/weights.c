@@ -110,6 +110,8 @@ static void block_weights(const ot_model *m, const ot__layer_params *P, ot__bloc
   }
 }
 
+static ot_status quantized_views(ot_model *m);
+
 ot_status ot__graph_build(ot_model *m) {
   ot__graph *g = &m->graph;
   memset(g, 0, sizeof *g);
@@ -136,6 +138,7 @@ ot_status ot__graph_build(ot_model *m) {
     g->tp_ctx = m;
   }
   g->tp_lead = m->part.tp_rank == 0;
+  if (m->qm) OT_TRY(quantized_views(m));
   return m->Le > 0 ? encoder_graph(m) : OT_OK;
 }
 
@@ -244,4 +247,58 @@ ot_status ot__qmodel_graph(const ot_qmodel *q, ot__graph *g, ot__block_w *blk, o
   ot__layout_free(lay);
   free(lay);
   return s;
+}
+
+// ------------------------------------------ a model's quantized inference -----
+// The graph's block matrices and head pointed at m->qm (whose names and shapes are m's own
+// layout's: qmat checks them).
+static ot_status quantized_views(ot_model *m) {
+  ot__graph *g = &m->graph;
+  for (int l = 0; l < m->L; l++) {
+    const ot__layer_params *P = &m->lp[l];
+    ot__block_w *w = &m->blkw[l];
+    OT_TRY(qmat(m->qm, m, P->qkv_w, &w->qkv));
+    OT_TRY(qmat(m->qm, m, P->o_w, &w->o));
+    OT_TRY(qmat(m->qm, m, P->fc_w, &w->fc));
+    OT_TRY(qmat(m->qm, m, P->proj_w, &w->proj));
+  }
+  return qmat(m->qm, m, m->lm_head, &g->head);
+}
+
+ot_status ot_model_set_weights_q(ot_model *m, ot_qw_kind kind, int group) {
+  static const char fn[] = "ot_model_set_weights_q";
+  OT_CHECK_PTR(m, fn);
+  if (kind == OT_QW_F32) {   // off: the dense views again
+    if (!m->qm) return OT_OK;
+    ot_qmodel_free(m->qm);
+    ot_mem_free(m->qtok);
+    m->qm = NULL;
+    m->qtok = NULL;
+    return ot__graph_rebuild(m);
+  }
+  if (kind != OT_QW_BF16 && kind != OT_QW_INT8)
+    return ot_error(OT_EINVAL, "%s: kind %d unknown (f32 = off, bf16 or int8)", fn, (int)kind);
+  if (m->cfg.arch != OT_ARCH_VIT)
+    return ot_error(OT_EUNSUPPORTED, "%s: '%s' is not a vision transformer (language models and "
+                    "translators run quantized weights on ot_qmodel_from_model: ot_engine_create, "
+                    "ot_translator_create_q)", fn, m->cfg.name);
+  if (m->run.dt != OT_F32)
+    return ot_error(OT_EUNSUPPORTED, "%s: quantized weights take f32 activations (the run is %s; create "
+                    "the model with dt f32)", fn, ot_dtype_name(m->run.dt));
+  if (m->wq)
+    return ot_error(OT_EINVAL, "%s: the model trains quantization-aware (ot_model_set_qat); turn it off first",
+                    fn);
+  ot_qmodel *q = NULL;
+  OT_TRY(ot_qmodel_from_model(&q, m, kind, group));   // (whole models only: it says so)
+  if (!m->qtok) {
+    m->qtok = ot_mem_alloc((size_t)m->run.B * m->run.T * m->QKV * sizeof(float), OT_MEM_WORKSPACE);
+    if (!m->qtok) {
+      ot_qmodel_free(q);
+      return ot_error(OT_ENOMEM, "%s: out of memory for the QKV output (%d x %d x %d f32)", fn, m->run.B,
+                      m->run.T, m->QKV);
+    }
+  }
+  ot_qmodel_free(m->qm);
+  m->qm = q;
+  return ot__graph_rebuild(m);
 }

@@ -528,8 +528,10 @@ static ot_status check_model(const ot_trainer *t, const ot_st_file *f) {
     char key[80], mine[OT_PATH_MAX];
     snprintf(key, sizeof key, "cfg.%s", ot__key_name(i));
     const char *theirs = ot_st_meta(f, key);
-    if (!theirs) return ot_error(OT_EFORMAT, "%s: __metadata__ has no '%s'", ot_st_name(f), key);
     ot_train_config_get(&t->cfg, ot__key_name(i), mine, sizeof mine);
+    if (!theirs && !strcmp(ot__key_name(i), "pool") && !strcmp(mine, "cls"))
+      continue;   // a checkpoint from before the key: a CLS-pooled model
+    if (!theirs) return ot_error(OT_EFORMAT, "%s: __metadata__ has no '%s'", ot_st_name(f), key);
     if (strcmp(theirs, mine))
       return ot_error(OT_EINVAL, "checkpoint %s has --%s %s, this run --%s %s (resume with the same "
                       "model shape)", ot_st_name(f), ot__key_name(i), theirs, ot__key_name(i), mine);

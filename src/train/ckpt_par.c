@@ -12,7 +12,8 @@
 
 // The smallest run of t's model (B = T = 1; an encoder-decoder's source S = 1).
 static ot_run_config tiny_run(const ot_trainer *t) {
-  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1, t->cfg.model.arch == OT_ARCH_ENCDEC ? 1 : 0};
+  const ot_arch_kind a = t->cfg.model.arch;   // (a ViT: the CLS token and one patch)
+  ot_run_config run = {1, a == OT_ARCH_VIT ? 2 : 1, OT_F32, OT_RECOMPUTE_NONE, -1, a == OT_ARCH_ENCDEC ? 1 : 0};
   return run;
 }
 

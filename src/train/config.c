@@ -10,7 +10,7 @@
 
 typedef enum {
   K_INT, K_I64, K_U64, K_F32, K_BOOL, K_STR, K_DTYPE, K_RECOMPUTE, K_NORM, K_ACT, K_POS,
-  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD, K_F3, K_LSCALE, K_POW2, K_BLEUTOK
+  K_NAMES, K_ROPE, K_DECAY, K_MODEL, K_BETAS, K_TASK, K_SHARD, K_F3, K_LSCALE, K_POW2, K_BLEUTOK, K_POOL
 } ktype;
 
 typedef struct {
@@ -228,6 +228,9 @@ static const key_def k_keys[] = {
   {"flip", K_BOOL, O(flip), 0, 0, 0, "hflip horizontal_flip", "classify: random horizontal flip"},
   {"drop-path", K_F32, O(drop_path), 0, 0.999, 0, "drop_path_rate stochastic_depth",
    "ViT: stochastic depth, linear over the blocks up to this"},
+  {"pool", K_POOL, O(model.pool), 0, 0, F_MODEL, "global_pool pooling",
+   "ViT: the head reads the CLS token (cls | token) or the mean of the patch tokens (mean | avg: "
+   "timm's global_pool='avg'; not expressible in Hugging Face's ViT)"},
 };
 #define NKEYS ((int)(sizeof k_keys / sizeof k_keys[0]))
 _Static_assert(NKEYS <= OT_TRAIN_KEYS_MAX, "raise OT_TRAIN_KEYS_MAX (ot/train.h)");
@@ -551,6 +554,7 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
                                      "gelu-erf"};
   static const char *const poss[] = {"learned", "rope", "learned-absolute", "sinusoidal"};
   static const char *const names[] = {"gpt2", "llama", "marian", "vit"};
+  static const char *const pools[] = {"cls", "token", "mean", "avg"};
   static const char *const ropes[] = {"neox", "gptj"};
   static const char *const bleutoks[] = {"13a", "none", "intl"};   // ot_bleu_tok's order
   static const char *const decays[] = {"cosine", "linear", "constant", "inverse-sqrt", "noam",
@@ -634,6 +638,10 @@ ot_status ot_train_config_set(ot_train_config *c, const char *key, const char *v
     case K_NAMES:
       if ((k = parse_choice(value, names, 4)) < 0) BADV("is not a naming (gpt2 | llama | marian | vit)");
       *(ot_names *)p = (ot_names)k;
+      return OT_OK;
+    case K_POOL:
+      if ((k = parse_choice(value, pools, 4)) < 0) BADV("is not a pooling (cls | mean; timm: token | avg)");
+      *(ot_pool_kind *)p = k >= 2 ? OT_POOL_MEAN : OT_POOL_CLS;
       return OT_OK;
     case K_BLEUTOK:
       if ((k = parse_choice(value, bleutoks, 3)) < 0) BADV("is not a BLEU tokenizer (13a | intl | none)");
@@ -762,6 +770,7 @@ const char *ot_train_config_get(const ot_train_config *c, const char *key, char 
       break;
     }
     case K_ROPE: snprintf(buf, cap, "%s", *(const ot_rope_style *)p == OT_ROPE_GPTJ ? "gptj" : "neox"); break;
+    case K_POOL: snprintf(buf, cap, "%s", *(const ot_pool_kind *)p == OT_POOL_MEAN ? "mean" : "cls"); break;
     case K_BLEUTOK: {
       const ot_bleu_tok q = *(const ot_bleu_tok *)p;
       snprintf(buf, cap, "%s", q == OT_BLEU_TOK_INTL ? "intl" : q == OT_BLEU_TOK_NONE ? "none" : "13a");
@@ -850,9 +859,9 @@ static ot_status resolve_task(ot_train_config *c) {
     if (!vit)
       BAD("--task classify needs a vision transformer, but --model %s is not one (use --model "
           "vit-digits, vit-tiny/16, vit-small/16 or vit-base/16)", c->model.name);
-    if (c->data_parallel > 1 || c->tensor_parallel > 1 || c->pipeline_stages > 1)
-      BAD("--task classify runs on one process (data, tensor and pipeline parallel vision "
-          "transformers are not supported yet)");
+    if (c->vocab_parallel)
+      BAD("--vocab-parallel splits a language model's vocabulary over the tensor ranks; a vision "
+          "transformer's classifier stays whole on every tensor rank (drop --vocab-parallel)");
     if (!c->train_images[0] && !c->eval_only)
       BAD("--task classify needs --train-images (an image array file or a list of images)");
     for (int i = 0; i < 3; i++)
@@ -955,9 +964,9 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
         ot_model_n_blocks(&c->model), pp);
   if (c->optimizer_shard < 0 || c->optimizer_shard > 3)
     BAD("%s: ZeRO stages 0, 1, 2 and 3 are available", flagv(c, "optimizer-shard", ga, sizeof ga));
-  if (c->optimizer_shard == 3 && c->task != OT_TASK_LM)
-    BAD("%s: ZeRO-3 trains decoder language models (--task lm); the %s task takes ZeRO 0, 1 or 2",
-        flagv(c, "optimizer-shard", ga, sizeof ga), c->task == OT_TASK_TRANSLATE ? "translate" : "classify");
+  if (c->optimizer_shard == 3 && c->task == OT_TASK_TRANSLATE)
+    BAD("%s: ZeRO-3 trains decoder language models and vision transformers (--task lm, classify); "
+        "the translate task takes ZeRO 0, 1 or 2", flagv(c, "optimizer-shard", ga, sizeof ga));
   if (c->grad_buckets < 1) BAD("%s must be >= 1", flagv(c, "grad-buckets", ga, sizeof ga));
   if (!(c->comm_timeout >= 0)) BAD("--comm-timeout %g must be >= 0 (0: never)", c->comm_timeout);
   {

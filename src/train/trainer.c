@@ -275,7 +275,7 @@ static ot_status step_on(ot_trainer *t, const int32_t *rows, ot_step_info *info)
   double loss = 0.0, sumsq = 0.0;
   bool finite = true;
   int64_t ntok = (int64_t)dp * A * B * T, ntgt = ntok;
-  if (t->cls) {   // classify: the step's images (one process)
+  if (t->cls) {   // classify: the step's images (parallel: on the runtime's schedule)
     OT_TRY(ot__cls_micro_batches(t, &loss, &finite, &ntok, &ntgt));
   } else if (t->tr) {   // translate: this rank's part of the bitext batcher's global batch
     OT_TRY(ot__tr_micro_batches(t, &loss, &finite, &ntok, &ntgt));
