@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "ops/gemm_impl.h"
 #include "ops/kern/sgemm_k.h"
+#include <pthread.h>
 
 static th_rng g_rng = {0x51ee};
 
@@ -167,6 +168,35 @@ static void test_pick(void) {
   free(A); free(B); free(C); free(Co); free(Cl); free(C0);
 }
 
+// Calling threads at once (a server's workers): each has its own packing workspace;
+// every result equals the same call made alone, bitwise.
+typedef struct { const own_case *c; float *want; int bad; } conc_arg;
+static void *conc_main(void *p) {
+  conc_arg *a = p;
+  for (int r = 0; r < 6; r++) {
+    float *C = run_own(a->c, 2, NULL, 21);
+    a->bad += memcmp(C, a->want, (size_t)a->c->M * (a->c->N + a->c->pad) * 4) != 0;
+    free(C);
+  }
+  return NULL;
+}
+static void test_concurrent(void) {
+  const own_case cs[2] = {{OT_F32, OT_F32, OT_F32, false, true, true, false, 130, 70, 90, 0, 1.0f, 0.0f},
+                          {OT_BF16, OT_F32, OT_F32, true, false, false, true, 64, 200, 300, 2, 1.0f, 0.0f}};
+  conc_arg a[2];
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) {
+    a[i] = (conc_arg){&cs[i], run_own(&cs[i], 2, NULL, 21), 0};
+    pthread_create(&t[i], NULL, conc_main, &a[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(t[i], NULL);
+    th_check(a[i].bad == 0, "own gemm from 2 calling threads at once: case %d equals its solo run (%d differ)", i,
+             a[i].bad);
+    free(a[i].want);
+  }
+}
+
 int main(void) {
   ot_isa isas[OT_ISA_COUNT];
   const int n = th_isas(isas);
@@ -179,6 +209,7 @@ int main(void) {
     test_beta0();
   }
   ot_isa_unforce();
+  test_concurrent();
   test_pick();
   return th_finish();
 }
