@@ -168,6 +168,22 @@ static void test_pick(void) {
   free(A); free(B); free(C); free(Co); free(Cl); free(C0);
 }
 
+// ot_gemm_own_ws_max bounds the workspace of every f32-output shape (the planner counts it).
+static void test_ws_bound(void) {
+  static const int sh[][3] = {{2048, 2304, 768}, {2048, 768, 3072}, {2048, 50304, 768}, {2048, 768, 50304},
+                              {50304, 768, 2048}, {1, 1, 1}, {7, 100000, 3}, {100000, 7, 3}, {300, 300, 100000}};
+  const size_t max = ot_gemm_own_ws_max();
+  int bad = 0;
+  for (int i = 0; i < 9; i++)
+    for (int t = 0; t < 4; t++) {
+      ot_mm m = {OT_F32, t & 1 ? OT_BF16 : OT_F32, OT_F32, t & 1, t >> 1, sh[i][0], sh[i][1], sh[i][2], 1.0f, 0.0f,
+                 NULL, 1, NULL, 1, NULL, 1, NULL, false};
+      bad += ot__mm_own_ws(&m, ot_threads_get()) > max;
+    }
+  th_check(bad == 0 && max > 0, "own gemm workspace <= ot_gemm_own_ws_max (%zu bytes) for every shape (%d exceed)",
+           max, bad);
+}
+
 // Calling threads at once (a server's workers): each has its own packing workspace;
 // every result equals the same call made alone, bitwise.
 typedef struct { const own_case *c; float *want; int bad; } conc_arg;
@@ -210,6 +226,7 @@ int main(void) {
   }
   ot_isa_unforce();
   test_concurrent();
+  test_ws_bound();
   test_pick();
   return th_finish();
 }

@@ -43,6 +43,10 @@ bool ot_gemm_bf16_native(void);
 // The most f32 workspace (bytes) the conversion path takes per calling thread, whatever
 // the shape (one tile of each converted operand; this thread's scratch, not an arena).
 size_t ot_gemm_convert_ws_max(void);
+// The most packing workspace (bytes) the own blocked GEMM takes per calling thread for a
+// GEMM with an f32 output, with this CPU's caches and the current thread count (this
+// thread's scratch; a 16-bit output over a long contraction can take more).
+size_t ot_gemm_own_ws_max(void);
 
 // ---------------------------------------------------------------- linear ----
 typedef enum { OT_ACT_NONE = 0, OT_ACT_GELU = 1 } ot_act;

@@ -102,6 +102,16 @@ static void pack_floats(const ot_mm *m, const own_blocks *b, size_t *bfl, size_t
   *afl = ((size_t)ceil_div(b->mc < m->M ? b->mc : m->M, b->mr) * b->mr * b->kc + 16 + 15) & ~(size_t)15;
 }
 
+size_t ot_gemm_own_ws_max(void) {
+  const long l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10, 128 << 10, 4 << 20);
+  const long l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20, 1 << 20, 32 << 20);
+  const int T = ot_threads_get() > 1 ? ot_threads_get() : 1;
+  // the packed B group (a quarter of L3, plus a partial panel per k-block), an A block per
+  // thread (half of L2, plus its micro-tile rounding) and the slack of each
+  const size_t b = (size_t)l3 / 4 + (size_t)l3 / 32, a = (size_t)l2 / 2 + (size_t)l2 / 16;
+  return b + (size_t)T * a + 128 * (size_t)(T + 1);
+}
+
 size_t ot__mm_own_ws(const ot_mm *m, int threads) {
   own_blocks b;
   size_t bfl, afl;

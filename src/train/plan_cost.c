@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 // ------------------------------------------------------------------ memory ---
-// The largest block of ops' scratch one step asks for (ot_scratch grows by doubling from
-// 4 KiB and keeps its block): the QKV projection's f32 output staging [B*T, (Hq + 2 Hkv)
+// The largest blocks of ops' scratch one step asks for (ot_scratch grows by doubling from
+// 4 KiB and keeps its block), and the GEMMs' packing workspace: the QKV projection's f32 output staging [B*T, (Hq + 2 Hkv)
 // D / tp] (forward) and its gathered gradient (backward), with a 16-bit run's conversion
 // tiles (ot_gemm_convert_ws_max) when the GEMMs convert.
 static size_t scratch_bytes(const ot_train_config *c) {
@@ -23,7 +23,9 @@ static size_t scratch_bytes(const ot_train_config *c) {
   if (xent > want) want = xent;
   size_t cap = 4096;
   while (cap < want) cap *= 2;
-  return cap;
+  // the GEMMs' own block (OT_SCRATCH_GEMM): the own GEMM's packing workspace, taken by
+  // its run or by the measurement that chooses it (OT_GEMM=auto)
+  return cap + ot_gemm_own_ws_max();
 }
 
 // The loaders' buffers: one global batch of [T + 1] rows for training, one micro-batch for
