@@ -160,6 +160,11 @@ static void test_isa_and_errors(void) {
   printf("cpu: avx2=%d fma=%d f16c=%d avx512f=%d bw=%d vl=%d bf16=%d vnni=%d -> active %s\n", c->avx2, c->fma,
          c->f16c, c->avx512f, c->avx512bw, c->avx512vl, c->avx512_bf16, c->avx512_vnni, ot_isa_name(ot_isa_active()));
   th_check(ot_error(OT_EIO, "x=%d", 5) == OT_EIO && strcmp(ot_last_error(), "x=5") == 0, "error message set");
+  // a caller prefixing the message of the call that failed (the argument is the buffer itself)
+  ot_error(OT_EINVAL, "vocab_pad=48 must be a power of two");
+  ot_error(OT_EINVAL, "model: %s (set with --model)", ot_last_error());
+  th_check(strcmp(ot_last_error(), "model: vocab_pad=48 must be a power of two (set with --model)") == 0,
+           "an error prefixing ot_last_error() keeps it whole: %s", ot_last_error());
   ot_clear_error();
   th_check(ot_last_error()[0] == 0, "error cleared");
   th_check(strcmp(ot_status_name(OT_EFORMAT), "malformed input") == 0, "status names");

@@ -2,6 +2,7 @@
 #include "ot/core.h"
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char g_msg[1024];
 
@@ -21,10 +22,15 @@ const char *ot_status_name(ot_status s) {
   return "unknown status";
 }
 
+// Formats into a local buffer first: an argument may be ot_last_error() itself (a
+// caller prefixing the message of the call that failed), which vsnprintf must not
+// overwrite while it reads it.
 ot_status ot_error(ot_status s, const char *fmt, ...) {
+  char buf[sizeof g_msg];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(g_msg, buf, sizeof g_msg);
   return s;
 }
