@@ -2,9 +2,10 @@
 // (gemm.c, with its conversion path for bf16 on CPUs without native bf16).
 // By default (OT_GEMM=auto) the choice is measured at the first call of each
 // (M, N, K, dtypes, transposes, leading dimensions, bias, GELU, beta != 0):
-//  - both run on a slice of the problem (every row of A, the first columns of
-//    B up to a 8 MiB C; C copied to a scratch block, never written): one
-//    untimed run each, then PICK_SAMPLES timed runs each, alternating;
+//  - both run on a slice of the problem (C cut to 8 MiB along its longer side,
+//    a contraction longer than 2 GFLOP of work allows cut too; C copied to a
+//    scratch block, never written): one untimed run each, then PICK_SAMPLES
+//    timed runs each, alternating;
 //  - the own GEMM is kept when its mean time is below oneDNN's by PICK_MARGIN
 //    (oneDNN, the incumbent, keeps near-ties, so that a noisy measurement
 //    rarely changes a process's choice from another's);
@@ -26,6 +27,7 @@
 #define PICK_MARGIN 0.05
 #define PICK_MIN_FLOPS 3.2e7       // 2 M N K
 #define PICK_SLICE_BYTES ((size_t)8 << 20)
+#define PICK_SLICE_FLOPS 2e9
 #define PICK_MAX 4096
 
 typedef struct {
@@ -118,14 +120,24 @@ static void decide(const pick_key *k, int choice) {
 // Times oneDNN (0) and the own GEMM (1) on a slice of m (see the file comment);
 // returns the choice. On any failure (memory, an implementation refusing the
 // slice) oneDNN is kept.
-static int measure(const ot_mm *m, double t[2]) {
+static int measure(const ot_mm *m, double t[2], int sl[3]) {
   t[0] = t[1] = 0.0;
   const size_t ces = ot_dtype_size(m->cdt);
-  int n = (int)(PICK_SLICE_BYTES / ((size_t)m->M * ces));
-  n = n < 64 ? 64 : n;
-  ot_mm s = *m;                  // the first n columns: the same B (and bias) pointers and ldb
-  if (n < s.N) s.N = n;
+  ot_mm s = *m;   // the slice: the first rows / columns / contraction terms, at the same pointers
+  // C within PICK_SLICE_BYTES: cut the longer side (the shorter keeps the shape's character)
+  const size_t cap = PICK_SLICE_BYTES / ces;
+  if ((size_t)s.M * s.N > cap) {
+    if (s.M >= s.N) { s.M = (int)(cap / (size_t)s.N); s.M = s.M < 64 ? 64 : s.M > m->M ? m->M : s.M; }
+    else { s.N = (int)(cap / (size_t)s.M); s.N = s.N < 64 ? 64 : s.N > m->N ? m->N : s.N; }
+  }
+  // and the work within PICK_SLICE_FLOPS: a vocabulary-long contraction is cut (each run ~10 ms)
+  const double fl = 2.0 * s.M * s.N * s.K;
+  if (fl > PICK_SLICE_FLOPS) {
+    const int k = (int)(s.K * (PICK_SLICE_FLOPS / fl));
+    s.K = k < 256 ? (s.K < 256 ? s.K : 256) : k;
+  }
   s.ldc = s.N;
+  sl[0] = s.M; sl[1] = s.N; sl[2] = s.K;
   const size_t cbytes = (size_t)s.M * s.N * ces, wbytes = ot__mm_ws(&s);
   char *c = ot_mem_alloc(cbytes + wbytes + 64, OT_MEM_WORKSPACE);
   if (!c) { ot_clear_error(); return 0; }
@@ -160,14 +172,15 @@ static int pick(const ot_mm *m) {
   c = lookup(&k);   // another thread may have measured it meanwhile
   if (c < 0) {
     double t[2];
-    c = measure(m, t);
+    int sl[3];
+    c = measure(m, t, sl);
     decide(&k, c);
     static int verbose = -1;
     if (verbose < 0) { const char *v = getenv("OT_GEMM_VERBOSE"); verbose = v && *v && strcmp(v, "0") != 0; }
     if (verbose)
-      fprintf(stderr, "[ot gemm] M=%d N=%d K=%d %s%s x %s%s -> %s: oneDNN %.3f ms, own %.3f ms (on a slice) -> %s\n",
+      fprintf(stderr, "[ot gemm] M=%d N=%d K=%d %s%s x %s%s -> %s: on %d x %d x %d oneDNN %.3f ms, own %.3f ms -> %s\n",
               m->M, m->N, m->K, ot_dtype_name(m->adt), m->ta ? "^T" : "", ot_dtype_name(m->bdt), m->tb ? "^T" : "",
-              ot_dtype_name(m->cdt), 1e3 * t[0], 1e3 * t[1], c ? "own" : "oneDNN");
+              ot_dtype_name(m->cdt), sl[0], sl[1], sl[2], 1e3 * t[0], 1e3 * t[1], c ? "own" : "oneDNN");
   }
   pthread_mutex_unlock(&g_measure_mu);
   return c;
