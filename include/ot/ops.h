@@ -47,6 +47,9 @@ size_t ot_gemm_convert_ws_max(void);
 // GEMM with an f32 output, with this CPU's caches and the current thread count (this
 // thread's scratch; a 16-bit output over a long contraction can take more).
 size_t ot_gemm_own_ws_max(void);
+// Which GEMM runs (OT_GEMM: the own blocked GEMM, oneDNN, or chosen per shape) and the own
+// GEMM's micro-tile and cache sizes, as one line into buf (n bytes; `ot info` prints it).
+void ot_gemm_describe(char *buf, size_t n);
 
 // ---------------------------------------------------------------- linear ----
 typedef enum { OT_ACT_NONE = 0, OT_ACT_GELU = 1 } ot_act;

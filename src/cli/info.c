@@ -3,9 +3,9 @@
 #include <oneapi/dnnl/dnnl.h>
 
 const cli_command cli_info_command = {
-    "info", "", "CPU features, active kernel ISA, threads, oneDNN version",
+    "info", "", "CPU features, active kernel ISA, threads, oneDNN version, GEMM choice",
     "Prints the CPU's features, the kernel ISA that runs (and those it supports), oneDNN's\n"
-    "version and the thread count. No options.\n",
+    "version, the thread count and how GEMMs run (OT_GEMM). No options.\n",
     NULL, 0, NULL, NULL, false};
 
 int ot_cmd_info(int argc, char **argv) {
@@ -23,5 +23,8 @@ int ot_cmd_info(int argc, char **argv) {
   printf("oneDNN:       %d.%d.%d (cpu runtime %s)\n", v->major, v->minor, v->patch,
          v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
   printf("threads:      %d\n", ot_threads_get());
+  char g[320];
+  ot_gemm_describe(g, sizeof g);
+  printf("gemm:         %s\n", g);
   return 0;
 }

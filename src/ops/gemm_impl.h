@@ -41,6 +41,8 @@ ot_status ot__mm_run_lib(const ot_mm *m, void *ws, const char *fn);
 // slot (ot__mm_own_ws(m, threads) bytes).
 ot_status ot__mm_own_run(const ot_mm *m, const char *fn);
 size_t ot__mm_own_ws(const ot_mm *m, int threads);
+// "micro-tile MR x NR (isa), blocks from L1 .., L2 .., L3 .." into buf (n bytes).
+void ot__gemm_own_describe(char *buf, size_t n);
 // Forces the own GEMM's cache blocks: rows of A, contraction, columns of B (mc
 // and nc rounded to the micro-tile) and k-blocks packed at once; 0: chosen from
 // the caches. For tests and benchmarks, not while GEMMs run.

@@ -22,6 +22,7 @@
 #include "kern/sgemm_k.h"
 #include "kern/act_k.h"
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -103,6 +104,16 @@ static const void *b_at(const ot_mm *m, int k, int j) {
 static void pack_floats(const ot_mm *m, const own_blocks *b, size_t *bfl, size_t *afl) {
   *bfl = ((size_t)b->kg * ceil_div(b->nc, b->nr) * b->nr * b->kc + 16 + 15) & ~(size_t)15;
   *afl = ((size_t)ceil_div(b->mc < m->M ? b->mc : m->M, b->mr) * b->mr * b->kc + 16 + 15) & ~(size_t)15;
+}
+
+void ot__gemm_own_describe(char *buf, size_t n) {
+  int mr, nr;
+  OT_KPICK(k_sg_tile)(&mr, &nr);
+  const long l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10, 16 << 10, 128 << 10);
+  const long l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10, 128 << 10, 4 << 20);
+  const long l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20, 1 << 20, 32 << 20);
+  snprintf(buf, n, "micro-tile %d x %d (%s), blocks from L1 %ld KiB, L2 %ld KiB, L3 %ld MiB", mr, nr,
+           ot_isa_name(ot_isa_active()), l1 >> 10, l2 >> 10, l3 >> 20);
 }
 
 size_t ot_gemm_own_ws_max(void) {

@@ -209,3 +209,13 @@ int ot__gemm_pick_get(const ot_mm *m) {
 ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {
   return pick(m) ? ot__mm_own_run(m, fn) : ot__mm_run_lib(m, ws, fn);
 }
+
+void ot_gemm_describe(char *buf, size_t n) {
+  if (!buf || n == 0) return;
+  const int mode = mode_get();
+  char own[160];
+  ot__gemm_own_describe(own, sizeof own);
+  snprintf(buf, n, "%s (own blocked GEMM: %s)",
+           mode == 1 ? "own for every shape (OT_GEMM=own)" : mode == 0 ? "oneDNN for every shape (OT_GEMM=onednn)"
+                     : "own or oneDNN, measured per shape at its first call (OT_GEMM=auto)", own);
+}
