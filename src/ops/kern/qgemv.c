@@ -444,6 +444,26 @@ AI void m1_chunk(int kind, const ot__qk_weight *W, int c0, int c1, const float *
   }
 }
 
+// M = 1 on the team (ot__team_for): item i = output rows [i w, (i + 1) w), its
+// inputs (x, the prepared x) in the team's buffer, W and bias by pointer.
+typedef struct {
+  ot__qk_weight W;
+  const float *x, *bias;
+  m1_prep pp;
+  int w;
+} m1_job;
+
+static void m1_item(const void *ctx, long i, float *dst, float *scratch) {
+  (void)scratch;
+  const m1_job *j = ctx;
+  const int c0 = (int)i * j->w, c1 = c0 + j->w < j->W.rows ? c0 + j->w : j->W.rows;
+  switch (j->W.kind) {
+    case OT__QK_F32: m1_chunk(OT__QK_F32, &j->W, c0, c1, j->x, dst, j->bias, &j->pp); break;
+    case OT__QK_BF16: m1_chunk(OT__QK_BF16, &j->W, c0, c1, j->x, dst, j->bias, &j->pp); break;
+    default: m1_chunk(OT__QK_INT8, &j->W, c0, c1, j->x, dst, j->bias, &j->pp); break;
+  }
+}
+
 // Rows [n, n + QG_R) of the output (M > 1), or the rows from n to N one at a time.
 AI void block(int kind, const ot__qk_weight *W, int n, const float *x, int M, float *y, const float *bias) {
   const int N = W->rows;
@@ -467,11 +487,25 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
   const size_t bytes = (size_t)N * K * wsize(W->kind);
   if (M == 1) {
     m1_prep pp = {NULL, NULL, NULL};
+    const int par = bytes >= QG_PAR_MIN && N >= 4 * QG_S;
+    // the team: x (and its prepared form) copied into the team's buffer, which
+    // stays mapped for a preempted helper that reads it late
+    const bool team = par && ot__team_acquire();
+    char *tb = NULL;
+    if (team) {
+      if (!(tb = ot__team_buf(ot_align64((size_t)K * 4) + (size_t)K * 4 + (size_t)K * 2 + 4096))) {
+        ot__team_release();
+        return OT_ENOMEM;
+      }
+      memcpy(tb, x, (size_t)K * 4);
+      x = (const float *)tb;
+      tb += ot_align64((size_t)K * 4);
+    }
 #ifdef OT_SIMD_QDOT
     if (W->kind != OT__QK_F32) {
       const int C = W->kind == OT__QK_INT8 && W->group ? W->group : QX_C, nc = (K + C - 1) / C;
       const size_t kq = ((size_t)K + VQ8 - 1) / VQ8 * VQ8;
-      char *ws = ot_scratch(W->kind == OT__QK_INT8 ? kq * 2 + (size_t)nc * 4 : (size_t)K * 4);
+      char *ws = tb ? tb : ot_scratch(W->kind == OT__QK_INT8 ? kq * 2 + (size_t)nc * 4 : (size_t)K * 4);
       if (!ws) return OT_ENOMEM;
       if (W->kind == OT__QK_BF16) {
         deinterleave_x(x, K, (float *)ws);
@@ -482,7 +516,18 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
       }
     }
 #endif
-    const int par = bytes >= QG_PAR_MIN && N >= 4 * QG_S;
+    if (team) {
+      // items of at least 8 KiB of weights, about 8 per thread, a multiple of QG_S rows
+      const size_t rb = (size_t)K * wsize(W->kind);
+      const int T = ot__team_size(), by_t = (N + 8 * T - 1) / (8 * T), by_b = (int)((8192 + rb - 1) / rb);
+      int w = by_t > by_b ? by_t : by_b;
+      if (w < (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX) w = (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX;
+      w = (w + QG_S - 1) / QG_S * QG_S;
+      const m1_job job = {*W, x, bias, pp, w};
+      const ot_status s = ot__team_for(y, N, w, m1_item, &job, sizeof job, ot__team_steal_get());
+      ot__team_release();
+      return s;
+    }
     int nch = par ? 2 * omp_get_max_threads() : 1;
     if (nch > QG_M1_CHUNKS) nch = QG_M1_CHUNKS;
 #pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
