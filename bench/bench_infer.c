@@ -27,9 +27,17 @@
 // max_seq tokens, teacher-forced through ot_engine_score) with f32, bf16 and
 // int8 weights, and the relative change against f32. No timing then.
 //
+// --busy-core: single-stream decode (the KV-cache path of `ot generate`, and
+// the engine at batch 1 for each --weights) with every core free and with the
+// last CPU held by a process this program starts (a spin loop pinned there) and
+// kills after each busy run; --trials trials alternate free and busy runs of
+// --steps new tokens; printed: median tokens/s of each, their ratio and the
+// worst trial's ratio. Every run's tokens/s is new tokens / wall time of all
+// steps (a step that waited on the busy core counts in full).
+//
 // Usage: bench_infer [--model PRESET] [--weights f32,bf16,int8] [--group G]
 //                    [--prompts 128,1024] [--steps N] [--reps N] [--trials N]
-//                    [--kv f32|bf16] [--profile] [--ppl DIR [--data DIR]]
+//                    [--kv f32|bf16] [--profile] [--ppl DIR [--data DIR]] [--busy-core]
 // Threads: OMP_NUM_THREADS. Asserts nothing; exits 1 only on a library error.
 #define _GNU_SOURCE   // sched_setaffinity
 #include "ot/ot.h"

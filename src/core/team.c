@@ -60,6 +60,7 @@ static struct {
   _Atomic unsigned seq;         // odd: a job being published; even: job seq / 2 published
   _Atomic unsigned long long next;   // (job << 32) | next item
   _Atomic unsigned long long st[OT_TEAM_ITEMS_MAX];   // (job << 8) | ST_*
+  _Atomic double taken[OT_TEAM_ITEMS_MAX];   // ot_now() when a helper took the item
   _Atomic int sleepers;
   _Atomic int nhelp;            // helpers that may join the current job
   int nthreads;                 // helpers created
@@ -98,6 +99,7 @@ static void helper_job(helper *h, unsigned j, ot__team_fn fn, float *out, long t
     if ((unsigned)(v >> 32) != j || (long)(v & 0xffffffffu) >= n) return;
     const long i = (long)(v & 0xffffffffu);
     unsigned long long s = ((unsigned long long)j << 8) | ST_FREE;
+    atomic_store_explicit(&g.taken[i], ot_now(), memory_order_relaxed);
     if (!atomic_compare_exchange_strong(&g.st[i], &s, ((unsigned long long)j << 8) | ST_HELPER)) continue;
     fn(ctx, i, h->out, h->scratch);
     s = ((unsigned long long)j << 8) | ST_HELPER;
@@ -290,17 +292,17 @@ ot_status ot__team_for(float *out, long total, int w, ot__team_fn fn, const void
     atomic_store_explicit(&g.st[i], ((unsigned long long)j << 8) | ST_DONE, memory_order_relaxed);
     mine++;
   }
-  // the helpers' items: a grace of about two of the caller's items, then steal
-  const double now = ot_now();
+  // the helpers' items: one a helper took more than about two of the caller's
+  // items ago is late (its helper has most likely lost its core): steal it
   const double grace = g_grace_s >= 0.0 ? g_grace_s
-                       : (mine ? 2.0 * (now - t0) / (double)mine : 0.0) + TEAM_GRACE_MIN;
-  bool late = steal && grace <= 0.0;
+                       : (mine ? 2.0 * (ot_now() - t0) / (double)mine : 0.0) + TEAM_GRACE_MIN;
   for (long i = 0; i < n; i++) {
     for (int k = 0;; k++) {
       unsigned long long s = atomic_load_explicit(&g.st[i], memory_order_acquire);
       const int st = (int)(s & 0xff);
       if (st == ST_DONE || st == ST_CALLER) break;
-      if (steal && !late && (k & 15) == 15) late = ot_now() - now > grace;
+      const bool late = steal && st == ST_HELPER &&
+                        (grace <= 0.0 || ot_now() - atomic_load_explicit(&g.taken[i], memory_order_relaxed) > grace);
       // FREE: a helper counted it but has not claimed it (or was preempted in between)
       if (st == ST_FREE || (st == ST_HELPER && late)) {
         if (atomic_compare_exchange_strong(&g.st[i], &s, ((unsigned long long)j << 8) | ST_STOLEN)) {
