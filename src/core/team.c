@@ -69,7 +69,7 @@ static struct {
   float *out;
   long total, n;
   int w;
-  unsigned char ctx[OT_TEAM_CTX_MAX];
+  _Alignas(64) unsigned char ctx[OT_TEAM_CTX_MAX];   // aligned for any job struct
   size_t ctx_size;
   // caller side
   float *scratch;               // the caller's OT_TEAM_SCRATCH floats
@@ -114,7 +114,7 @@ static void *helper_main(void *arg) {
   helper *h = arg;
   const int id = (int)(h - g.h);
   unsigned seen = atomic_load(&g.seq);
-  unsigned char ctx[OT_TEAM_CTX_MAX];
+  _Alignas(64) unsigned char ctx[OT_TEAM_CTX_MAX];   // aligned for any job struct
   for (;;) {
     // wait for a new published job: spin, then sleep
     unsigned s;
