@@ -193,6 +193,7 @@ static void test_gemv(void) {
         th_check(false, "linear M=1 %dx%d: %d threads differ from 1", N, K, t);
     }
     ot__team_set_grace(-1.0);
+    ot__team_quiesce();   // with steal, a preempted helper may still read w (the contract)
     free(w); free(x); free(b); free(y0); free(y); free(yr);
   }
   ot__team_steal_set(st0);
@@ -226,6 +227,7 @@ static void test_attn(void) {
   ot__team_set_grace(-1.0);
   ot__team_steal_set(st0);
   ot_threads_set(nt0);
+  ot__team_quiesce();
   free(q); free(k); free(v); free(o0); free(o); free(l0); free(l);
 }
 

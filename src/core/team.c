@@ -34,7 +34,7 @@
 #include <string.h>
 
 #define TEAM_MAX 16             // helpers at most
-#define TEAM_SPIN_S 300e-6      // a helper spins this long for the next job, then sleeps
+#define TEAM_SPIN_S 50e-6       // a helper spins this long for the next job, then sleeps
 #define TEAM_GRACE_MIN 2e-6     // the caller waits at least this long before stealing
 enum { ST_FREE, ST_CALLER, ST_HELPER, ST_COMMIT, ST_DONE, ST_STOLEN };
 
