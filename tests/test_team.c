@@ -7,8 +7,8 @@
 //   the helper wakes, the item stolen and the helper's late result dropped (the
 //   output is not touched after the return); without steal the caller waits;
 // - the M = 1 GEMV (f32 / bf16 / int8 weights, ot_qlinear_fwd and the f32
-//   ot_linear_fwd / ot_qkv_fwd routed to it) and ot_attn_decode on the team:
-//   bitwise equal for every thread count and grace, close to the references.
+//   ot_linear_fwd routed to it), ot_attn_decode and ot_attn_paged_decode on the
+//   team: bitwise equal for every thread count and grace, close to the references.
 #include "harness.h"
 #include "internal.h"
 #include "ot/quant.h"
@@ -231,11 +231,57 @@ static void test_attn(void) {
   free(q); free(k); free(v); free(o0); free(o); free(l0); free(l);
 }
 
+// ot_attn_paged_decode with one chunk per row (the team path) and with longer
+// rows (OpenMP): bitwise equal over threads and graces, close to the reference.
+static void test_paged(void) {
+  const int nt0 = ot_threads_get();
+  const int n = 3, Hq = 6, Hkv = 3, D = 40, bt = 16, nb = 64, ts = 32;
+  const size_t bs = (size_t)bt * D, hs = (size_t)nb * bs, nkv = (size_t)Hkv * hs;
+  th_rng r = {11};
+  float *k = th_alloc(nkv * 4), *v = th_alloc(nkv * 4), *q = th_alloc((size_t)n * Hq * D * 4);
+  const size_t no = (size_t)n * Hq * D;
+  float *o0 = th_alloc(no * 4), *o = th_alloc(no * 4), *orf = th_alloc(no * 4);
+  int32_t tab[3 * 32], kvl[3];
+  th_fill_normal(&r, k, nkv, 1.0f); th_fill_normal(&r, v, nkv, 1.0f); th_fill_normal(&r, q, no, 1.0f);
+  for (int i = 0; i < 3 * 32; i++) tab[i] = (int32_t)((i * 37 + 5) % nb);
+  static const int lens[2][3] = {{200, 77, 256}, {300, 41, 500}};   // one chunk each; longer rows
+  const bool st0 = ot__team_steal_set(true);
+  for (int li = 0; li < 2; li++) {
+    for (int i = 0; i < 3; i++) kvl[i] = lens[li][i];
+    ot_paged_attn p = {n, Hq, Hkv, D, bt, nb, OT_F32, k, v, bs, hs, tab, ts, kvl, 0.0f};
+    ot_ref_attn_paged_decode(orf, Hq * D, q, Hq * D, &p);
+    ot_threads_set(1);
+    th_check(ot_attn_paged_decode(o0, Hq * D, q, Hq * D, &p) == OT_OK, "paged, 1 thread");
+    th_check_nerr(o0, orf, no, 1e-5, "paged (lengths %d %d %d) vs reference", kvl[0], kvl[1], kvl[2]);
+    int bad = 0;
+    ot__team_stats s0, s1;
+    ot__team_get_stats(&s0);
+    for (int t = 2; t <= 3; t++)
+      for (int gi = 0; gi < 2; gi++) {
+        ot_threads_set(t);
+        ot__team_set_grace(gi ? 0.0 : -1.0);
+        ot_attn_paged_decode(o, Hq * D, q, Hq * D, &p);
+        bad += memcmp(o, o0, no * 4) != 0;
+      }
+    ot__team_get_stats(&s1);
+    th_check((s1.jobs > s0.jobs) == (li == 0), "paged: the team runs the one-chunk rows (%ld jobs), not longer ones",
+             s1.jobs - s0.jobs);
+    th_check(bad == 0, "paged (lengths %d %d %d): every thread count and grace bitwise equal to 1 thread",
+             kvl[0], kvl[1], kvl[2]);
+  }
+  ot__team_set_grace(-1.0);
+  ot__team_steal_set(st0);
+  ot_threads_set(nt0);
+  ot__team_quiesce();
+  free(k); free(v); free(q); free(o0); free(o); free(orf);
+}
+
 int main(void) {
   g_main = pthread_self();
   test_splits();
   test_descheduled();
   test_gemv();
   test_attn();
+  test_paged();
   return th_finish();
 }
