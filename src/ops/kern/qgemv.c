@@ -31,6 +31,8 @@
 #define QG_CHUNKS 32     // chunks of output rows the threads share dynamically
 #define QG_S 4           // M = 1: rows read side by side, each from its own stream (2 alike, 8 slower)
 #define QG_M1_CHUNKS 16  // M = 1: most chunks of rows
+#define QG_TEAM_ITEMS 4  // M = 1 on the team: items per thread ...
+#define QG_TEAM_MIN 16384 // ... of at least this many weight bytes
 #define QG_M1_DIST 512   // M = 1: prefetch distance in each stream, bytes (256-1024 measured alike, 4096 slower)
 #define QG_YB (16 / QG_R) // blocks of output rows per 64 bytes of y
 
@@ -517,9 +519,9 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
     }
 #endif
     if (team) {
-      // items of at least 8 KiB of weights, about 8 per thread, a multiple of QG_S rows
+      // items of at least QG_TEAM_MIN bytes of weights, QG_TEAM_ITEMS per thread, a multiple of QG_S rows
       const size_t rb = (size_t)K * wsize(W->kind);
-      const int T = ot__team_size(), by_t = (N + 8 * T - 1) / (8 * T), by_b = (int)((8192 + rb - 1) / rb);
+      const int T = ot__team_size(), by_t = (N + QG_TEAM_ITEMS * T - 1) / (QG_TEAM_ITEMS * T), by_b = (int)((QG_TEAM_MIN + rb - 1) / rb);
       int w = by_t > by_b ? by_t : by_b;
       if (w < (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX) w = (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX;
       w = (w + QG_S - 1) / QG_S * QG_S;
