@@ -33,6 +33,7 @@
 #define QG_M1_CHUNKS 16  // M = 1: most chunks of rows
 #define QG_TEAM_ITEMS 4  // M = 1 on the team: items per thread ...
 #define QG_TEAM_MIN 16384 // ... of at least this many weight bytes
+#define QG_TEAM_MAX 262144 // ... and at most this many (when the rows allow)
 #define QG_M1_DIST 512   // M = 1: prefetch distance in each stream, bytes (256-1024 measured alike, 4096 slower)
 #define QG_YB (16 / QG_R) // blocks of output rows per 64 bytes of y
 
@@ -519,10 +520,14 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
     }
 #endif
     if (team) {
-      // items of at least QG_TEAM_MIN bytes of weights, QG_TEAM_ITEMS per thread, a multiple of QG_S rows
+      // QG_TEAM_ITEMS items per thread, each of QG_TEAM_MIN to QG_TEAM_MAX bytes of
+      // weights (a stolen item is computed twice: at most QG_TEAM_MAX bytes), a
+      // multiple of QG_S rows, at most OT_TEAM_ITEMS_MAX items
       const size_t rb = (size_t)K * wsize(W->kind);
-      const int T = ot__team_size(), by_t = (N + QG_TEAM_ITEMS * T - 1) / (QG_TEAM_ITEMS * T), by_b = (int)((QG_TEAM_MIN + rb - 1) / rb);
-      int w = by_t > by_b ? by_t : by_b;
+      const int T = ot__team_size(), by_t = (N + QG_TEAM_ITEMS * T - 1) / (QG_TEAM_ITEMS * T);
+      const int by_b = (int)((QG_TEAM_MIN + rb - 1) / rb), most = (int)(QG_TEAM_MAX / rb);
+      int w = by_t < most ? by_t : most;
+      if (w < by_b) w = by_b;
       if (w < (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX) w = (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX;
       w = (w + QG_S - 1) / QG_S * QG_S;
       const m1_job job = {*W, x, bias, pp, w};
