@@ -27,18 +27,31 @@
 // max_seq tokens, teacher-forced through ot_engine_score) with f32, bf16 and
 // int8 weights, and the relative change against f32. No timing then.
 //
+// --busy-core: single-stream decode (the KV-cache path of `ot generate`, and
+// the engine at batch 1 for each --weights) with every core free and with the
+// last CPU held by a process this program starts (a spin loop pinned there) and
+// kills after each busy run; --trials trials alternate free and busy runs of
+// --steps new tokens; printed: median tokens/s of each, their ratio and the
+// worst trial's ratio. Every run's tokens/s is new tokens / wall time of all
+// steps (a step that waited on the busy core counts in full).
+//
 // Usage: bench_infer [--model PRESET] [--weights f32,bf16,int8] [--group G]
 //                    [--prompts 128,1024] [--steps N] [--reps N] [--trials N]
-//                    [--kv f32|bf16] [--profile] [--ppl DIR [--data DIR]]
+//                    [--kv f32|bf16] [--profile] [--ppl DIR [--data DIR]] [--busy-core]
 // Threads: OMP_NUM_THREADS. Asserts nothing; exits 1 only on a library error.
+#define _GNU_SOURCE   // sched_setaffinity
 #include "ot/ot.h"
 #include "ot/quant.h"
 #include "ot/infer.h"
 #include "internal.h"
 #include <math.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void must(ot_status s, const char *what) {
   if (s != OT_OK) {
@@ -125,7 +138,7 @@ static double ttft(ot_engine *e, int P, int reps, uint64_t *rng) {
 
 // Median decode step with B sequences (128-token prompts) in the batch.
 // With prof, the profiler records the timed steps only.
-static double decode_step(ot_engine *e, int B, int steps, uint64_t *rng, bool prof) {
+static double decode_step(ot_engine *e, int B, int steps, uint64_t *rng, bool prof, double *total) {
   const int V = ot_engine_model_config(e)->vocab, P = 128, warm = 3;
   int32_t p[128];
   for (int b = 0; b < B; b++) {
@@ -135,20 +148,21 @@ static double decode_step(ot_engine *e, int B, int steps, uint64_t *rng, bool pr
     int id;
     must(ot_engine_add(e, &r, &id, NULL), "add");
   }
-  double t[1024];
+  double t[1024], sum = 0.0;
   for (int s = 0; s < warm + steps; s++) {
     const ot_engine_event *ev;
     int n;
     if (prof && s == warm) { ot_prof_reset(); ot_prof_enable(true); }
     const double t0 = ot_now();
     must(ot_engine_step(e, &ev, &n), "step");
-    if (s >= warm) t[s - warm] = ot_now() - t0;
+    if (s >= warm) sum += t[s - warm] = ot_now() - t0;
     if (n != B) must(ot_error(OT_EINTERNAL, "%d sequences stepped, %d expected", n, B), "batch");
   }
   if (prof) ot_prof_enable(false);
   const ot_engine_event *ev;
   int n;
   must(ot_engine_step(e, &ev, &n), "last step");   // the sequences end here
+  if (total) *total = sum;
   return median(t, steps);
 }
 
@@ -203,7 +217,7 @@ static void bench(const opts *o) {
         const double bw = stream_bps();
         bws[nbw++] = bw;
         const bool prof = o->profile && t == 0;
-        const double st = decode_step(eng[wi], bs[k], o->steps, &rng, prof);
+        const double st = decode_step(eng[wi], bs[k], o->steps, &rng, prof, NULL);
         if (prof) {
           printf("\nprofile of %d timed batch-%d decode steps (%s weights):\n", o->steps, bs[k], wl[wi]);
           ot_prof_summary(stdout);
@@ -228,6 +242,108 @@ static void bench(const opts *o) {
              mst, bs[k] * 1e3 / mst, bs[k] * bwm / wb[wi], 100.0 * fm, 100.0 * best);
     }
   for (int wi = 0; wi < o->nw; wi++) ot_engine_free(eng[wi]);
+}
+
+// ---------------------------------------------------------- one core busy ----
+// A child process spinning on the last CPU, as another job on a shared machine
+// would hold a core; started before and killed after each busy run.
+static pid_t spin_start(int cpu) {
+  fflush(stdout);
+  const pid_t p = fork();
+  if (p < 0) { perror("bench_infer: fork"); exit(1); }
+  if (p == 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    for (volatile unsigned long x = 0;; x++) {}
+  }
+  usleep(50000);   // let it start and settle on its CPU
+  return p;
+}
+static void spin_stop(pid_t p) {
+  kill(p, SIGKILL);
+  waitpid(p, NULL, 0);
+}
+
+// New tokens / s of one single-stream decode run: the KV-cache path of `ot
+// generate` (a 16-token prompt, then `steps` tokens sampled and fed back), or
+// the engine at batch 1 (128-token prompt, `steps` timed steps); wall time of
+// all steps, so a stalled step counts.
+static double single_run(ot_kvcache *kv, ot_sampler *smp, ot_engine *e, int steps, uint64_t *rng) {
+  if (e) {
+    double total;
+    decode_step(e, 1, steps, rng, false, &total);
+    return steps / total;
+  }
+  const int V = ot_model_config_of(ot_kv_model(kv))->vocab;
+  int32_t p[16];
+  fill(p, 16, V, rng);
+  ot_kv_reset(kv);
+  ot_gen_config gc = {steps + 1, -1};
+  ot_gen_stats st;
+  must(ot_generate(kv, smp, p, 16, &gc, NULL, NULL, NULL, &st), "generate");
+  return st.decode_steps / st.decode_s;
+}
+
+// Single-stream decode with both cores free and with one held by a spinning
+// process, the runs alternated per trial; medians and their ratio.
+static void busy_bench(const opts *o) {
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  ot_model_config mc;
+  must(ot_model_config_preset(&mc, o->model), "preset");
+  ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1};
+  ot_model *m = NULL;
+  must(ot_model_create(&m, &mc, &run), "model");
+  must(ot_model_init(m, 1), "init");
+  const int steps = o->steps < mc.max_seq - 133 ? o->steps : mc.max_seq - 133;   // the engine: 128 + 3 warm + 1
+  if (steps < 8) must(ot_error(OT_EINVAL, "the context of %s is too short", mc.name), "--busy-core");
+  enum { NC = 4 };
+  ot_kvcache *kv = NULL;
+  ot_kv_config kc = {1, 0, 0, false};
+  must(ot_kv_create(&kv, m, &kc), "KV cache");
+  ot_sampler *smp = NULL;
+  const ot_sampler_config sc = ot_sampler_config_default();
+  must(ot_sampler_create(&smp, &sc, mc.vocab), "sampler");
+  ot_engine *eng[NC] = {NULL};
+  char name[NC][48];
+  int nc = 0;
+  snprintf(name[nc++], sizeof name[0], "kv cache f32 (ot generate)");
+  for (int wi = 0; wi < o->nw && nc < NC; wi++, nc++) {
+    eng[nc] = engine(m, o->w[wi], o->group, o->kv, 1, 128);
+    if (o->w[wi] == OT_I8) snprintf(name[nc], sizeof name[0], o->group ? "engine int8/g%d" : "engine int8/row", o->group);
+    else snprintf(name[nc], sizeof name[0], "engine %s", wname(o->w[wi]));
+  }
+  double la[3] = {0, 0, 0};
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) { if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1; fclose(f); }
+  printf("bench_infer --busy-core: %s (%.1fM parameters), %d threads, kernels %s, %ld CPUs; load average "
+         "%.2f %.2f %.2f at start\nbusy = a process spinning on CPU %ld during the run; %d trials, free and "
+         "busy runs alternated; %d new tokens per run (sampler T=0.8 top-k 40 top-p 0.95)\n",
+         mc.name, ot_model_n_params(&mc) / 1e6, ot_threads_get(), ot_isa_name(ot_isa_active()), ncpu,
+         la[0], la[1], la[2], ncpu - 1, o->trials, steps);
+  static double fr[NC][MAX_TRIALS], bz[NC][MAX_TRIALS], rt[NC][MAX_TRIALS];
+  uint64_t rng = 11;
+  for (int c = 0; c < nc; c++) single_run(kv, smp, eng[c], steps, &rng);   // warm-up
+  for (int t = 0; t < o->trials; t++)
+    for (int c = 0; c < nc; c++) {
+      fr[c][t] = single_run(kv, smp, eng[c], steps, &rng);
+      const pid_t p = spin_start((int)(ncpu - 1));
+      bz[c][t] = single_run(kv, smp, eng[c], steps, &rng);
+      spin_stop(p);
+      rt[c][t] = bz[c][t] / fr[c][t];
+    }
+  printf("%-28s %12s %12s %10s %14s\n", "single-stream decode", "free tok/s", "busy tok/s", "busy/free",
+         "worst trial");
+  for (int c = 0; c < nc; c++) {
+    const double a = median(fr[c], o->trials), b = median(bz[c], o->trials);
+    median(rt[c], o->trials);   // sorts
+    printf("%-28s %12.1f %12.1f %9.0f%% %13.0f%%\n", name[c], a, b, 100.0 * b / a, 100.0 * rt[c][0]);
+  }
+  for (int c = 1; c < nc; c++) ot_engine_free(eng[c]);
+  ot_sampler_free(smp);
+  ot_kv_free(kv);
+  ot_model_free(m);
 }
 
 // ------------------------------------------------------------ perplexity ----
@@ -318,6 +434,7 @@ static int parse_list(const char *s, int *out, int cap) {
 
 int main(int argc, char **argv) {
   opts o = {"gpt2", NULL, NULL, 64, 32, 5, 5, OT_F32, {128, 1024}, 2, {OT_F32, OT_BF16, OT_I8}, 3, false};
+  bool busy = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--model") && v) { o.model = v; i++; }
@@ -328,6 +445,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--ppl") && v) { o.ppl = v; i++; }
     else if (!strcmp(a, "--data") && v) { o.data = v; i++; }
     else if (!strcmp(a, "--profile")) o.profile = true;
+    else if (!strcmp(a, "--busy-core")) busy = true;
     else if (!strcmp(a, "--kv") && v) { o.kv = !strcmp(v, "bf16") ? OT_BF16 : OT_F32; i++; }
     else if (!strcmp(a, "--prompts") && v) {
       if ((o.np = parse_list(v, o.prompts, 4)) < 1) { fprintf(stderr, "bad --prompts '%s'\n", v); return 2; }
@@ -346,7 +464,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: bench_infer [--model PRESET] [--weights f32,bf16,int8] [--group G] "
               "[--prompts 128,1024] [--steps N] [--reps N] [--trials N] [--kv f32|bf16] [--profile] "
-              "[--ppl DIR [--data DIR]]\n");
+              "[--ppl DIR [--data DIR]] [--busy-core]\n");
       return 2;
     }
   }
@@ -354,7 +472,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "--steps must be in [1, 1000], --reps in [1, 63], --trials in [1, 64]\n");
     return 2;
   }
-  if (o.ppl) perplexity(&o);
+  if (busy) busy_bench(&o);
+  else if (o.ppl) perplexity(&o);
   else bench(&o);
   return 0;
 }

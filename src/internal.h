@@ -26,10 +26,45 @@ void *ot_scratch(size_t bytes);
 // The same for one of a few independent per-thread blocks: a callee that runs
 // while its caller holds ot_scratch (the GEMM's oneDNN scratchpad, under a
 // caller's dequantized tile) takes its own slot. ot_scratch is slot OT_SCRATCH_MAIN.
-enum { OT_SCRATCH_MAIN = 0, OT_SCRATCH_GEMM = 1, OT_SCRATCH_SLOTS = 2 };
+enum { OT_SCRATCH_MAIN = 0, OT_SCRATCH_GEMM = 1, OT_SCRATCH_TEAM = 2, OT_SCRATCH_SLOTS = 3 };
 void *ot_scratch_slot(int slot, size_t bytes);
 // Frees this thread's scratch blocks now (tests use it to check the report returns to 0).
 void ot_scratch_release(void);
+
+// ---- a work split that never waits for a descheduled thread (core/team.c) ----
+// ot__team_for runs fn(ctx, i, dst, scratch) for the items i in [0, ceil(total / w)):
+// item i writes the floats [i w, min((i + 1) w, total)) of dst, which is `out` or
+// a helper's own buffer indexed like it (copied to out afterwards), and nothing
+// else; its result depends only on i and ctx (a copy of ctx_size bytes). The
+// caller and ot__team_size() - 1 helper threads share the items; the caller never
+// waits for a helper that holds none, and with steal it computes the items a
+// helper holds after a short grace itself (the helper's result is dropped).
+// With steal, a preempted helper may still read ctx's pointees after the return:
+// they must stay mapped (ot__team_buf, or memory freed after ot__team_quiesce).
+// scratch: OT_TEAM_SCRATCH floats of the running thread. At most
+// OT_TEAM_ITEMS_MAX items and OT_TEAM_CTX_MAX bytes of ctx (else OT_EINTERNAL).
+// Only a caller holding the team (ot__team_acquire .. ot__team_release: one
+// thread at a time, never inside an OpenMP region or with one thread) gets the
+// helpers and ot__team_buf; without it every item runs in the caller.
+#define OT_TEAM_ITEMS_MAX 256
+#define OT_TEAM_CTX_MAX 512
+#define OT_TEAM_SCRATCH 65536
+typedef void (*ot__team_fn)(const void *ctx, long i, float *dst, float *scratch);
+ot_status ot__team_for(float *out, long total, int w, ot__team_fn fn, const void *ctx, size_t ctx_size,
+                       bool steal);
+// Steal scope of this thread (a decode step of the library's own model, engine
+// or cache, whose frees call ot__team_quiesce): jobs that read only such memory
+// and ot__team_buf pass ot__team_steal_get() as steal. Returns the previous value.
+bool ot__team_steal_set(bool on);
+bool ot__team_steal_get(void);
+bool ot__team_acquire(void);      // this thread takes the helpers (false: in use, or one thread)
+void ot__team_release(void);
+int ot__team_size(void);          // threads a job would use: OpenMP's max threads (1 inside a region)
+void *ot__team_buf(size_t bytes); // the holder's buffer for a job's inputs; stays mapped (NULL: no memory)
+void ot__team_quiesce(void);      // waits until no helper is inside a job (before freeing what one may read)
+void ot__team_set_grace(double s); // tests: seconds before stealing (0: at once; < 0: automatic)
+typedef struct { long caller, helper, stolen, jobs; } ot__team_stats;
+void ot__team_get_stats(ot__team_stats *s);   // items since the start (tests, benchmarks)
 
 // Levenshtein distance of two short strings (99 when either exceeds 63 bytes):
 // for "did you mean" suggestions of unknown keys, flags and commands.

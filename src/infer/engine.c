@@ -151,6 +151,7 @@ ot_status ot_engine_create(ot_engine **out, const ot_model *m, const ot_engine_c
 
 void ot_engine_free(ot_engine *e) {
   if (!e) return;
+  ot__team_quiesce();   // a preempted helper of a step may still read the weights
   for (int i = 0; e->seq && i < e->cfg.max_seqs; i++) ot_sampler_free(e->seq[i].smp);
   ot_qmodel_free(e->q);
   ot_mem_free(e->rope);
@@ -323,7 +324,9 @@ ot_status ot_engine_step(ot_engine *e, const ot_engine_event **ev, int *n_ev) {
   }
   invalidate_rows(e);
   const int tok = ot_prof_begin("engine_step", 0.0, 0.0);
+  const bool steal = ot__team_steal_set(true);   // the weights and the pool outlive the step (see ot_engine_free)
   ot_status s = ot__eng_decode(e, n);
+  ot__team_steal_set(steal);
   const int stok = ot_prof_begin("engine_sample", 0.0, 0.0);
   if (s == OT_OK) {
     // every sequence's own sampler over its own row, in parallel (each draw

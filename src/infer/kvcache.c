@@ -140,6 +140,7 @@ ot_status ot_kv_create(ot_kvcache **out, const ot_model *m, const ot_kv_config *
 
 void ot_kv_free(ot_kvcache *c) {
   if (!c) return;
+  ot__team_quiesce();   // a preempted helper of a step may still read the cache
   ot_arena_destroy(&c->a_kv);
   ot_arena_destroy(&c->a_ws);
   free(c);
@@ -244,6 +245,7 @@ ot_status ot_kv_forward(ot_kvcache *c, const int32_t *tokens, int T, bool all,
       return ot_error(OT_EINVAL, "%s: token %d at index %d outside [0, vocab=%d)", fn, tokens[i],
                       i, mc->vocab);
   OT_PROF_BEGIN("kv_forward", 0.0, 0.0);
+  const bool steal = ot__team_steal_set(true);   // the weights and the cache outlive the call (see ot_kv_free)
   ot_status s = OT_OK;
   const int ch = c->cfg.chunk;
   if (B == 1 || T <= ch) {
@@ -258,6 +260,7 @@ ot_status ot_kv_forward(ot_kvcache *c, const int32_t *tokens, int T, bool all,
       s = step(c, buf, n, all);
     }
   }
+  ot__team_steal_set(steal);
   OT_PROF_STOP();
   if (s != OT_OK) return s;
   if (logits) *logits = c->logits;

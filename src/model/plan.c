@@ -380,6 +380,7 @@ ot_status ot_model_plan_print(FILE *f, const ot_model_config *c, const ot_run_co
 // ------------------------------------------------------------- lifecycle ----
 void ot_model_free(ot_model *m) {
   if (!m) return;
+  ot__team_quiesce();   // a preempted helper of a decode step may still read the weights
   ot_arena_destroy(&m->a_params);
   ot_arena_destroy(&m->a_grads);
   ot_arena_destroy(&m->a_act);

@@ -114,7 +114,8 @@ ot_status ot_attn_paged_decode(float *o, int ldo, const float *q, int ldq, const
   A.items = items; A.nitems = (int)nitems;
   A.merge = merge; A.nmerge = (int)nmerge;
   A.nch = nch; A.poff = poff;
-  // below ~32k key elements (e.g. one short sequence) a second thread costs more than it saves
+  // below ~32k key elements (e.g. one short sequence) a second thread costs more than it saves;
+  // rows of one chunk each run on the team (kern/paged.c), never waiting on a descheduled thread
   A.par = nt > 1 && nitems > 1 && keys * p->Hkv * p->D >= 32768.0;
   const double es = (double)ot_dtype_size(p->kv_dt);
   OT_PROF_BEGIN("ot_attn_paged_decode", 4.0 * p->D * p->Hq * keys,

@@ -1,6 +1,7 @@
 // Linear layer y = act(x w^T + b), forward and backward, f32 and bf16 storage,
 // on the oneDNN GEMM wrapper of gemm.c (see gemm_impl.h for the bf16 paths).
 #include "gemm_impl.h"
+#include "quant_impl.h"
 #include <stdlib.h>
 
 static ot_status check_common(const char *fn, ot_dtype dt, int M, int N, int K, ot_act act) {
@@ -65,8 +66,15 @@ ot_status ot_linear_fwd_w(ot_dtype dt, ot_dtype wdt, void *y, void *pre, const v
   const size_t es = ot_dtype_size(dt);
   OT_PROF_BEGIN("linear_fwd", 2.0 * M * N * K, (double)es * ((double)M * K + (double)N * K + (double)M * N * (keep ? 2 : 1)));
   const bool fuse = gelu && !keep && gelu_fused();
+  ot_status s;
+  if (M == 1 && dt == OT_F32 && wdt == OT_F32 && !keep) {   // decode: the GEMV (never waits on a descheduled thread)
+    s = ot__gemv_f32(y, x, w, b, N, K);
+    if (s == OT_OK && gelu) s = ot_gelu_fwd(dt, y, y, (size_t)N);
+    OT_PROF_STOP();
+    return s;
+  }
   ot_mm m = {dt, wdt, dt, false, true, M, N, K, 1.0f, 0.0f, x, K, w, K, keep ? pre : y, N, b, fuse};
-  ot_status s = ot__mm_run(&m, NULL, fn);
+  s = ot__mm_run(&m, NULL, fn);
   if (s == OT_OK && gelu && !fuse) s = ot_gelu_fwd(dt, y, keep ? pre : y, (size_t)M * N);
   OT_PROF_STOP();
   return s;

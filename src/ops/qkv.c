@@ -4,6 +4,7 @@
 // (f32 where the GEMMs convert bf16 anyway), then the dx and dw GEMMs
 // and the bias column sums.
 #include "gemm_impl.h"
+#include "quant_impl.h"
 #include <limits.h>
 
 static ot_status check_qkv(const char *fn, ot_dtype dt, int B, int T, int C, int Hq, int Hkv, int D) {
@@ -55,7 +56,9 @@ ot_status ot_qkv_fwd_w(ot_dtype dt, ot_dtype wdt, void *q, void *k, void *v, con
   ot_mm m = {dt, wdt, OT_F32, false, true, M, Nt, C, 1.0f, 0.0f, x, C, w, C, NULL, Nt, b, false};
   uint8_t *ws = ot_scratch(osz + ot__mm_ws(&m));
   ot_status s = ws ? OT_OK : OT_ENOMEM;
-  if (s == OT_OK) {
+  if (s == OT_OK && M == 1 && dt == OT_F32 && wdt == OT_F32)   // decode: the GEMV (see ot_linear_fwd)
+    s = ot__gemv_f32((float *)ws, x, w, b, Nt, C);
+  else if (s == OT_OK) {
     m.C = ws;
     s = ot__mm_run(&m, ws + osz, fn);
   }

@@ -6,6 +6,7 @@
 #include "gemm_impl.h"
 #include "ot/quant.h"
 #include "kern/qgemm_k.h"
+#include "quant_impl.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -19,6 +20,11 @@ static ot__qk_weight kview(const ot_qweight *w) {
 }
 
 #define QL_TILE_BYTES ((size_t)8 << 20)   // f32 bytes of one dequantized tile of the GEMM path
+
+ot_status ot__gemv_f32(float *y, const float *x, const float *w, const float *b, int N, int K) {
+  const ot__qk_weight kw = {OT__QK_F32, N, K, 0, w, NULL};
+  return OT_KPICK(k_qgemv)(y, x, &kw, b, 1);
+}
 
 const char *ot_qw_kind_name(ot_qw_kind k) {
   return k == OT_QW_F32 ? "f32" : k == OT_QW_BF16 ? "bf16" : k == OT_QW_INT8 ? "int8" : "?";
@@ -66,6 +72,7 @@ size_t ot_qweight_bytes(const ot_qweight *w) {
 
 void ot_qweight_free(ot_qweight *w) {
   if (!w) return;
+  ot__team_quiesce();   // a preempted helper of a decode step may still read it
   if (w->owned) {
     ot_mem_free(w->data);
     ot_mem_free(w->scales);

@@ -240,14 +240,51 @@ static void dec_merge(const ot__attn_args *A, float *acc, int b, int h, int t) {
   if (A->lse) A->lse[row] = M * OT_LN2 + logf(Ls);
 }
 
+// The items on the team (ot__team_for): team item i = items [i per, (i + 1) per),
+// their partials written to dst (indexed like A->part), the tiles in scratch.
+typedef struct {
+  ot__attn_args A;
+  long per, n;
+} dec_job;
+
+static void dec_team_item(const void *ctx, long i, float *dst, float *scratch) {
+  const dec_job *j = ctx;
+  ot__attn_args A = j->A;
+  A.part = dst;
+  A.ws = scratch;   // thread_ws: omp_get_thread_num() is 0 outside a parallel region
+  const int Dp = rup(A.D, VL);
+  fwd_ws w = fwd_ws_of(&A, Dp);
+  for (long it = i * j->per; it < (i + 1) * j->per && it < j->n; it++) {
+    const int c = (int)(it % A.nch), bk = (int)(it / A.nch);
+    dec_item(&A, &w, bk / A.Hkv, bk % A.Hkv, c, Dp);
+  }
+}
+
 void OT_K(k_attn_decode)(const ot__attn_args *A) {
   const int Dp = rup(A->D, VL);
   const long n = (long)A->B * A->Hkv * A->nch;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(A->nt) if (n > 1)
-  for (long it = 0; it < n; it++) {
-    fwd_ws w = fwd_ws_of(A, Dp);
-    const int c = (int)(it % A->nch), bk = (int)(it / A->nch);
-    dec_item(A, &w, bk / A->Hkv, bk % A->Hkv, c, Dp);
+  // items on the team (a thread descheduled by another process costs at most an
+  // item), when there are several and the scratch and job fit its limits
+  double work = 0.0;   // query-key products times D
+  for (int b = 0; b < A->B; b++) work += (double)ot__attn_L(A, b) * A->Hq * A->Tq * A->D;
+  const bool par = n > 1 && work >= 32768.0;   // below: one thread is faster than any split
+  bool done = false;
+  if (par && A->ws_pt <= OT_TEAM_SCRATCH && sizeof(dec_job) <= OT_TEAM_CTX_MAX && ot__team_acquire()) {
+    const long T = ot__team_size(), want = n < 4 * T ? n : 4 * T;
+    long per = (n + want - 1) / want;
+    if (per < (n + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX) per = (n + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX;
+    const long uw = (long)A->G * A->Tq * (A->D + 2);
+    const dec_job j = {*A, per, n};
+    done = ot__team_for(A->part, n * uw, (int)(per * uw), dec_team_item, &j, sizeof j, ot__team_steal_get()) == OT_OK;
+    ot__team_release();
+  }
+  if (!done) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(A->nt) if (par)
+    for (long it = 0; it < n; it++) {
+      fwd_ws w = fwd_ws_of(A, Dp);
+      const int c = (int)(it % A->nch), bk = (int)(it / A->nch);
+      dec_item(A, &w, bk / A->Hkv, bk % A->Hkv, c, Dp);
+    }
   }
   const long rows = (long)A->B * A->Hq * A->Tq;
 #pragma omp parallel for schedule(static) num_threads(A->nt) if (rows * A->nch * A->D > 65536)

@@ -99,7 +99,7 @@ static void prefetch_first(const ot__paged_args *A, const int32_t *e) {
 }
 
 // One item: row r, kv head kh, chunk c (its blocks [c * bpc, ...)).
-static void item(const ot__paged_args *A, float *ws, int r, int kh, int c) {
+static void item(const ot__paged_args *A, float *ws, int r, int kh, int c, int nch_r) {
   const ot__paged_pool *P = &A->p;
   const int D = P->D, G = A->G, bt = P->block_tokens, Dp = rup(D, VL), Sp = rup(bt, VL);
   const int L = P->kv_len[r], nb = (L + bt - 1) / bt;
@@ -144,7 +144,7 @@ static void item(const ot__paged_args *A, float *ws, int r, int kh, int c) {
       accumulate(acc + (size_t)g * Dp, alpha, s, V, nk, D, A->bf16);
     }
   }
-  if (A->nch[r] == 1) {   // the only chunk: normalize into the output
+  if (nch_r == 1) {   // the only chunk: normalize into the output
     for (int g = 0; g < G; g++) {
       float *orow = A->o + (size_t)r * A->ldo + (size_t)(kh * G + g) * D;
       const float inv = 1.0f / l[g];
@@ -154,7 +154,7 @@ static void item(const ot__paged_args *A, float *ws, int r, int kh, int c) {
     return;
   }
   const int PS = D + 2;
-  float *part = A->part + A->poff[r] + (((size_t)kh * A->nch[r] + c) * G) * PS;
+  float *part = A->part + A->poff[r] + (((size_t)kh * nch_r + c) * G) * PS;
   for (int g = 0; g < G; g++) {
     float *pr = part + (size_t)g * PS;
     pr[0] = m[g];
@@ -187,8 +187,40 @@ static void merge(const ot__paged_args *A, float *acc, int r, int h) {
   for (int d = 0; d < D; d++) orow[d] = acc[d] * inv;
 }
 
-// All items, then all merges, in one parallel region (two work-shared loops).
+// On the team (ot__team_for) when every row is one chunk and o is [n, Hq * D]:
+// team item i = items [i per, (i + 1) per) (item it = row it / Hkv, kv head it %
+// Hkv), each writing its G output rows, contiguous in o; the helper's copy of o
+// is dst. Reads the pool, tables, kv_len and q by pointer, nothing of the
+// caller's scratch.
+typedef struct {
+  ot__paged_args A;
+  int hkv;
+  long per, n;
+} paged_job;
+
+static void paged_team_item(const void *ctx, long i, float *dst, float *scratch) {
+  const paged_job *j = ctx;
+  ot__paged_args A = j->A;
+  A.o = dst;
+  for (long it = i * j->per; it < (i + 1) * j->per && it < j->n; it++)
+    item(&A, scratch, (int)(it / j->hkv), (int)(it % j->hkv), 0, 1);
+}
+
+// All items, then all merges, in one parallel region (two work-shared loops);
+// or the items on the team (see paged_team_item).
 void OT_K(k_attn_paged)(const ot__paged_args *A) {
+  const int hkv = A->p.Hq / A->G;
+  if (A->par && A->nmerge == 0 && A->ldo == A->p.Hq * A->p.D && A->nitems == A->nitems / hkv * hkv &&
+      A->ws_pt <= OT_TEAM_SCRATCH && ot__team_acquire()) {
+    const long n = A->nitems, T = ot__team_size(), want = n < 4 * T ? n : 4 * T;
+    long per = (n + want - 1) / want;
+    if (per < (n + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX) per = (n + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX;
+    const long w = (long)A->G * A->p.D;
+    const paged_job j = {*A, hkv, per, n};
+    const ot_status s = ot__team_for(A->o, n * w, (int)(per * w), paged_team_item, &j, sizeof j, ot__team_steal_get());
+    ot__team_release();
+    if (s == OT_OK) return;
+  }
 #pragma omp parallel num_threads(A->nt) if (A->par)
   {
     float *ws = A->ws + (size_t)omp_get_thread_num() * A->ws_pt;
@@ -197,7 +229,7 @@ void OT_K(k_attn_paged)(const ot__paged_args *A) {
     for (int it = 0; it < A->nitems; it++) {
       if (it + nt < A->nitems) prefetch_first(A, A->items + 3 * (size_t)(it + nt));
       const int32_t *e = A->items + 3 * (size_t)it;
-      item(A, ws, e[0], e[1], e[2]);
+      item(A, ws, e[0], e[1], e[2], A->nch[e[0]]);
     }
 #pragma omp for schedule(static)
     for (int i = 0; i < A->nmerge; i++)

@@ -31,6 +31,9 @@
 #define QG_CHUNKS 32     // chunks of output rows the threads share dynamically
 #define QG_S 4           // M = 1: rows read side by side, each from its own stream (2 alike, 8 slower)
 #define QG_M1_CHUNKS 16  // M = 1: most chunks of rows
+#define QG_TEAM_ITEMS 4  // M = 1 on the team: items per thread ...
+#define QG_TEAM_MIN 16384 // ... of at least this many weight bytes
+#define QG_TEAM_MAX 262144 // ... and at most this many (when the rows allow)
 #define QG_M1_DIST 512   // M = 1: prefetch distance in each stream, bytes (256-1024 measured alike, 4096 slower)
 #define QG_YB (16 / QG_R) // blocks of output rows per 64 bytes of y
 
@@ -444,6 +447,26 @@ AI void m1_chunk(int kind, const ot__qk_weight *W, int c0, int c1, const float *
   }
 }
 
+// M = 1 on the team (ot__team_for): item i = output rows [i w, (i + 1) w), its
+// inputs (x, the prepared x) in the team's buffer, W and bias by pointer.
+typedef struct {
+  ot__qk_weight W;
+  const float *x, *bias;
+  m1_prep pp;
+  int w;
+} m1_job;
+
+static void m1_item(const void *ctx, long i, float *dst, float *scratch) {
+  (void)scratch;
+  const m1_job *j = ctx;
+  const int c0 = (int)i * j->w, c1 = c0 + j->w < j->W.rows ? c0 + j->w : j->W.rows;
+  switch (j->W.kind) {
+    case OT__QK_F32: m1_chunk(OT__QK_F32, &j->W, c0, c1, j->x, dst, j->bias, &j->pp); break;
+    case OT__QK_BF16: m1_chunk(OT__QK_BF16, &j->W, c0, c1, j->x, dst, j->bias, &j->pp); break;
+    default: m1_chunk(OT__QK_INT8, &j->W, c0, c1, j->x, dst, j->bias, &j->pp); break;
+  }
+}
+
 // Rows [n, n + QG_R) of the output (M > 1), or the rows from n to N one at a time.
 AI void block(int kind, const ot__qk_weight *W, int n, const float *x, int M, float *y, const float *bias) {
   const int N = W->rows;
@@ -467,11 +490,25 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
   const size_t bytes = (size_t)N * K * wsize(W->kind);
   if (M == 1) {
     m1_prep pp = {NULL, NULL, NULL};
+    const int par = bytes >= QG_PAR_MIN && N >= 4 * QG_S;
+    // the team: x (and its prepared form) copied into the team's buffer, which
+    // stays mapped for a preempted helper that reads it late
+    const bool team = par && ot__team_acquire();
+    char *tb = NULL;
+    if (team) {
+      if (!(tb = ot__team_buf(ot_align64((size_t)K * 4) + (size_t)K * 4 + (size_t)K * 2 + 4096))) {
+        ot__team_release();
+        return OT_ENOMEM;
+      }
+      memcpy(tb, x, (size_t)K * 4);
+      x = (const float *)tb;
+      tb += ot_align64((size_t)K * 4);
+    }
 #ifdef OT_SIMD_QDOT
     if (W->kind != OT__QK_F32) {
       const int C = W->kind == OT__QK_INT8 && W->group ? W->group : QX_C, nc = (K + C - 1) / C;
       const size_t kq = ((size_t)K + VQ8 - 1) / VQ8 * VQ8;
-      char *ws = ot_scratch(W->kind == OT__QK_INT8 ? kq * 2 + (size_t)nc * 4 : (size_t)K * 4);
+      char *ws = tb ? tb : ot_scratch(W->kind == OT__QK_INT8 ? kq * 2 + (size_t)nc * 4 : (size_t)K * 4);
       if (!ws) return OT_ENOMEM;
       if (W->kind == OT__QK_BF16) {
         deinterleave_x(x, K, (float *)ws);
@@ -482,7 +519,22 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
       }
     }
 #endif
-    const int par = bytes >= QG_PAR_MIN && N >= 4 * QG_S;
+    if (team) {
+      // QG_TEAM_ITEMS items per thread, each of QG_TEAM_MIN to QG_TEAM_MAX bytes of
+      // weights (a stolen item is computed twice: at most QG_TEAM_MAX bytes), a
+      // multiple of QG_S rows, at most OT_TEAM_ITEMS_MAX items
+      const size_t rb = (size_t)K * wsize(W->kind);
+      const int T = ot__team_size(), by_t = (N + QG_TEAM_ITEMS * T - 1) / (QG_TEAM_ITEMS * T);
+      const int by_b = (int)((QG_TEAM_MIN + rb - 1) / rb), most = (int)(QG_TEAM_MAX / rb);
+      int w = by_t < most ? by_t : most;
+      if (w < by_b) w = by_b;
+      if (w < (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX) w = (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX;
+      w = (w + QG_S - 1) / QG_S * QG_S;
+      const m1_job job = {*W, x, bias, pp, w};
+      const ot_status s = ot__team_for(y, N, w, m1_item, &job, sizeof job, ot__team_steal_get());
+      ot__team_release();
+      return s;
+    }
     int nch = par ? 2 * omp_get_max_threads() : 1;
     if (nch > QG_M1_CHUNKS) nch = QG_M1_CHUNKS;
 #pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
