@@ -55,7 +55,7 @@ void ot__gemm_impl_set_mode(int mode);
 // The implementation chosen for m's shape: 0 oneDNN, 1 own, -1 not decided yet.
 int ot__gemm_pick_get(const ot_mm *m);
 // Shapes with fewer flops (2 M N K) than this run on oneDNN unmeasured in auto
-// mode (<= 0: the default, 3.2e7). For tests.
+// mode (<= 0: the default, 1e9). For tests.
 void ot__gemm_pick_set_min_flops(double flops);
 // Adds one GEMM's flops and seconds to the counters of ot_gemm_stats.
 void ot__gemm_count(const ot_mm *m, double seconds);

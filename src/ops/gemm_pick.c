@@ -1,11 +1,12 @@
 // Which GEMM runs a given shape: the own blocked GEMM (gemm_own.c) or oneDNN
 // (gemm.c, with its conversion path for bf16 on CPUs without native bf16).
 // By default (OT_GEMM=auto) the choice is measured at the first call of each
-// (M, N, K, dtypes, transposes, leading dimensions, bias, GELU, beta != 0):
-//  - both run on a slice of the problem (C cut to 8 MiB along its longer side,
-//    a contraction longer than 2 GFLOP of work allows cut too; C copied to a
-//    scratch block, never written): one untimed run each, then PICK_SAMPLES
-//    timed runs each, alternating;
+// (M rounded up to a power of two past 64, N, K, dtypes, transposes, leading
+// dimensions, bias, GELU, beta != 0):
+//  - both run on a slice of the problem (C cut to 8 MiB and 2 GFLOP of work
+//    along its longer side, down to 256; the contraction cut only past 20
+//    GFLOP; C copied to a scratch block, never written): one untimed run
+//    each, then PICK_SAMPLES timed runs each, alternating;
 //  - the own GEMM is kept when its fastest run beats oneDNN's by PICK_MARGIN
 //    (the fastest: the run least disturbed by other work on the cores)
 //    (oneDNN, the incumbent, keeps near-ties, so that a noisy measurement
@@ -13,8 +14,9 @@
 //  - every call of the shape, the first included, then runs the chosen one, so
 //    results within a process never mix the two (recompute, repeated steps and
 //    threads give the same bits).
-// Shapes below PICK_MIN_FLOPS are not measured (oneDNN runs them): timings of a
-// few microseconds decide nothing, and tiny models stay reproducible bit for
+// Shapes below PICK_MIN_FLOPS (1 GFLOP) are not measured (oneDNN runs them):
+// decode steps and short prompts pay no measurement in their latency, timings of
+// a few milliseconds decide little, and small models stay reproducible bit for
 // bit from one process to the next. Across processes a choice can differ where
 // the two are within the noise; OT_GEMM=own or OT_GEMM=onednn fixes it for
 // every shape (bitwise-reproducible runs). OT_GEMM_VERBOSE=1 prints each choice
@@ -26,7 +28,7 @@
 
 #define PICK_SAMPLES 3
 #define PICK_MARGIN 0.05
-#define PICK_MIN_FLOPS 3.2e7       // 2 M N K
+#define PICK_MIN_FLOPS 1e9         // 2 M N K
 #define PICK_SLICE_BYTES ((size_t)8 << 20)
 #define PICK_SLICE_FLOPS 2e9
 #define PICK_MAX 4096
@@ -69,7 +71,10 @@ void ot__gemm_impl_set_mode(int mode) {
 
 static void make_key(pick_key *k, const ot_mm *m) {
   memset(k, 0, sizeof *k);
-  k->M = m->M; k->N = m->N; k->K = m->K; k->lda = m->lda; k->ldb = m->ldb; k->ldc = m->ldc;
+  // M by powers of two past 64: a server's prompt lengths share a few measurements
+  int mb = m->M;
+  if (mb > 64) { mb = 64; while (mb < m->M && mb < (1 << 30)) mb *= 2; }
+  k->M = mb; k->N = m->N; k->K = m->K; k->lda = m->lda; k->ldb = m->ldb; k->ldc = m->ldc;
   k->adt = (uint8_t)m->adt; k->bdt = (uint8_t)m->bdt; k->cdt = (uint8_t)m->cdt;
   k->ta = m->ta; k->tb = m->tb; k->bias = m->bias != NULL; k->gelu = m->gelu; k->beta = m->beta != 0.0f;
 }
@@ -131,10 +136,19 @@ static int measure(const ot_mm *m, double t[2], int sl[3]) {
     if (s.M >= s.N) { s.M = (int)(cap / (size_t)s.N); s.M = s.M < 64 ? 64 : s.M > m->M ? m->M : s.M; }
     else { s.N = (int)(cap / (size_t)s.M); s.N = s.N < 64 ? 64 : s.N > m->N ? m->N : s.N; }
   }
-  // and the work within PICK_SLICE_FLOPS: a vocabulary-long contraction is cut (each run ~10 ms)
-  const double fl = 2.0 * s.M * s.N * s.K;
+  // and the work within PICK_SLICE_FLOPS (~10 ms a run): the longer of M and N is cut
+  // further, to no fewer than 256; the contraction, whose length can decide between the
+  // two (a vocabulary-long one: oneDNN 67% of the peak, the own GEMM 84%), only beyond
+  // 10 x PICK_SLICE_FLOPS
+  double fl = 2.0 * s.M * s.N * s.K;
   if (fl > PICK_SLICE_FLOPS) {
-    const int k = (int)(s.K * (PICK_SLICE_FLOPS / fl));
+    int *side = s.M >= s.N ? &s.M : &s.N;
+    const int want = (int)(*side * (PICK_SLICE_FLOPS / fl));
+    if (*side > 256) *side = want < 256 ? 256 : want;
+    fl = 2.0 * s.M * s.N * s.K;
+  }
+  if (fl > 10 * PICK_SLICE_FLOPS) {
+    const int k = (int)(s.K * (10 * PICK_SLICE_FLOPS / fl));
     s.K = k < 256 ? (s.K < 256 ? s.K : 256) : k;
   }
   s.ldc = s.N;
