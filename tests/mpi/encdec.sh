@@ -54,13 +54,7 @@ row() {
   local name=$1 np=$2
   shift 2
   local out="$tmp/$name" want="$tmp/$ref"
-  if ! "${MPI[@]}" -np "$np" "$OT" train "${common[@]}" "$@" --out "$out" >"$out.log" 2>&1; then
-    tail -5 "$out.log"; fail "$name: the run failed"; return
-  fi
-  local bad
-  bad=$(loss_diff "$want" "$out")
-  [ "$(losses "$out" | wc -l)" = 6 ] || bad="$bad (logged $(losses "$out" | wc -l) losses)"
-  if [ -n "$bad" ]; then fail "$name: losses differ from one process at steps $bad"; return; fi
+  layout_losses "$name" "$np" "$ref" 6 "$@" || return
   if [ "$(bleus "$want.log")" != "$(bleus "$out.log")" ]; then
     diff <(bleus "$want.log") <(bleus "$out.log"); fail "$name: BLEU lines differ"; return
   fi

@@ -32,3 +32,21 @@ wait_ckpt() {
   done
   return 1
 }
+
+# The equivalence rows of the parallel training tests (encdec.sh, vit.sh). The caller sets OT,
+# tmp, MPI (the mpirun command), common (the training arguments) and fail().
+# layout_losses NAME NP WANT N ARGS...: trains the layout (mpirun -np NP, common + ARGS) into
+# $tmp/NAME; returns 0 when its N losses equal those of $tmp/WANT, else fails the row (why) and
+# returns 1
+layout_losses() {
+  local name=$1 np=$2 want="$tmp/$3" n=$4
+  shift 4
+  local out="$tmp/$name"
+  if ! "${MPI[@]}" -np "$np" "$OT" train "${common[@]}" "$@" --out "$out" >"$out.log" 2>&1; then
+    tail -5 "$out.log"; fail "$name: the run failed"; return 1
+  fi
+  local bad
+  bad=$(loss_diff "$want" "$out")
+  [ "$(losses "$out" | wc -l)" = "$n" ] || bad="$bad (logged $(losses "$out" | wc -l) losses)"
+  if [ -n "$bad" ]; then fail "$name: losses differ from one process at steps $bad"; return 1; fi
+}

@@ -35,14 +35,8 @@ evals() { sed -n 's/.*"val_loss": \([^,]*\), "val_top1": \([^,]*\),.*/\1 \2/p' "
 row() {
   local name=$1 np=$2
   shift 2
-  local out="$tmp/$name" want="$tmp/${ref:-ref}"
-  if ! "${MPI[@]}" -np "$np" "$OT" train "${common[@]}" "$@" --out "$out" >"$out.log" 2>&1; then
-    tail -5 "$out.log"; fail "$name: the run failed"; return
-  fi
-  local bad
-  bad=$(loss_diff "$want" "$out")
-  [ "$(losses "$out" | wc -l)" = 6 ] || bad="$bad (logged $(losses "$out" | wc -l) losses)"
-  if [ -n "$bad" ]; then fail "$name: losses differ from one process at steps $bad"; return; fi
+  local out="$tmp/$name" want="$tmp/${ref:-ref}" bad
+  layout_losses "$name" "$np" "${ref:-ref}" 6 "$@" || return
   bad=$(paste <(evals "$want") <(evals "$out") | awk '{ d = $1 - $3; if (d < 0) d = -d;
     if (NF != 4 || d > 1e-6 * $1 || $2 != $4) print NR ": " $0 }')
   if [ -n "$bad" ]; then fail "$name: evaluations differ (loss top-1, want vs got): $bad"; return; fi
