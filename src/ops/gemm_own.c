@@ -22,6 +22,7 @@
 #include "kern/sgemm_k.h"
 #include "kern/act_k.h"
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -46,12 +47,25 @@ static long cache_bytes(int name, long dflt, long lo, long hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
+// This CPU's L1d, L2 and L3 sizes in bytes, read once (sysconf; defaults where it does not
+// know; L3 at most 32 MiB: a virtual machine may report the host's), not on every GEMM.
+typedef struct { long l1, l2, l3; } cpu_caches;
+static cpu_caches g_caches;
+static pthread_once_t g_caches_once = PTHREAD_ONCE_INIT;
+static void caches_read(void) {
+  g_caches.l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10, 16 << 10, 128 << 10);
+  g_caches.l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10, 128 << 10, 4 << 20);
+  g_caches.l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20, 1 << 20, 32 << 20);
+}
+static const cpu_caches *caches(void) {
+  pthread_once(&g_caches_once, caches_read);
+  return &g_caches;
+}
+
 // Chooses the cache blocks for m (see the file comment).
 static void choose_blocks(const ot_mm *m, own_blocks *b) {
   OT_KPICK(k_sg_tile)(&b->mr, &b->nr);
-  const long l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10, 16 << 10, 128 << 10);
-  const long l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10, 128 << 10, 4 << 20);
-  const long l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20, 1 << 20, 32 << 20);
+  const long l1 = caches()->l1, l2 = caches()->l2, l3 = caches()->l3;
   const int set_mc = __atomic_load_n(&g_set[0], __ATOMIC_RELAXED), set_kc = __atomic_load_n(&g_set[1], __ATOMIC_RELAXED),
             set_nc = __atomic_load_n(&g_set[2], __ATOMIC_RELAXED);
   // kc: a 16-column B panel fills L1 (measured on Zen 4 with both micro-tiles: kc from
@@ -109,16 +123,13 @@ static void pack_floats(const ot_mm *m, const own_blocks *b, size_t *bfl, size_t
 void ot__gemm_own_describe(char *buf, size_t n) {
   int mr, nr;
   OT_KPICK(k_sg_tile)(&mr, &nr);
-  const long l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10, 16 << 10, 128 << 10);
-  const long l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10, 128 << 10, 4 << 20);
-  const long l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20, 1 << 20, 32 << 20);
+  const long l1 = caches()->l1, l2 = caches()->l2, l3 = caches()->l3;
   snprintf(buf, n, "micro-tile %d x %d (%s), blocks from L1 %ld KiB, L2 %ld KiB, L3 %ld MiB", mr, nr,
            ot_isa_name(ot_isa_active()), l1 >> 10, l2 >> 10, l3 >> 20);
 }
 
 size_t ot_gemm_own_ws_max(void) {
-  const long l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10, 128 << 10, 4 << 20);
-  const long l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20, 1 << 20, 32 << 20);
+  const long l2 = caches()->l2, l3 = caches()->l3;
   const int T = ot_threads_get() > 1 ? ot_threads_get() : 1;
   // the packed B group (a quarter of L3, plus a partial panel per k-block), an A block per
   // thread (half of L2, plus its micro-tile rounding) and the slack of each
