@@ -154,10 +154,10 @@ ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
   if (flops < 4e6) T = 1;   // one thread beats a parallel region below ~20 us of work
   size_t bfl, afl;
   pack_floats(m, &b, &bfl, &afl);
-  float *ws = ot_scratch_slot(OT_SCRATCH_GEMM, ot__mm_own_ws(m, T));
+  const size_t wsb = 4 * (bfl + (size_t)T * afl);   // ot__mm_own_ws(m, T), from the blocks at hand
+  float *ws = ot_scratch_slot(OT_SCRATCH_GEMM, wsb);
   if (!ws)
-    return ot_error(OT_ENOMEM, "%s: own GEMM M=%d N=%d K=%d: no workspace (%zu bytes)", fn, m->M, m->N, m->K,
-                    ot__mm_own_ws(m, T));
+    return ot_error(OT_ENOMEM, "%s: own GEMM M=%d N=%d K=%d: no workspace (%zu bytes)", fn, m->M, m->N, m->K, wsb);
   float *bbuf = ws, *abuf = ws + bfl;
   const int csk = ot__sk(m->cdt), ask = ot__sk(m->adt), bsk = ot__sk(m->bdt);
   const size_t ces = ot_dtype_size(m->cdt);
