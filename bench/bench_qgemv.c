@@ -9,7 +9,7 @@
 // fraction of STREAM use the best of both (on a shared machine the best shows
 // what the kernel reaches when no other process takes a core or bandwidth;
 // the median how much it was disturbed).
-// --m M: that decode size only (1 or 8; default both); --no-prefill skips the GEMM part;
+// --m M: that decode size only (1 to OT_QLINEAR_GEMV_MAX; default 1 and 8); --no-prefill skips the GEMM part;
 // --pool MIB: the copies' total size (default 256; 0: one weight, cache-resident when it fits,
 // which shows the kernels' compute bound).
 // --streams: only a read probe behind the M = 1 kernels' layout (QG_S in
@@ -240,31 +240,36 @@ int main(int argc, char **argv) {
       return 0;
     }
     else {
-      fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING] [--m 1|8] [--no-prefill] [--pool MIB] "
+      fprintf(stderr, "usage: bench_qgemv [--quick] [--only SUBSTRING] [--m M] [--no-prefill] [--pool MIB] "
                       "[--streams] [--i8gemm [--rows M] [--reps N] [--cpu-time]]\n");
       return 2;
     }
+  }
+  if (only_m < 0 || only_m > OT_QLINEAR_GEMV_MAX) {
+    fprintf(stderr, "bench_qgemv: --m %d outside [1, %d] (the GEMV kernels' rows)\n", only_m, OT_QLINEAR_GEMV_MAX);
+    return 2;
   }
   static const shape shapes[] = {{"qkv", 2304, 768}, {"attn.proj", 768, 768}, {"mlp.fc", 3072, 768},
                                  {"mlp.proj", 768, 3072}, {"logits", 50304, 768}};
   static const storage stores[] = {{"f32", OT_QW_F32, 0},        {"bf16", OT_QW_BF16, 0},
                                    {"int8/ch", OT_QW_INT8, 0},   {"int8/g128", OT_QW_INT8, 128},
                                    {"int8/g64", OT_QW_INT8, 64}, {"int8/g32", OT_QW_INT8, 32}};
-  const int Ms[] = {1, 8};
+  int Ms[] = {1, 8};
+  if (only_m) Ms[0] = Ms[1] = only_m;
   const double budget = quick ? 0.1 : 0.4;
   printf("quantized linear, decode sizes: %d threads, kernels %s, median per call, weights cycled "
          "through %d MiB of copies\n", ot_threads_get(), ot_isa_name(ot_isa_active()), (int)(POOL_BYTES >> 20));
   const timing sb = stream_gbs();
   const double bw = sb.best;
   printf("STREAM triad: %.1f GB/s best of 9 (the roofline below), median %.1f GB/s\n\n", sb.best, sb.med);
-  printf("%-10s %-12s %-9s %2s %10s %10s %10s %9s %8s\n", "shape", "[N, K]", "weights", "M", "median us",
-         "best us", "best GB/s", "of STREAM", "MB");
+  printf("%-10s %-12s %-9s %2s %10s %10s %10s %9s %8s %8s\n", "shape", "[N, K]", "weights", "M", "median us",
+         "best us", "best GB/s", "of STREAM", "MB", "GFLOP/s");
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     const shape sh = shapes[si];
-    float *w = must_alloc((size_t)sh.N * sh.K * 4), *x = must_alloc((size_t)8 * sh.K * 4);
-    float *y = must_alloc((size_t)8 * sh.N * 4);
+    float *w = must_alloc((size_t)sh.N * sh.K * 4), *x = must_alloc((size_t)OT_QLINEAR_GEMV_MAX * sh.K * 4);
+    float *y = must_alloc((size_t)OT_QLINEAR_GEMV_MAX * sh.N * 4);
     fill(w, (size_t)sh.N * sh.K, 1 + (uint32_t)si);
-    fill(x, (size_t)8 * sh.K, 100 + (uint32_t)si);
+    fill(x, (size_t)OT_QLINEAR_GEMV_MAX * sh.K, 100 + (uint32_t)si);
     for (size_t ki = 0; ki < sizeof stores / sizeof stores[0]; ki++) {
       const storage st = stores[ki];
       char tag[64];
@@ -278,12 +283,13 @@ int main(int argc, char **argv) {
       void *pool;
       ot_qweight *copies = make_copies(&q, nc, &pool);
       for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
-        if (only_m && Ms[mi] != only_m) continue;
+        if (mi && Ms[mi] == Ms[0]) continue;
         timing t = time_case(copies, nc, x, y, Ms[mi], budget);
         char dims[32];
         snprintf(dims, sizeof dims, "[%d, %d]", sh.N, sh.K);
-        printf("%-10s %-12s %-9s %2d %10.1f %10.1f %10.1f %8.0f%% %8.2f\n", sh.name, dims, st.name, Ms[mi],
-               t.med * 1e6, t.best * 1e6, bytes / t.best * 1e-9, 100.0 * bytes / t.best * 1e-9 / bw, bytes / 1e6);
+        printf("%-10s %-12s %-9s %2d %10.1f %10.1f %10.1f %8.0f%% %8.2f %8.1f\n", sh.name, dims, st.name, Ms[mi],
+               t.med * 1e6, t.best * 1e6, bytes / t.best * 1e-9, 100.0 * bytes / t.best * 1e-9 / bw, bytes / 1e6,
+               2.0 * Ms[mi] * sh.N * sh.K / t.med * 1e-9);
         fflush(stdout);
       }
       free(copies);

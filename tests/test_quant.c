@@ -99,7 +99,8 @@ static void test_quantize_bounds(void) {
 
 // ----------------------------------------------------------- qlinear -------
 // The quantized linear against the reference: normalized error <= 1e-5 (f32
-// accumulation), except int8 weights at M > OT_QLINEAR_GEMV_MAX (the int8 GEMM:
+// accumulation), except int8 weights at M >= OT_QLINEAR_I8_MIN (the int8 GEMM, groups
+// of 32 from M > OT_QLINEAR_GEMV_MAX:
 // the activations quantized to int8 per row, tests/quant_i8_bound.h; the GEMM
 // itself is tested in test_quant_i8.c) and at M = 1 on AVX2, where the activations
 // are rounded to int16 per chunk (kern/qgemv.c; for x uniform on [-1, 1] that
@@ -184,7 +185,7 @@ static void test_m1_activations(void) {
 
 static void test_qlinear_vs_ref(void) {
   static const int rows[] = {1, 3, 17, 769}, cols[] = {32, 96, 384, 37};
-  static const int Ms[] = {1, 2, 5, 16, 64, 200};
+  static const int Ms[] = {1, 2, 3, 5, 8, 11, 16, 64, 200};
   ot_isa isas[OT_ISA_COUNT];
   const int ni = th_isas(isas);
   for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
@@ -217,7 +218,7 @@ static void test_qlinear_vs_ref(void) {
               const int bad = over_x16_bound(y, want, wd, x, bias, N, K, s.group);
               th_check(bad == 0, "qlinear %s %s N=%d K=%d M=1 bias=%d: %d outputs over the int16 bound",
                        sname(s, nm), ot_isa_name(isas[ii]), N, K, bias != NULL, bad);
-            } else if (s.kind == OT_QW_INT8 && M > OT_QLINEAR_GEMV_MAX) {   // the int8 GEMM
+            } else if (s.kind == OT_QW_INT8 && (M > OT_QLINEAR_GEMV_MAX || (s.group != 32 && M >= OT_QLINEAR_I8_MIN))) {   // the int8 GEMM
               const int bad = th_over_i8_bound(y, want, wd, x, bias, M, N, K);
               th_check(bad == 0, "qlinear %s %s N=%d K=%d M=%d bias=%d: %d outputs over the int8 bound",
                        sname(s, nm), ot_isa_name(isas[ii]), N, K, M, bias != NULL, bad);

@@ -68,14 +68,19 @@ ot_status ot_qweight_dequantize(const ot_qweight *w, float *out);
 // y[M, rows] = x[M, cols] @ W^T (+ bias[rows] if non-NULL); x, y f32 row-major
 // (ldx = cols, ldy = rows), y must not overlap x. M <= OT_QLINEAR_GEMV_MAX: one
 // pass over W for all M rows (GEMV kernels, output rows split over the OpenMP
-// threads); larger M: int8 weights go through the int8 GEMM
-// (ot_qlinear_i8_fwd), f32 / bf16 ones through tiles of W converted to f32
-// feeding the oneDNN GEMM, and so do int8 weights with groups of 32 (there the
-// int8 GEMM's per-group epilogue costs as much as it saves: measured 0.94x to
-// 1.04x the dequantized path at M = 128 on GPT-2's shapes, `bench_qgemv
-// --i8gemm`). Allocates nothing after the first call of a shape (per-thread
-// scratch).
+// threads); larger M: f32 / bf16 weights through tiles of W converted to f32
+// feeding the oneDNN GEMM. int8 weights from M = OT_QLINEAR_I8_MIN on go through
+// the int8 GEMM (ot_qlinear_i8_fwd: the activations quantized to int8 per row),
+// except groups of 32, which take the GEMV up to OT_QLINEAR_GEMV_MAX and the
+// dequantized tiles above (there the int8 GEMM's per-group epilogue costs as
+// much as it saves: 0.94x to 1.04x the dequantized path at M = 128 on GPT-2's
+// shapes, `bench_qgemv --i8gemm`). The int8 GEMM from M = 4: `bench_qgemv --m
+// M` on GPT-2's weights (Zen 4, AVX-512 VNNI, 2 threads), GEMV -> int8 GEMM:
+// M = 2 slower (logits 1.96 -> 4.50 ms), M = 4 about even (3.12 -> 3.10 ms),
+// M = 8 2.6-3.3x faster (logits 7.68 -> 2.94 ms per channel), M = 16 2.3-2.8x.
+// Allocates nothing after the first call of a shape (per-thread scratch).
 #define OT_QLINEAR_GEMV_MAX 16
+#define OT_QLINEAR_I8_MIN 4
 ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);
 // Plain scalar reference of the same (double accumulation over dequantized weights).
 ot_status ot_ref_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const float *bias, int M);

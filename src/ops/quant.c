@@ -254,10 +254,12 @@ ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const fl
   OT_PROF_BEGIN("qlinear_fwd", 2.0 * M * W->rows * W->cols,
                 wbytes + 4.0 * M * ((double)W->cols + W->rows) + (bias ? 4.0 * W->rows : 0.0));
   ot_status s = OT_OK;
-  if (M <= OT_QLINEAR_GEMV_MAX) {
+  if (W->kind == OT_QW_INT8 && W->group != 32 && M >= OT_QLINEAR_I8_MIN) {   // see ot/quant.h
+    s = qlinear_i8(y, x, W, bias, M, fn);
+  } else if (M <= OT_QLINEAR_GEMV_MAX) {
     const ot__qk_weight kw = kview(W);
     s = OT_KPICK(k_qgemv)(y, x, &kw, bias, M);
-  } else if (W->kind == OT_QW_INT8 && W->group != 32) {   // group 32: see OT_QLINEAR_GEMV_MAX in ot/quant.h
+  } else if (W->kind == OT_QW_INT8 && W->group != 32) {
     s = qlinear_i8(y, x, W, bias, M, fn);
   } else {
     s = qlinear_gemm(y, x, W, bias, M, fn);

@@ -14,16 +14,16 @@
 // loaded once for the QG_S rows. M > 1: blocks of QG_R rows shared by the
 // threads in contiguous chunks, each prefetching the next; each block's
 // weights are converted in registers for all M rows at once (M <= QG_FUSED),
-// or dequantized chunk by chunk (QG_KC columns) into an L1-resident f32 panel
-// that register tiles of QG_R rows x QG_MT_F32 activation rows reuse.
+// or dequantized chunk by chunk (QG_KC columns) into an L1-resident f32 panel;
+// f32 / bf16 weights go through wide tiles of 2 rows x up to 8 (AVX-512) or 4
+// activation rows, each weight vector loaded and converted once per tile.
 #include "core/simd.h"
 #include "qgemv_k.h"
 #include <omp.h>
 
 #define AI static inline __attribute__((always_inline))
 #define QG_R 4           // output rows per block
-#define QG_MT 4          // most activation rows per register tile
-#define QG_MT_F32 3      // activation rows per tile over f32 weights (QG_R * 3 accumulators)
+#define QG_MT 8          // most activation rows per register tile
 #define QG_FUSED 4       // bf16/int8 with M <= QG_FUSED: weights converted in registers, no panel
 #define QG_ACC OT__QK_GEMV_MAX   // accumulator slots per output row
 #define QG_KC 512        // columns per dequantized chunk: a multiple of every group and of VL
@@ -59,13 +59,22 @@ static int group_cols(const ot__qk_weight *W) { return W->kind == OT__QK_INT8 &&
 // row's own stream), one 64-byte line at a time; a step of nb < 64 bytes issues
 // only when it starts a line. Measured on Zen 3 at M = 1, one thread (before the
 // streams of m1_chunk): int8 +30-50%, bf16 +20% over the hardware prefetcher
-// alone, f32 unchanged. Prefetches never fault; integer arithmetic forms the
-// address (it may point past W).
+// alone, f32 unchanged. M > 1 prefetches into L2 only (prefetch_rows_l2): its
+// tiles take longer per byte, and into L1 the next block's lines (4 rows ahead)
+// evict the current ones; bench_qgemv --m 8 on the GPT-2 logits matrix, f32:
+// 9.4 -> 6.6 ms (Zen 4, 2 threads). Prefetches never fault; integer arithmetic
+// forms the address (it may point past W).
 AI void prefetch_rows(int R, const void *const *row, size_t kb, size_t nb, size_t dist) {
   if (nb < 64 && (kb & 63)) return;
   for (size_t o = 0; o < (nb < 64 ? 64 : nb); o += 64)
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) __builtin_prefetch((const void *)((uintptr_t)row[r] + kb + o + dist), 0, 3);
+}
+AI void prefetch_rows_l2(int R, const void *const *row, size_t kb, size_t nb, size_t dist) {
+  if (nb < 64 && (kb & 63)) return;
+  for (size_t o = 0; o < (nb < 64 ? 64 : nb); o += 64)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) __builtin_prefetch((const void *)((uintptr_t)row[r] + kb + o + dist), 0, 2);
 }
 
 // ---- M = 1 -----------------------------------------------------------------
@@ -275,7 +284,7 @@ AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const flo
   vf a[QG_R][QG_MT];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int m = 0; m < MT; m++) a[r][m] = acc[r * QG_ACC + m];
   const int gw = kind == OT__QK_INT8 ? G : kc;
   for (int j0 = 0, g = g0; j0 < kc; j0 += gw, g++) {
@@ -285,35 +294,35 @@ AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const flo
     for (int r = 0; r < R; r++) s[r] = kind == OT__QK_INT8 ? vset1(scl[r][g]) : vzero();
     int j = j0;
     for (; j + VL <= j1; j += VL) {
-      if (pf) prefetch_rows(R, row, (size_t)(wk0 + j) * wsize(kind), VL * wsize(kind), pf);
+      if (pf) prefetch_rows_l2(R, row, (size_t)(wk0 + j) * wsize(kind), VL * wsize(kind), pf);
       vf xv[QG_MT];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int m = 0; m < MT; m++) xv[m] = vload(x + m * ldx + j);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         vf w = wload(kind, row[r], (size_t)(wk0 + j));
         if (kind == OT__QK_INT8) w = vmul(w, s[r]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int m = 0; m < MT; m++) a[r][m] = vfmadd(w, xv[m], a[r][m]);
       }
     }
     if (j < j1) {
       const int t = j1 - j;
       vf xv[QG_MT];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int m = 0; m < MT; m++) xv[m] = vload_part(x + m * ldx + j, t);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         vf w = wload_part(kind, row[r], (size_t)(wk0 + j), t);
         if (kind == OT__QK_INT8) w = vmul(w, s[r]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int m = 0; m < MT; m++) a[r][m] = vfmadd(w, xv[m], a[r][m]);
       }
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int m = 0; m < MT; m++) acc[r * QG_ACC + m] = a[r][m];
 }
 
@@ -339,23 +348,48 @@ AI void dequant_chunk(int kind, int R, const void *const *row, int wk0, const fl
   }
 }
 
-// Activation rows in register tiles of QG_MT_F32 over one chunk (weights
-// already f32); the first tile prefetches pf bytes ahead (0: none).
-AI void tiles_f32(int R, const float *const *row, int wk0, int kc, const float *x, size_t ldx, int M, vf *acc,
-                  size_t pf) {
-  const void *const *rw = (const void *const *)row;
-  int m = 0;
-  for (; m + QG_MT_F32 <= M; m += QG_MT_F32, pf = 0)
-    tile(OT__QK_F32, R, QG_MT_F32, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
-  if (M - m == 2) tile(OT__QK_F32, R, 2, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
-  if (M - m == 1) tile(OT__QK_F32, R, 1, rw, wk0, NULL, 0, 0, kc, x + m * ldx, ldx, acc + m, pf);
+// Wide tiles: activation rows in tiles of QG_MW x QG_RW weight rows (rr, mt
+// compile-time after the switch), the weights converted in registers (bf16)
+// and read once from memory per tile pass; the first pass prefetches pf ahead.
+#if VL >= 16
+#define QG_MW 8          // activation rows per wide tile: 16 accumulators + 8 x + 2 w of 32 registers
+#else
+#define QG_MW 4          // 8 accumulators + 4 x + 2 w of 16 registers
+#endif
+#define QG_RW 2
+AI void wide_tiles(int kind, int R, const void *const *row, int wk0, int kc, const float *x, size_t ldx, int M,
+                   vf *acc, size_t pf) {
+  for (int m = 0; m < M; m += QG_MW, pf = 0) {
+    const int mt = M - m < QG_MW ? M - m : QG_MW;
+    for (int r0 = 0; r0 < R; r0 += QG_RW) {
+      const void *const *rw = row + r0;
+      vf *ac = acc + r0 * QG_ACC + m;
+      const float *xm = x + m * ldx;
+#define QG_W(RR, MM) tile(kind, RR, MM, rw, wk0, NULL, 0, 0, kc, xm, ldx, ac, pf)
+#define QG_WM(RR)                                                   \
+  switch (mt) {                                                     \
+    case 1: QG_W(RR, 1); break;                                     \
+    case 2: QG_W(RR, 2); break;                                     \
+    case 3: QG_W(RR, 3); break;                                     \
+    case 4: QG_W(RR, 4); break;                                     \
+    case 5: QG_W(RR, QG_MW > 4 ? 5 : 1); break;                     \
+    case 6: QG_W(RR, QG_MW > 4 ? 6 : 1); break;                     \
+    case 7: QG_W(RR, QG_MW > 4 ? 7 : 1); break;                     \
+    default: QG_W(RR, QG_MW > 4 ? 8 : 1); break;                    \
+  }
+      if (R - r0 >= 2) { QG_WM(2) } else { QG_WM(1) }
+#undef QG_WM
+#undef QG_W
+    }
+  }
 }
 
 // y[m, n + r] = dot(W[n + r], x[m]) (+ bias) for r < R, m < M (2 <= M <= OT__QK_GEMV_MAX).
-// f32 weights: register tiles straight from W. bf16/int8 with M <= QG_FUSED:
+// f32 / bf16 weights: wide tiles straight from W (bf16 converted in registers).
+// int8 (the int8 GEMM takes most M > 1 calls, see ops/quant.c) with M <= QG_FUSED:
 // one tile of all M rows converting the weights in registers (pairs of rows,
 // to fit the registers); larger M: each chunk dequantized once into an f32
-// panel (L1) that the tiles read.
+// panel (L1) that wide tiles read.
 AI void mb_rows(int kind, int R, const ot__qk_weight *W, int n, const float *x, int M, float *y,
                 const float *bias) {
   const int K = W->cols, N = W->rows, G = group_cols(W), ng = K / G;
@@ -369,12 +403,13 @@ AI void mb_rows(int kind, int R, const ot__qk_weight *W, int n, const float *x, 
     scl[r] = kind == OT__QK_INT8 ? W->scales + (size_t)(n + r) * ng : NULL;
     prow[r] = panel + r * QG_KC;
   }
-  for (int i = 0; i < QG_R * QG_ACC; i++) acc[i] = vzero();
+  for (int r = 0; r < R; r++)
+    for (int m = 0; m < M; m++) acc[r * QG_ACC + m] = vzero();
   for (int k0 = 0; k0 < K; k0 += QG_KC) {
     const int kc = K - k0 < QG_KC ? K - k0 : QG_KC, g0 = kind == OT__QK_INT8 ? k0 / G : 0;
     const float *xc = x + k0;
-    if (kind == OT__QK_F32) {
-      tiles_f32(R, (const float *const *)row, k0, kc, xc, (size_t)K, M, acc, pf);
+    if (kind != OT__QK_INT8) {
+      wide_tiles(kind, R, row, k0, kc, xc, (size_t)K, M, acc, pf);
     } else if (M <= QG_FUSED) {
 #define QG_FUSED_TILE(RR, MM) tile(kind, RR, MM, row + r0, k0, scl + r0, g0, G, kc, xc, (size_t)K, acc + r0 * QG_ACC, pf)
       if (M == 2 && R == QG_R) {   // 4 rows x 2: 8 accumulator chains
@@ -389,7 +424,7 @@ AI void mb_rows(int kind, int R, const ot__qk_weight *W, int n, const float *x, 
 #undef QG_FUSED_TILE
     } else {
       dequant_chunk(kind, R, row, k0, scl, g0, G, kc, panel);   // (prefetching here measured slower)
-      tiles_f32(R, prow, 0, kc, xc, (size_t)K, M, acc, 0);
+      wide_tiles(OT__QK_F32, R, (const void *const *)prow, 0, kc, xc, (size_t)K, M, acc, 0);
     }
   }
   for (int r = 0; r < R; r++)
