@@ -602,7 +602,7 @@ ot_status ot_qmodel_from_model(ot_qmodel **out, const ot_model *m, ot_qw_kind ki
 // Quantized inference on a model's own forward (vision transformers; `ot classify
 // --weights int8`): from now on every block matrix (QKV, attention output, MLP) and the
 // classifier are read from ot_qmodel_from_model(m, kind, group) — int8: ot_qlinear_fwd, the
-// int8 linear of the decoder's engine (more than 16 rows: activations quantized per row
+// int8 linear of the decoder's engine (4 rows or more: activations quantized per row
 // in its int8 x int8 GEMM) — while the patch projection, CLS token, positions, norms and
 // biases stay f32. m must be a whole ViT created with dt f32; a forward with want_grad is
 // refused while it is on; the f32 masters are kept. kind OT_QW_F32 turns it off.
