@@ -24,6 +24,8 @@
 // a helper may still read it (weights, caches) is freed after ot__team_quiesce.
 // Callers that cannot promise that run with steal = false: the caller then
 // waits for the items helpers hold (still never for a helper that holds none).
+// The team's buffers (scratch per thread, result buffers, ot__team_buf) are
+// tracked allocations (OT_MEM_WORKSPACE): they show in the memory report.
 #define _GNU_SOURCE
 #include "internal.h"
 #include <omp.h>
@@ -82,10 +84,10 @@ static double g_grace_s = -1.0;   // < 0: automatic
 
 static float *grow(float *p, size_t *cap, size_t need) {
   if (need <= *cap) return p;
-  free(p);
+  ot_mem_free(p);
   size_t c = *cap ? *cap : 1024;
   while (c < need) c *= 2;
-  p = malloc(c * sizeof(float));
+  p = ot_mem_alloc(c * sizeof(float), OT_MEM_WORKSPACE);
   *cap = p ? c : 0;
   return p;
 }
@@ -167,10 +169,10 @@ static void after_fork_child(void) {
 static int ensure_helpers(int want) {
   static int atfork;
   if (!atfork) { pthread_atfork(NULL, NULL, after_fork_child); atfork = 1; }
-  if (!g.scratch && !(g.scratch = malloc(sizeof(float) * OT_TEAM_SCRATCH))) return 0;
+  if (!g.scratch && !(g.scratch = ot_mem_alloc(sizeof(float) * OT_TEAM_SCRATCH, OT_MEM_WORKSPACE))) return 0;
   while (g.nthreads < want) {
     helper *h = &g.h[g.nthreads];
-    if (!h->scratch && !(h->scratch = malloc(sizeof(float) * OT_TEAM_SCRATCH))) break;
+    if (!h->scratch && !(h->scratch = ot_mem_alloc(sizeof(float) * OT_TEAM_SCRATCH, OT_MEM_WORKSPACE))) break;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -204,10 +206,10 @@ void *ot__team_buf(size_t bytes) {
   if (!g_owner) return NULL;
   if (bytes <= g.buf_cap) return g.buf;
   ot__team_quiesce();   // no helper may still read the old buffer
-  free(g.buf);
+  ot_mem_free(g.buf);
   size_t c = g.buf_cap ? g.buf_cap : 4096;
   while (c < bytes) c *= 2;
-  g.buf = malloc(c);
+  g.buf = ot_mem_alloc(c, OT_MEM_WORKSPACE);
   g.buf_cap = g.buf ? c : 0;
   return g.buf;
 }
