@@ -29,10 +29,12 @@
 //
 // Usage: bench_vit [--mode train|infer|all] [--dtype f32|bf16|int8|both|all] [--batch B]
 //                  [--steps N] [--warmup N] [--threads N] [--model PRESET]
-//                  [--bf16-gemm auto|native|convert] [--json] [--no-mfu]
+//                  [--bf16-gemm auto|native|convert] [--json] [--no-mfu] [--profile]
 // --batch B overrides the batch of every configuration (default: train 8, infer 1 and 32).
 // --dtype both = f32 and bf16; all adds int8 (inference only; training skips it).
 // --json: also one line per configuration, {"impl":"ot","mode":...}, for bench/vit_speed.py.
+// --profile: the profiler's per-span table (ot_prof_summary) over each configuration's timed
+// steps (the spans add a little time of their own).
 // Asserts nothing; exits 1 only if the library reports an error.
 #include "ot/ot.h"
 #include "internal.h"
@@ -46,7 +48,7 @@
 #define MAX_CONF 16
 
 typedef struct {
-  bool train, infer, json, mfu;
+  bool train, infer, json, mfu, profile;
   ot_dtype dts[3];
   int ndt;
   int batch, steps, warmup, threads, gemm;   // batch 0: the defaults; gemm -1 auto, 0 convert, 1 native
@@ -81,7 +83,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: bench_vit [--mode train|infer|all (all)] [--dtype f32|bf16|int8|both|all (both)]\n"
              "                 [--batch B (train 8, infer 1 and 32)] [--steps N (3)] [--warmup N (1)]\n"
              "                 [--threads N (2)] [--model PRESET (vit-base/16)]\n"
-             "                 [--bf16-gemm auto|native|convert (auto)] [--json] [--no-mfu]\n");
+             "                 [--bf16-gemm auto|native|convert (auto)] [--json] [--no-mfu] [--profile]\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int hi) {
@@ -95,12 +97,13 @@ static int parse_int(const char *flag, const char *v, int lo, int hi) {
 }
 
 static void parse(opts *o, int argc, char **argv) {
-  *o = (opts){true, true, false, true, {OT_F32, OT_BF16}, 2, 0, 3, 1, 2, -1, "vit-base/16"};
+  *o = (opts){true, true, false, true, false, {OT_F32, OT_BF16}, 2, 0, 3, 1, 2, -1, "vit-base/16"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
     if (!strcmp(a, "--json")) { o->json = true; continue; }
     if (!strcmp(a, "--no-mfu")) { o->mfu = false; continue; }
+    if (!strcmp(a, "--profile")) { o->profile = true; continue; }
     if (!v) { fprintf(stderr, "bench_vit: %s needs a value\n", a); usage(stderr); exit(2); }
     i++;
     if (!strcmp(a, "--steps")) o->steps = parse_int(a, v, 1, MAX_STEPS);
@@ -160,8 +163,19 @@ static void begin(const opts *o, ot_dtype dt, result *r, const char *mode, int B
   fflush(stdout);
 }
 
+// Step s is about to run: the profiler on from the first timed step (--profile).
+static void prof_step(const opts *o, int s) {
+  if (!o->profile || s != o->warmup) return;
+  ot_prof_reset();
+  ot_prof_enable(true);
+}
+
 // times [n]: the step times; flops: per image.
 static void finish(const opts *o, result *r, double *times, int n, double flops, double peak) {
+  if (o->profile) {
+    ot_prof_enable(false);
+    ot_prof_summary(stdout);
+  }
   r->timed = n;
   r->med = median(times, n);
   r->min = times[0];
@@ -207,6 +221,7 @@ static void run_train(const opts *o, const char *path, ot_dtype dt, int B, doubl
   int n = 0;
   for (int s = 0; s < o->warmup + o->steps; s++) {
     ot_step_info st;
+    prof_step(o, s);
     const double ts = ot_now();
     must(ot_trainer_step(t, &st), "ot_trainer_step");
     const double sec = ot_now() - ts;
@@ -238,6 +253,7 @@ static void run_infer(const opts *o, const ot_images *set, ot_dtype dt, int B, d
   int n = 0;
   for (int s = 0; s < o->warmup + o->steps; s++) {
     for (int i = 0; i < B; i++) idx[i] = ((int64_t)s * B + i) % set->n;
+    prof_step(o, s);
     const double ts = ot_now();
     must(ot_classify_images(m, set, &a, idx, B, 1, cls, p), "ot_classify_images");
     const double sec = ot_now() - ts;
