@@ -125,6 +125,8 @@ def main():
         name = "%s %s batch %d" % ("training" if mode == "train" else "inference", dt, b)
         print("| %s | %.2f | %.2f | %.2fx | %s | %s |" % (name, o, t, o / t, "%.2f" % alt if alt else "-",
                                                          "%.2fx" % (o / alt) if alt else "-"))
+    print("torch bf16: training under autocast (f32 master weights, as ot); inference with the model converted by\n"
+          ".to(torch.bfloat16) (bf16 weights and activations, as `ot classify --weights bf16`), autocast beside it")
     print("\nload average before: %.2f %.2f %.2f, after: %.2f %.2f %.2f; run time %.0f s" % (load0 + load1 + (
         time.perf_counter() - t0,)))
     print("command: %s" % cmdline)
