@@ -93,6 +93,9 @@ def main():
     print("command: %s" % cmdline)
     print("cpu: %s, %d cores; %s" % (cpu_name(), os.cpu_count(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())))
     print("load average before: %.2f %.2f %.2f" % load0, flush=True)
+    if load0[0] > 0.5:
+        print("warning: the machine is busy (load %.2f): both sides' OpenMP threads wait on each other's cores "
+              "and the figures are not comparable; take timings on an idle machine" % load0[0], flush=True)
     res = {}   # (mode, dtype, batch, impl/variant) -> [img/s per round]
     t0 = time.perf_counter()
     for r in range(a.rounds):
