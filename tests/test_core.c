@@ -91,6 +91,21 @@ static void test_vector_conversions(void) {
   th_check(ot_convert(a, OT_F32, b, OT_BF16, 4) == OT_OK && ot_convert(b, OT_BF16, c, OT_F32, 4) == OT_OK &&
            c[3] == 4.0f, "ot_convert f32->bf16->f32");
   th_check_error(ot_convert(a, OT_I32, b, OT_BF16, 4), OT_EINVAL, "i32", "ot_convert rejects i32");
+  // short runs converted from inside a parallel region, each thread its own (the ViT patch
+  // unfold's pattern: 16 pixels a call): the scalar conversion's bits, both ways
+  enum { R = 300, L = 16 };
+  float *x = th_falloc(R * L), *y = th_falloc(R * L);
+  uint16_t *h = th_alloc(2 * R * L);
+  th_fill(&rng, x, R * L, -3.0f, 3.0f);
+  int bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad)
+  for (int r = 0; r < R; r++) {
+    (void)ot_convert(x + r * L, OT_F32, h + r * L, OT_BF16, L);
+    (void)ot_convert(h + r * L, OT_BF16, y + r * L, OT_F32, L);
+    for (int i = r * L; i < (r + 1) * L; i++) bad += h[i] != ot_f32_to_bf16(x[i]) || y[i] != ot_bf16_to_f32(h[i]);
+  }
+  th_check(bad == 0, "short conversions inside a parallel region match scalar (%d bad)", bad);
+  free(x); free(y); free(h);
 }
 
 static void test_memory(void) {

@@ -169,6 +169,12 @@ ot_status ot_rmsnorm_bwd(ot_dtype dt, void *dx, float *dg, const void *dy, const
 ot_status ot_gelu_fwd(ot_dtype dt, void *y, const void *x, size_t n);
 // dx = dy * gelu'(x); dx may alias dy.
 ot_status ot_gelu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, size_t n);
+// GELU, erf form (ViT, BERT: nn.GELU()): 0.5 x (1 + erf(x / sqrt 2)), through erfc of |x| (a
+// Chebyshev fit of relative error < 1.2e-7; f32 exponent rounding adds ~1e-6 in the far
+// negative tail). n elements; y may alias x.
+ot_status ot_gelu_erf_fwd(ot_dtype dt, void *y, const void *x, size_t n);
+// dx = dy * (Phi(x) + x phi(x)) (Phi, phi: the normal CDF and density); dx may alias dy.
+ot_status ot_gelu_erf_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, size_t n);
 // SwiGLU: x: [N, 2F] = [gate | up] per row -> y: [N, F] = silu(gate) * up.
 ot_status ot_swiglu_fwd(ot_dtype dt, void *y, const void *x, int N, int F);
 // dy: [N, F] -> dx: [N, 2F] (overwritten).
@@ -290,6 +296,8 @@ void ot_ref_rmsnorm_bwd(float *dx, float *dg, const float *dy, const float *dres
                         const float *res, const float *rstd, const float *g, int N, int C);
 void ot_ref_gelu_fwd(float *y, const float *x, size_t n);
 void ot_ref_gelu_bwd(float *dx, const float *x, const float *dy, size_t n);
+void ot_ref_gelu_erf_fwd(float *y, const float *x, size_t n);
+void ot_ref_gelu_erf_bwd(float *dx, const float *x, const float *dy, size_t n);
 // Scalar dropout reference (same contract as ot_dropout_fwd / _bwd, f32, any p).
 void ot_ref_dropout_fwd(float *y, const float *x, size_t n, float p, uint64_t seed,
                         uint64_t offset);

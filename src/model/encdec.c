@@ -65,43 +65,32 @@ void ot__add_into(ot_dtype dt, void *y, const void *x, size_t n) {
   for (long i = 0; i < nn; i++) ot__stf(dt, y, (size_t)i, ot__ldf(dt, y, (size_t)i) + ot__ldf(dt, x, (size_t)i));
 }
 
-static inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
-static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static inline float gelu_erf_grad(float x) {
-  return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
-         x * 0.39894228040143268f * expf(-0.5f * x * x);
-}
-
 void ot_ref_relu_fwd(float *y, const float *x, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
-void ot_ref_gelu_erf_fwd(float *y, const float *x, size_t n) {
-  for (size_t i = 0; i < n; i++) y[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))));
-}
 
+// ReLU here; the erf GELU is the ops layer's SIMD kernel (ot_gelu_erf_fwd / _bwd).
 ot_status ot__act_fwd(ot_mlp_kind k, ot_dtype dt, void *y, const void *x, size_t n) {
-  if (k != OT_MLP_RELU && k != OT_MLP_GELU_ERF)
-    return ot_error(OT_EINVAL, "activation %s has its own kernel", ot__mlp_name(k));
+  if (k == OT_MLP_GELU_ERF) return ot_gelu_erf_fwd(dt, y, x, n);
+  if (k != OT_MLP_RELU) return ot_error(OT_EINVAL, "activation %s has its own kernel", ot__mlp_name(k));
   const long nn = (long)n;
-  const bool r = k == OT_MLP_RELU;
 #pragma omp parallel for schedule(static) if (nn >= 65536)
   for (long i = 0; i < nn; i++) {
     const float v = ot__ldf(dt, x, (size_t)i);
-    ot__stf(dt, y, (size_t)i, r ? relu(v) : gelu_erf(v));
+    ot__stf(dt, y, (size_t)i, v > 0.0f ? v : 0.0f);
   }
   return OT_OK;
 }
 
 ot_status ot__act_bwd(ot_mlp_kind k, ot_dtype dt, void *dx, const void *x, const void *dy,
                       size_t n) {
-  if (k != OT_MLP_RELU && k != OT_MLP_GELU_ERF)
-    return ot_error(OT_EINVAL, "activation %s has its own kernel", ot__mlp_name(k));
+  if (k == OT_MLP_GELU_ERF) return ot_gelu_erf_bwd(dt, dx, x, dy, n);
+  if (k != OT_MLP_RELU) return ot_error(OT_EINVAL, "activation %s has its own kernel", ot__mlp_name(k));
   const long nn = (long)n;
-  const bool r = k == OT_MLP_RELU;
 #pragma omp parallel for schedule(static) if (nn >= 65536)
   for (long i = 0; i < nn; i++) {
     const float v = ot__ldf(dt, x, (size_t)i), g = ot__ldf(dt, dy, (size_t)i);
-    ot__stf(dt, dx, (size_t)i, r ? (v > 0.0f ? g : 0.0f) : g * gelu_erf_grad(v));
+    ot__stf(dt, dx, (size_t)i, v > 0.0f ? g : 0.0f);
   }
   return OT_OK;
 }

@@ -205,9 +205,8 @@ ot__stack ot__stack_decoder(ot_model *m);
 // and its backward in place (dh -> dpre, RELU / GELU_ERF).
 ot_status ot__act_fwd(ot_mlp_kind k, ot_dtype dt, void *y, const void *x, size_t n);
 ot_status ot__act_bwd(ot_mlp_kind k, ot_dtype dt, void *dx, const void *x, const void *dy, size_t n);
-// Scalar references of the two activations (f32).
+// Scalar reference of ReLU (f32; the erf GELU's is ot_ref_gelu_erf_fwd in ot/ops.h).
 void ot_ref_relu_fwd(float *y, const float *x, size_t n);
-void ot_ref_gelu_erf_fwd(float *y, const float *x, size_t n);
 // y += x, n elements of dt.
 void ot__add_into(ot_dtype dt, void *y, const void *x, size_t n);
 // y = a + b, n elements of dt (element-wise, static partition; forward.c).

@@ -1,4 +1,4 @@
-// GELU (tanh form) and SwiGLU: public entry points (validation, profiler span,
+// GELU (tanh and erf forms) and SwiGLU: public entry points (validation, profiler span,
 // dispatch to kern/act.c). Contracts in include/ot/ops.h.
 #include "internal.h"
 #include "ot/ops.h"
@@ -27,6 +27,33 @@ ot_status ot_gelu_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, size
   if (n == 0) return OT_OK;
   OT_PROF_BEGIN("ot_gelu_bwd", 30.0 * (double)n, 3.0 * (double)n * ot_dtype_size(dt));
   OT_KPICK(k_gelu_bwd)(ot__sk(dt), dx, x, dy, n);
+  OT_PROF_STOP();
+  return OT_OK;
+}
+
+// GELU, erf form: x -> y: [n] (dt); y may alias x.
+ot_status ot_gelu_erf_fwd(ot_dtype dt, void *y, const void *x, size_t n) {
+  static const char fn[] = "ot_gelu_erf_fwd";
+  OT_CHECK_FLOAT_DT(dt, fn);
+  OT_CHECK_PTR(y, fn);
+  OT_CHECK_PTR(x, fn);
+  if (n == 0) return OT_OK;
+  OT_PROF_BEGIN("ot_gelu_erf_fwd", 25.0 * (double)n, 2.0 * (double)n * ot_dtype_size(dt));
+  OT_KPICK(k_gelu_erf_fwd)(ot__sk(dt), y, x, n);
+  OT_PROF_STOP();
+  return OT_OK;
+}
+
+// x, dy -> dx: [n] (dt) = dy * gelu_erf'(x); dx may alias dy (or x).
+ot_status ot_gelu_erf_bwd(ot_dtype dt, void *dx, const void *x, const void *dy, size_t n) {
+  static const char fn[] = "ot_gelu_erf_bwd";
+  OT_CHECK_FLOAT_DT(dt, fn);
+  OT_CHECK_PTR(dx, fn);
+  OT_CHECK_PTR(x, fn);
+  OT_CHECK_PTR(dy, fn);
+  if (n == 0) return OT_OK;
+  OT_PROF_BEGIN("ot_gelu_erf_bwd", 30.0 * (double)n, 3.0 * (double)n * ot_dtype_size(dt));
+  OT_KPICK(k_gelu_erf_bwd)(ot__sk(dt), dx, x, dy, n);
   OT_PROF_STOP();
   return OT_OK;
 }

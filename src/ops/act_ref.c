@@ -1,5 +1,5 @@
-// Scalar f32 references for GELU (tanh form) and SwiGLU (tests only). Each
-// value is computed in double with libm (tanh, exp), then rounded to f32.
+// Scalar f32 references for GELU (tanh and erf forms) and SwiGLU (tests only). Each
+// value is computed in double with libm (tanh, erf, exp), then rounded to f32.
 #include "ot/ops.h"
 #include <math.h>
 
@@ -20,6 +20,19 @@ void ot_ref_gelu_bwd(float *dx, const float *x, const float *dy, size_t n) {
     double v = x[i], t = tanh(REF_K0 * (v + REF_K1 * v * v * v));
     double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * REF_K0 * (1.0 + 3.0 * REF_K1 * v * v);
     dx[i] = (float)(dy[i] * d);
+  }
+}
+
+// x -> y: [n], y = 0.5 x (1 + erf(x / sqrt 2)) (libm erf in double).
+void ot_ref_gelu_erf_fwd(float *y, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))));
+}
+
+// dx = dy * (0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)): [n].
+void ot_ref_gelu_erf_bwd(float *dx, const float *x, const float *dy, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const double v = x[i];
+    dx[i] = (float)(dy[i] * (0.5 * (1.0 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2.0 * M_PI)));
   }
 }
 

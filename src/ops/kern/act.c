@@ -1,4 +1,4 @@
-// GELU (tanh form) and SwiGLU kernels, forward and backward, one source for
+// GELU (tanh and erf forms) and SwiGLU kernels, forward and backward, one source for
 // every ISA (see simd.h). Element-wise, so results do not depend on the
 // thread count. f32 or bf16 storage (`bf16`), f32 math.
 //   gelu(x) = 0.5 x (1 + tanh(u)) = x * s,  s = sigmoid(2u) = 1 / (1 + e),
@@ -69,6 +69,57 @@ INL void gelu_bwd_n(vf *x, const vf *d, const int U) {
   }
 }
 
+// GELU, erf form (ViT, BERT): gelu(x) = x Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)). With
+// a = |x| / sqrt 2: h = 0.5 erfc(a) = 0.5 t exp(-a^2 + Q(t)), t = 1 / (1 + a / 2), Q the
+// degree-9 Chebyshev fit of Numerical Recipes' erfcc (relative error of erfc below 1.2e-7
+// for every a >= 0; in f32 the exponent's rounding adds up to ~2e-6 at a = 3, where h <
+// 1e-5); Phi = x > 0 ? 1 - h : h, so the negative tail keeps its relative accuracy. The
+// exponent is clamped at -125 (below, h is 0 to f32 precision); a NaN x gives a NaN t, so
+// NaN propagates. gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+#define ERFC_A (0.5f * 0.70710678118654752f)   // t = 1 / (1 + ERFC_A |x|)
+#define INV_SQRT_2PI 0.39894228040143268f
+
+// ph[k] <- Phi(x[k]), k < U; with e: e[k] <- exp(-x[k]^2 / 2) too.
+INL void phi_n(const vf *x, vf *ph, vf *e, const int U) {
+  vf t[AU_MAX], s[AU_MAX];
+  FOR_K(U) t[k] = vdiv(vset1(1.0f), vfmadd(vmax(x[k], vsub(vzero(), x[k])), vset1(ERFC_A), vset1(1.0f)));
+  FOR_K(U) s[k] = vmul(vmul(x[k], x[k]), vset1(-0.5f));   // -a^2
+  if (e) {
+    FOR_K(U) e[k] = vexp2_core(vmax(vmul(s[k], vset1(LOG2E)), vset1(-125.0f)));
+  }
+  FOR_K(U) {
+    vf q = vfmadd(t[k], vset1(0.17087277f), vset1(-0.82215223f));
+    q = vfmadd(q, t[k], vset1(1.48851587f));
+    q = vfmadd(q, t[k], vset1(-1.13520398f));
+    q = vfmadd(q, t[k], vset1(0.27886807f));
+    q = vfmadd(q, t[k], vset1(-0.18628806f));
+    q = vfmadd(q, t[k], vset1(0.09678418f));
+    q = vfmadd(q, t[k], vset1(0.37409196f));
+    q = vfmadd(q, t[k], vset1(1.00002368f));
+    q = vfmadd(q, t[k], vset1(-1.26551223f));
+    const vf ex = vexp2_core(vmax(vmul(vadd(s[k], q), vset1(LOG2E)), vset1(-125.0f)));
+    const vf h = vmul(vmul(t[k], ex), vset1(0.5f));
+    ph[k] = vselect_gt(x[k], vzero(), vsub(vset1(1.0f), h), h);
+  }
+}
+
+// x[k] <- x[k] Phi(x[k]), k < U.
+INL void gelu_erf_n(vf *x, const int U) {
+  vf ph[AU_MAX];
+  phi_n(x, ph, NULL, U);
+  FOR_K(U) x[k] = vmul(x[k], ph[k]);
+}
+
+// x[k] <- d[k] * (Phi(x[k]) + x[k] phi(x[k])), k < U. x clamped to [-9.5, 9.5] first (the
+// derivative is 1 or 0 to f32 precision beyond), so that x times the clamped exponential
+// stays right for huge |x|; the constants come first in max/min so that a NaN x stays NaN.
+INL void gelu_erf_bwd_n(vf *x, const vf *d, const int U) {
+  vf ph[AU_MAX], e[AU_MAX];
+  FOR_K(U) x[k] = vmin(vset1(9.5f), vmax(vset1(-9.5f), x[k]));
+  phi_n(x, ph, e, U);
+  FOR_K(U) x[k] = vmul(d[k], vfmadd(vmul(x[k], e[k]), vset1(INV_SQRT_2PI), ph[k]));
+}
+
 // g[k] <- silu(g[k]) * u[k] = g / (1 + 2^t) * u, t = -g log2(e), k < U. For
 // g < -88, 2^t = +inf and silu(g) = 0 (also for a huge g); NaN through g.
 INL void swiglu_n(vf *g, const vf *u, const int U) {
@@ -107,36 +158,37 @@ INL void st1(void *p, size_t i, vf v, int k, const int bf16) {
 
 // Elements [i0, i1): full steps, then (when i1 is not a step boundary: the
 // end of the array) single vectors and the partial tail.
-INL void gelu_fwd_range(const int bf16, void *y, const void *x, size_t i0, size_t i1) {
+// erf: the erf form (gelu_erf_n) instead of the tanh form.
+INL void gelu_fwd_range(const int bf16, const int erf, void *y, const void *x, size_t i0, size_t i1) {
   size_t i = i0;
   for (; i + AU * VL <= i1; i += AU * VL) {
     vf v[AU];
     ld_step(v, x, i, AU, bf16);
-    gelu_n(v, AU);
+    if (erf) gelu_erf_n(v, AU); else gelu_n(v, AU);
     st_step(y, i, v, AU, bf16);
   }
   for (; i < i1; i += VL) {
     int k = i1 - i < VL ? (int)(i1 - i) : VL;
     vf v = ld1(x, i, k, bf16);
-    gelu_n(&v, 1);
+    if (erf) gelu_erf_n(&v, 1); else gelu_n(&v, 1);
     st1(y, i, v, k, bf16);
   }
 }
 
-INL void gelu_bwd_range(const int bf16, void *dx, const void *x, const void *dy, size_t i0,
-                        size_t i1) {
+INL void gelu_bwd_range(const int bf16, const int erf, void *dx, const void *x, const void *dy,
+                        size_t i0, size_t i1) {
   size_t i = i0;
   for (; i + AU * VL <= i1; i += AU * VL) {
     vf v[AU], d[AU];
     ld_step(v, x, i, AU, bf16);
     ld_step(d, dy, i, AU, bf16);
-    gelu_bwd_n(v, d, AU);
+    if (erf) gelu_erf_bwd_n(v, d, AU); else gelu_bwd_n(v, d, AU);
     st_step(dx, i, v, AU, bf16);
   }
   for (; i < i1; i += VL) {
     int k = i1 - i < VL ? (int)(i1 - i) : VL;
     vf v = ld1(x, i, k, bf16), d = ld1(dy, i, k, bf16);
-    gelu_bwd_n(&v, &d, 1);
+    if (erf) gelu_erf_bwd_n(&v, &d, 1); else gelu_bwd_n(&v, &d, 1);
     st1(dx, i, v, k, bf16);
   }
 }
@@ -219,7 +271,7 @@ void OT_K(k_gelu_fwd)(int bf16, void *y, const void *x, size_t n) {
 #pragma omp parallel if (n >= ACT_PAR_MIN)
   {
     PAR_ELEMS(n, AU * VL, i0, i1);
-    OT_SK_SWITCH(bf16, K, gelu_fwd_range(K, y, x, i0, i1));
+    OT_SK_SWITCH(bf16, K, gelu_fwd_range(K, 0, y, x, i0, i1));
   }
 }
 
@@ -227,7 +279,23 @@ void OT_K(k_gelu_bwd)(int bf16, void *dx, const void *x, const void *dy, size_t 
 #pragma omp parallel if (n >= ACT_PAR_MIN)
   {
     PAR_ELEMS(n, AU * VL, i0, i1);
-    OT_SK_SWITCH(bf16, K, gelu_bwd_range(K, dx, x, dy, i0, i1));
+    OT_SK_SWITCH(bf16, K, gelu_bwd_range(K, 0, dx, x, dy, i0, i1));
+  }
+}
+
+void OT_K(k_gelu_erf_fwd)(int bf16, void *y, const void *x, size_t n) {
+#pragma omp parallel if (n >= ACT_PAR_MIN)
+  {
+    PAR_ELEMS(n, AU * VL, i0, i1);
+    OT_SK_SWITCH(bf16, K, gelu_fwd_range(K, 1, y, x, i0, i1));
+  }
+}
+
+void OT_K(k_gelu_erf_bwd)(int bf16, void *dx, const void *x, const void *dy, size_t n) {
+#pragma omp parallel if (n >= ACT_PAR_MIN)
+  {
+    PAR_ELEMS(n, AU * VL, i0, i1);
+    OT_SK_SWITCH(bf16, K, gelu_bwd_range(K, 1, dx, x, dy, i0, i1));
   }
 }
 
