@@ -239,7 +239,7 @@ static void run_infer(const opts *o, const ot_images *set, ot_dtype dt, int B, d
   begin(o, dt, r, "infer", B);
   ot_model_config mc;
   must(ot_model_config_preset(&mc, o->model), "--model");
-  const ot_run_config run = {B, mc.max_seq, dt == OT_I8 ? OT_F32 : dt, OT_RECOMPUTE_NONE, -1};
+  const ot_run_config run = {B, mc.max_seq, dt == OT_I8 ? OT_F32 : dt, OT_RECOMPUTE_FULL, -1};   // as ot classify
   ot_model *m = NULL;
   must(ot_model_create(&m, &mc, &run), "ot_model_create");
   must(ot_model_init(m, 1337), "ot_model_init");
