@@ -239,9 +239,12 @@ static void run_infer(const opts *o, const ot_images *set, ot_dtype dt, int B, d
   begin(o, dt, r, "infer", B);
   ot_model_config mc;
   must(ot_model_config_preset(&mc, o->model), "--model");
-  const ot_run_config run = {B, mc.max_seq, dt == OT_I8 ? OT_F32 : dt, OT_RECOMPUTE_FULL, -1};   // as ot classify
+  // as ot classify (ot_model_load_hf_infer): recompute full, no gradient buffer
+  const ot_run_config run = {B, mc.max_seq, dt == OT_I8 ? OT_F32 : dt, OT_RECOMPUTE_FULL, -1};
+  ot_model_part part = ot_model_part_whole(&mc);
+  part.external_grads = true;
   ot_model *m = NULL;
-  must(ot_model_create(&m, &mc, &run), "ot_model_create");
+  must(ot_model_create_part(&m, &mc, &run, &part), "ot_model_create");
   must(ot_model_init(m, 1337), "ot_model_init");
   if (dt == OT_I8) must(ot_model_set_weights_q(m, OT_QW_INT8, 0), "int8 weights");
   ot_image_aug a = {mc.image_size, mc.image_size, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}, false, 1.0f, false};

@@ -81,6 +81,16 @@ static void test_case(const char *name) {
                c2->eps == c.eps && c2->patch_size == c.patch_size && c2->vocab == c.vocab,
                "%s: config.json round-trips", name);
       ot_model_free(m2);
+      // loaded for inference: the same logits bit for bit, no gradient buffer, backward refused
+      m2 = NULL;
+      if (th_check(ot_model_load_hf_infer(&m2, dir, &r) == OT_OK, "load for inference: %s", ot_last_error()) &&
+          logits_of(m2, x, false, again) && logits_of(m, x, false, got)) {
+        th_check(memcmp(got, again, (size_t)B * V * 4) == 0, "%s: inference load gives the same logits", name);
+        th_check(ot_model_grads(m2) == NULL && ot_model_plan_of(m2)->grads == 0 &&
+                 ot_model_plan_of(m)->grads > 0, "%s: no gradient buffer when loaded for inference", name);
+        th_check_error(ot_model_backward(m2), OT_EINVAL, "loaded for inference", "backward of an inference load");
+      }
+      ot_model_free(m2);
       free(again);
       snprintf(cmd, sizeof cmd, "rm -rf %s", out);
       th_check(system(cmd) == 0, "rm");

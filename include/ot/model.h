@@ -305,6 +305,10 @@ ot_status ot_model_config_from_hf(ot_model_config *c, const char *config_json_pa
 // r (encoder-decoder with r->S = 0: S = r->T) and imports the weights (strict).
 // *out = NULL on failure.
 ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config *r);
+// The same for inference only: no gradient buffer (the whole model with
+// external_grads, none bound), so a backward is refused; forwards (want_grad false),
+// ot_model_set_weights_q, exports and the translator work as on ot_model_load_hf's.
+ot_status ot_model_load_hf_infer(ot_model **out, const char *dir, const ot_run_config *r);
 
 // ------------------------------------------------------------- partition ---
 // A model split for tensor and pipeline parallelism (Megatron style). One

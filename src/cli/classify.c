@@ -72,10 +72,11 @@ int ot_cmd_classify(int argc, char **argv) {
   ot_model *m = NULL;
   // int8: the model in f32, its block matrices and classifier then read as int8 (one scale per row)
   const bool i8 = o.weights == OT_I8;
-  // recompute full: a forward without gradients keeps only each block's input, not every
-  // activation a backward would read (ViT-B/16 at batch 32: 4616 -> 1564 MiB peak, bench_vit)
+  // for inference: no gradient buffer, and recompute full (a forward without gradients keeps
+  // only each block's input, not every activation a backward would read): ViT-B/16 at batch
+  // 32 peaked at 4616 MiB with both, 1564 MiB with recompute full (bench_vit)
   ot_run_config r = {o.batch, 2, i8 ? OT_F32 : (ot_dtype)o.weights, OT_RECOMPUTE_FULL, -1};
-  if (!rc && ot_model_load_hf(&m, ckpt, &r) != OT_OK) rc = fail(ckpt);
+  if (!rc && ot_model_load_hf_infer(&m, ckpt, &r) != OT_OK) rc = fail(ckpt);
   const ot_model_config *c = m ? ot_model_config_of(m) : NULL;
   if (!rc && c->arch != OT_ARCH_VIT) {
     fprintf(stderr, "ot classify: %s holds '%s', not a vision transformer (use ot generate / ot translate)\n",

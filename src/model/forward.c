@@ -277,6 +277,9 @@ ot_status ot_model_backward_slot(ot_model *m, int slot) {
   static const char fn[] = "ot_model_backward";
   OT_TRY(check_slot(m, slot, fn));
   ot__select_slot(m, slot);
+  if (m->infer_only)
+    return ot_error(OT_EINVAL, "%s: '%s' was loaded for inference (ot_model_load_hf_infer: no "
+                    "gradient buffer); load it with ot_model_load_hf to train", fn, m->cfg.name);
   if (!m->have_grad_state)
     return ot_error(OT_EINVAL, "%s: no forward with targets and want_grad since the last backward",
                     fn);

@@ -407,8 +407,9 @@ ot_status ot_model_config_from_hf(ot_model_config *c, const char *path) {
   return s;
 }
 
-ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config *r) {
-  static const char fn[] = "ot_model_load_hf";
+// Both loaders: inference = no gradient buffer (external_grads, never bound).
+static ot_status load_hf(ot_model **out, const char *dir, const ot_run_config *r, bool inference,
+                         const char *fn) {
   OT_CHECK_PTR(out, fn);
   *out = NULL;
   OT_CHECK_PTR(dir, fn);
@@ -421,7 +422,9 @@ ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config 
   ot_run_config run = *r;
   if (c.arch == OT_ARCH_ENCDEC && run.S == 0) run.S = run.T;   // source as long as the target
   if (c.arch == OT_ARCH_VIT && run.T < c.max_seq) run.T = c.max_seq;   // at least its own images
-  OT_TRY(ot_model_create(&m, &c, &run));
+  ot_model_part part = ot_model_part_whole(&c);
+  part.external_grads = inference;
+  OT_TRY(ot_model_create_part(&m, &c, &run, &part));
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   ot_st_file *f = NULL;
   ot_status s = ot_st_open(&f, path);
@@ -431,6 +434,15 @@ ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config 
     ot_model_free(m);
     return s;
   }
+  m->infer_only = inference;
   *out = m;
   return OT_OK;
+}
+
+ot_status ot_model_load_hf(ot_model **out, const char *dir, const ot_run_config *r) {
+  return load_hf(out, dir, r, false, "ot_model_load_hf");
+}
+
+ot_status ot_model_load_hf_infer(ot_model **out, const char *dir, const ot_run_config *r) {
+  return load_hf(out, dir, r, true, "ot_model_load_hf_infer");
 }

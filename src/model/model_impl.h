@@ -150,6 +150,7 @@ struct ot_model {
   // state of the last forward (mirrors the current slot)
   int B, T;
   bool have_grad_state;
+  bool infer_only;            // loaded by ot_model_load_hf_infer: no gradients, backward refused
   int cur;                    // slot the pointers above refer to
   // label smoothing of the loss (ot_model_set_label_smoothing; 0: plain cross-entropy)
   float ls_eps;
