@@ -3,19 +3,19 @@ quantization-aware training.
 
 Weights are quantized by libot (ot_qweight_quantize: symmetric, scale = absmax / 127 per row
 or per group of 32 / 64 / 128 inputs, round half to even) and multiplied by its quantized
-linear kernels (ot_qlinear_fwd: GEMV that streams the int8 weight once for up to 16 rows,
-with float32 activations ("weight-only"); beyond, for groups other than 32, an int8 x int8
+linear kernels (ot_qlinear_fwd: up to 3 rows, a GEMV that streams the int8 weight once with
+float32 activations ("weight-only"); from 4 rows, for groups other than 32, an int8 x int8
 GEMM that quantizes the activations to int8 per row on the fly, scale absmax / 127, so each
-output is off the float32 product by at most sum |w| * scale / 2; group 32: dequantized
-tiles into the float32 GEMM).
+output is off the float32 product by at most sum |w| * scale / 2; group 32: the GEMV up to 16
+rows, then dequantized tiles into the float32 GEMM).
 
 Calibrated post-training quantization (quantize_model(..., calibrate_dataset=batches)) is
 libot's AWQ-style search (ot_qsearch): the inputs of every linear layer are recorded on the
 calibration batches; per layer it picks per-input-channel scales s = mean|x|^alpha (alpha on
 the grid 0, 0.05, ..., 1) and then a clip ratio of the int8 scales per output row (1 down to
 0.8), each minimizing the layer's output error ||x W^T - (x / s) Q(W diag(s))^T|| on those
-inputs, plus for groups other than 32 the error of the int8 x int8 GEMM that runs more than 16
-rows (its input rows x / s quantized to int8 per row); alpha 0 and clip 1 are plain PTQ, so the
+inputs, plus for groups other than 32 the error of the int8 x int8 GEMM that runs 4 rows or
+more (its input rows x / s quantized to int8 per row); alpha 0 and clip 1 are plain PTQ, so the
 search never does worse on them. An
 arbitrary torch model gives no place to fold 1 / s into, so the Int8Linear keeps it as an
 explicit per-input scale of its activations (one multiply per input; none when alpha = 0).
@@ -171,7 +171,7 @@ def qsearch(weight, x, group=0, xmean=None, alpha_steps=20, clip_steps=10, clip_
     Returns (s [K] per-input-channel scales (ones when alpha = 0), clip [N] per-row clip
     ratios, {"alpha", "err_plain", "err_scaled", "err"}): the output errors are
     sum_n ||x (w_n - deq_n / s)||^2 / R of plain PTQ, after the alpha search, and of the choice;
-    act_int8 (default: group != 32, where Int8Linear runs more than 16 rows through the int8 x int8
+    act_int8 (default: group != 32, where Int8Linear runs 4 rows or more through the int8 x int8
     GEMM) adds the error of that GEMM, whose input rows x / s are quantized to int8 per row."""
     if act_int8 is None:
         act_int8 = group != 32

@@ -34,7 +34,9 @@ def test_int8_linear(group, M):
     y = lin(x)
     wd = quant.dequantize_weight(q, s)
     ref = x @ wd.t() + b
-    if M > 16:   # the int8 GEMM: x quantized to int8 per row, scale absmax / 127, error <= scale / 2
+    # the int8 GEMM (from 4 rows, groups of 32 from 17; OT_QLINEAR_I8_MIN in ot/quant.h): x
+    # quantized to int8 per row, scale absmax / 127, error <= scale / 2
+    if M > 16 or (M >= 4 and group != 32):
         xa = x.detach().abs()
         sx = xa.amax(dim=1, keepdim=True) / 127
         bound = sx / 2 * wd.abs().sum(dim=1) * (1 + 2**-20) + 1e-5 * (xa @ wd.abs().t() + b.abs())
@@ -70,7 +72,9 @@ def test_quantize_hf_gpt2():
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=97, n_positions=64, n_embd=64, n_layer=2, n_head=4)
     model = transformers.GPT2LMHeadModel(cfg).eval()
-    ids = torch.randint(0, 97, (1, 12))
+    # 3 tokens: the GEMV with f32 activations, exact (from 4 rows the int8 GEMM quantizes
+    # them; test_int8_linear bounds that)
+    ids = torch.randint(0, 97, (1, 3))
     with torch.no_grad():
         ref = model(ids).logits
         # the expected result: every Conv1D / Linear weight replaced by its dequantized copy
@@ -210,7 +214,7 @@ def test_qat_train_and_convert(config):
         opt.step()
         losses.append(loss.item())
     assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
-    x = torch.randn(16, K)
+    x = torch.randn(3, K)   # 3 rows: the GEMV with f32 activations (exact; see test_int8_linear)
     with torch.no_grad():
         want = model(x)
         ot.convert(model)
