@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench_stats.h"
 
 #define H 12
 #define D 64
@@ -54,15 +55,6 @@ static ot_status run_bwd(impl m, prob *p) {
       return ot_attn_sparse_bwd(OT_F32, p->dq, p->dk, p->dv, p->dout, p->o, p->lse, p->q, p->k,
                                 p->v, &p->s, &p->l);
   }
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *t, int n) {
-  qsort(t, n, sizeof(double), cmp_d);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 // Peak working memory of one (untimed) forward + backward from a released

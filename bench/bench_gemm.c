@@ -20,11 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+#include "bench_stats.h"
 
 static void *buf(size_t n, ot_dtype dt, unsigned seed) {
   void *p = ot_mem_alloc(n * ot_dtype_size(dt), OT_MEM_OTHER);

@@ -18,14 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench_stats.h"
 
 enum { V_F32, V_FULL, V_TILED, V_W32, V_NATIVE, NV };
 static const char *vname[NV] = {"f32", "full", "tiled", "tiled-w32", "native"};
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static void *buf(size_t n, size_t es, unsigned seed) {
   void *p = ot_mem_alloc(n * es, OT_MEM_OTHER);

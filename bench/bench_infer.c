@@ -52,21 +52,13 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "bench_stats.h"
 
 static void must(ot_status s, const char *what) {
   if (s != OT_OK) {
     fprintf(stderr, "bench_infer: %s: %s\n", what, ot_last_error());
     exit(1);
   }
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof(double), cmp_d);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 // STREAM triad bytes/s (3 arrays of 128 MiB counted, no write-allocate),

@@ -9,11 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static int cmp_d(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "bench_stats.h"
 
 int main(int argc, char **argv) {
   const int B = argc > 1 ? atoi(argv[1]) : 16, T = argc > 2 ? atoi(argv[2]) : 64;

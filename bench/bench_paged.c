@@ -14,11 +14,7 @@
 #include "ot/infer.h"
 #include <stdlib.h>
 #include <string.h>
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+#include "bench_stats.h"
 
 static void *must_alloc(size_t bytes) {
   void *p = ot_mem_alloc(bytes, OT_MEM_WORKSPACE);

@@ -12,11 +12,7 @@
 #include "ot/ot.h"
 #include "ot/dist.h"
 #include "train/train_impl.h"
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+#include "bench_stats.h"
 
 int main(int argc, char **argv) {
   if (ot_dist_init(&argc, &argv) != OT_OK) { fprintf(stderr, "%s\n", ot_last_error()); return 1; }

@@ -25,17 +25,10 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <time.h>
+#include "bench_stats.h"
 
 static size_t POOL_BYTES = (size_t)256 << 20;   // weight copies per case: >= 8x a 32 MiB L3
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, cmp_d);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 typedef struct { double med, best; } timing;
 static timing summarize(double *t, int n) {
   timing r;

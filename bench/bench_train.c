@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bench_stats.h"
 
 #define MAX_STEPS 1000
 
@@ -71,22 +72,6 @@ typedef struct {
   double med, tps, gflops, mfu, mfu_nano;
   size_t peak[OT_MEM_CATEGORY_COUNT];
 } result;
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *t, int n) {
-  qsort(t, n, sizeof(double), cmp_d);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // rows [n, T+1]: uniform random ids in [0, V)
 static void fill_tokens(int32_t *rows, size_t n, int V, uint64_t *rng) {

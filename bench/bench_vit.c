@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "bench_stats.h"
 
 #define MAX_STEPS 1000
 #define MAX_CONF 16
@@ -61,23 +62,6 @@ typedef struct {
   int batch, timed;
   double med, min, img_s, gflops, mfu, peak_mib;
 } result;
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-// Sorts t: t[0] is then the minimum.
-static double median(double *t, int n) {
-  qsort(t, n, sizeof(double), cmp_d);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_vit [--mode train|infer|all (all)] [--dtype f32|bf16|int8|both|all (both)]\n"
