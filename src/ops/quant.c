@@ -13,6 +13,7 @@
 _Static_assert((int)OT_QW_F32 == OT__QK_F32 && (int)OT_QW_BF16 == OT__QK_BF16 && (int)OT_QW_INT8 == OT__QK_INT8,
                "kern/qgemv_k.h's storage kinds are ot_qw_kind's");
 _Static_assert(OT_QLINEAR_GEMV_MAX == OT__QK_GEMV_MAX, "kern/qgemv_k.h's GEMV row limit");
+_Static_assert(OT_QLINEAR_I8_MIN <= OT_QLINEAR_GEMV_MAX + 1, "ot_qlinear_fwd: int8 past the GEMV takes the int8 GEMM");
 
 // The kernels' view of a (checked) weight.
 static ot__qk_weight kview(const ot_qweight *w) {
@@ -254,13 +255,13 @@ ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const fl
   OT_PROF_BEGIN("qlinear_fwd", 2.0 * M * W->rows * W->cols,
                 wbytes + 4.0 * M * ((double)W->cols + W->rows) + (bias ? 4.0 * W->rows : 0.0));
   ot_status s = OT_OK;
-  if (W->kind == OT_QW_INT8 && W->group != 32 && M >= OT_QLINEAR_I8_MIN) {   // see ot/quant.h
+  // see ot/quant.h: int8 (groups other than 32) from OT_QLINEAR_I8_MIN rows on, the GEMV up to
+  // OT_QLINEAR_GEMV_MAX rows, the dequantized-tile GEMM beyond
+  if (W->kind == OT_QW_INT8 && W->group != 32 && M >= OT_QLINEAR_I8_MIN) {
     s = qlinear_i8(y, x, W, bias, M, fn);
   } else if (M <= OT_QLINEAR_GEMV_MAX) {
     const ot__qk_weight kw = kview(W);
     s = OT_KPICK(k_qgemv)(y, x, &kw, bias, M);
-  } else if (W->kind == OT_QW_INT8 && W->group != 32) {
-    s = qlinear_i8(y, x, W, bias, M, fn);
   } else {
     s = qlinear_gemm(y, x, W, bias, M, fn);
   }

@@ -59,22 +59,20 @@ static int group_cols(const ot__qk_weight *W) { return W->kind == OT__QK_INT8 &&
 // row's own stream), one 64-byte line at a time; a step of nb < 64 bytes issues
 // only when it starts a line. Measured on Zen 3 at M = 1, one thread (before the
 // streams of m1_chunk): int8 +30-50%, bf16 +20% over the hardware prefetcher
-// alone, f32 unchanged. M > 1 prefetches into L2 only (prefetch_rows_l2): its
+// alone, f32 unchanged. M > 1 prefetches into L2 only (far): its
 // tiles take longer per byte, and into L1 the next block's lines (4 rows ahead)
 // evict the current ones; bench_qgemv --m 8 on the GPT-2 logits matrix, f32:
 // 9.4 -> 6.6 ms (Zen 4, 2 threads). Prefetches never fault; integer arithmetic
 // forms the address (it may point past W).
-AI void prefetch_rows(int R, const void *const *row, size_t kb, size_t nb, size_t dist) {
+AI void prefetch_rows_at(int far, int R, const void *const *row, size_t kb, size_t nb, size_t dist) {
   if (nb < 64 && (kb & 63)) return;
   for (size_t o = 0; o < (nb < 64 ? 64 : nb); o += 64)
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) __builtin_prefetch((const void *)((uintptr_t)row[r] + kb + o + dist), 0, 3);
-}
-AI void prefetch_rows_l2(int R, const void *const *row, size_t kb, size_t nb, size_t dist) {
-  if (nb < 64 && (kb & 63)) return;
-  for (size_t o = 0; o < (nb < 64 ? 64 : nb); o += 64)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) __builtin_prefetch((const void *)((uintptr_t)row[r] + kb + o + dist), 0, 2);
+    for (int r = 0; r < R; r++) {
+      const void *a = (const void *)((uintptr_t)row[r] + kb + o + dist);
+      if (far) __builtin_prefetch(a, 0, 2);   // L2 (M > 1)
+      else __builtin_prefetch(a, 0, 3);       // L1 (M = 1)
+    }
 }
 
 // ---- M = 1 -----------------------------------------------------------------
@@ -101,7 +99,7 @@ AI void m1_rows(int kind, int R, int GC, const ot__qk_weight *W, const int *idx,
     int k = k0;
 #pragma GCC unroll 8
     for (; k + 2 * VL <= k1; k += 2 * VL) {
-      prefetch_rows(R, (const void *const *)row, (size_t)k * es, 2 * VL * es, QG_M1_DIST);
+      prefetch_rows_at(0, R, (const void *const *)row, (size_t)k * es, 2 * VL * es, QG_M1_DIST);
       const vf x0 = vload(x + k), x1 = vload(x + k + VL);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
@@ -204,7 +202,7 @@ AI void m1_i8_rows(int GC, int R, const ot__qk_weight *W, const int *idx, const 
     for (int r = 0; r < R; r++) a[r] = vzero_i32();
 #pragma GCC unroll 4
     for (int j = 0; j < nk; j += VQ8) {
-      prefetch_rows(R, (const void *const *)row, (size_t)(k0 + j), VQ8, QG_M1_DIST);
+      prefetch_rows_at(0, R, (const void *const *)row, (size_t)(k0 + j), VQ8, QG_M1_DIST);
       const vi xe = vload_i16x(xq + k0 + j), xo = vload_i16x(xq + k0 + j + VQ8 / 2);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) a[r] = vqdot_i8(a[r], row[r] + k0 + j, xe, xo);
@@ -250,7 +248,7 @@ AI void m1_bf16_rows(int R, const ot__qk_weight *W, const int *idx, const float 
   int k = 0;
 #pragma GCC unroll 2
   for (; k + VQB <= K; k += VQB) {
-    prefetch_rows(R, (const void *const *)row, (size_t)k * 2, VQB * 2, QG_M1_DIST);
+    prefetch_rows_at(0, R, (const void *const *)row, (size_t)k * 2, VQB * 2, QG_M1_DIST);
     const vf xe = vload(xp + k), xo = vload(xp + k + VQB / 2);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
@@ -278,7 +276,7 @@ AI void m1_bf16_rows(int R, const ot__qk_weight *W, const int *idx, const float 
 // row[r][wk0 + j] as f32 (kind) times, for int8, the scale scl[r][g0 + j / G]
 // (the chunk starts on a group boundary; per-channel: G >= kc, one scale).
 // Each weight vector is converted once and used for all MT activation rows.
-// pf > 0: prefetch the rows pf bytes further (see prefetch_rows).
+// pf > 0: prefetch the rows pf bytes further (see prefetch_rows_at).
 AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const float *const *scl, int g0, int G,
              int kc, const float *x, size_t ldx, vf *acc, size_t pf) {
   vf a[QG_R][QG_MT];
@@ -294,7 +292,7 @@ AI void tile(int kind, int R, int MT, const void *const *row, int wk0, const flo
     for (int r = 0; r < R; r++) s[r] = kind == OT__QK_INT8 ? vset1(scl[r][g]) : vzero();
     int j = j0;
     for (; j + VL <= j1; j += VL) {
-      if (pf) prefetch_rows_l2(R, row, (size_t)(wk0 + j) * wsize(kind), VL * wsize(kind), pf);
+      if (pf) prefetch_rows_at(1, R, row, (size_t)(wk0 + j) * wsize(kind), VL * wsize(kind), pf);
       vf xv[QG_MT];
 #pragma GCC unroll 8
       for (int m = 0; m < MT; m++) xv[m] = vload(x + m * ldx + j);
