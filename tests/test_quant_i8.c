@@ -44,12 +44,12 @@ static int over_tight(const float *y, const float *ref, const float *wd, const f
 }
 
 static void test_vs_ref(void) {
-  static const int Ns[] = {1, 3, 17, 67}, Ks[] = {32, 37, 96, 384, 640}, Ms[] = {1, 2, 3, 5, 17, 40};
+  static const int Ns[] = {1, 3, 17, 67}, Ks[] = {32, 37, 96, 384, 640}, Ms[] = {1, 2, 3, 5, 17, 40, 71};
   ot_isa isas[OT_ISA_COUNT];
   const int ni = th_isas(isas);
   for (size_t ni_ = 0; ni_ < sizeof Ns / sizeof Ns[0]; ni_++)
     for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
-      const int N = Ns[ni_], K = Ks[ki], MX = 40;
+      const int N = Ns[ni_], K = Ks[ki], MX = 71;
       float *w = th_falloc((size_t)N * K), *x = th_falloc((size_t)MX * K), *b = th_falloc((size_t)N);
       float *y = th_falloc((size_t)MX * N), *ref = th_falloc((size_t)MX * N), *want = th_falloc((size_t)MX * N);
       float *wd = th_falloc((size_t)N * K);
@@ -94,7 +94,8 @@ static void test_vs_ref(void) {
 // sum < 2^24), so kernel and reference agree bit for bit on every ISA; an
 // integer sum off by one would show.
 static void test_exact(void) {
-  static const int shapes[][3] = {{7, 5, 768}, {6, 9, 384}, {13, 4, 37}, {4, 3, 1000}, {1, 2, 96}};
+  static const int shapes[][3] = {{7, 5, 768}, {6, 9, 384}, {13, 4, 37}, {4, 3, 1000}, {1, 2, 96},
+                                  {37, 53, 768}, {41, 5, 37}, {33, 49, 1000}};   // from 32 rows: the panel form
   ot_isa isas[OT_ISA_COUNT];
   const int ni = th_isas(isas);
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -136,8 +137,8 @@ static void test_exact(void) {
 // f32 product, with special rows: zero, tiny (< 2^-100: quantized as zero),
 // one outlier 1e4 times the rest, values near FLT_MAX / 1e30; NaN and infinity
 // rows propagate (the f32 path takes those calls).
-static void test_bound_special(void) {
-  const int M = 24, N = 45, K = 256;
+static void test_bound_special(int M) {
+  const int N = 45, K = 256;
   float *w = th_falloc((size_t)N * K), *x = th_falloc((size_t)M * K), *b = th_falloc((size_t)N);
   float *y = th_falloc((size_t)M * N), *want = th_falloc((size_t)M * N), *wd = th_falloc((size_t)N * K);
   fill_weights(w, N, K);
@@ -177,8 +178,8 @@ static void test_bound_special(void) {
 }
 
 // Every output computed by one thread in a fixed order: bitwise equal for any thread count.
-static void test_threads(void) {
-  const int M = 33, N = 301, K = 768;
+static void test_threads(int M) {
+  const int N = 301, K = 768;
   float *w = th_falloc((size_t)N * K), *x = th_falloc((size_t)M * K);
   float *y1 = th_falloc((size_t)M * N), *y2 = th_falloc((size_t)M * N);
   fill_weights(w, N, K);
@@ -216,8 +217,10 @@ static void test_bad_input(void) {
 int main(void) {
   test_vs_ref();
   test_exact();
-  test_bound_special();
-  test_threads();
+  test_bound_special(24);   // the dot-product form (OT__QI8_PANEL_MIN 32)
+  test_bound_special(40);   // the panel form
+  test_threads(20);   // the dot-product form
+  test_threads(33);   // the panel form
   test_bad_input();
   return th_finish();
 }

@@ -238,13 +238,11 @@ static ot_status qlinear_i8(float *y, const float *x, const ot_qweight *W, const
   if (!xq) return OT_ENOMEM;
   float *sx = (float *)(xq + ((xb + 15) & ~(size_t)15));
   const ot__qk_weight kw = kview(W);
-  if (ot_isa_active() == OT_ISA_AVX512 && !ot_cpu()->avx512_vnni) {   // its AVX-512 variant needs VNNI
-    if (!k_qx_i8_avx2(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
-    k_qgemm_i8_avx2(y, xq, sx, M, Kp, &kw, bias);
+  const bool avx2 = ot_isa_active() == OT_ISA_AVX512 && !ot_cpu()->avx512_vnni;   // AVX-512 variants need VNNI
+  if (!(avx2 ? k_qx_i8_avx2 : OT_KPICK(k_qx_i8))(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
+  if (M >= OT__QI8_PANEL_MIN && (avx2 ? k_qgemm_i8p_avx2 : OT_KPICK(k_qgemm_i8p))(y, xq, sx, M, Kp, &kw, bias))
     return OT_OK;
-  }
-  if (!OT_KPICK(k_qx_i8)(xq, sx, x, M, K, Kp)) return qlinear_gemm(y, x, W, bias, M, fn);
-  OT_KPICK(k_qgemm_i8)(y, xq, sx, M, Kp, &kw, bias);
+  (avx2 ? k_qgemm_i8_avx2 : OT_KPICK(k_qgemm_i8))(y, xq, sx, M, Kp, &kw, bias);
   return OT_OK;
 }
 

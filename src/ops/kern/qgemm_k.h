@@ -24,5 +24,18 @@ OT_KDECL(bool, k_qx_i8, (int8_t *xq, float *sx, const float *x, int M, int K, in
 // over the rows of W; every output computed by one thread in a fixed order.
 OT_KDECL(void, k_qgemm_i8, (float *y, const int8_t *xq, const float *sx, int M, int Kp, const ot__qk_weight *W,
                             const float *bias));
+// From this many rows on ops/quant.c takes k_qgemm_i8p.
+#define OT__QI8_PANEL_MIN 32
+// The same outputs from the outer-product form (kern/qgemm_panel.c), for many
+// rows: the threads pack panels of W into their own scratch
+// (ot_scratch_slot(OT_SCRATCH_GEMM), k_qgemm_i8p_ws bytes each) and run every
+// row of xq through them. false (error set, y incomplete) when a thread's
+// scratch cannot grow; the caller then runs k_qgemm_i8. Results may differ from
+// k_qgemm_i8 in the last bits of the f32 epilogue (same integer sums).
+OT_KDECL(bool, k_qgemm_i8p, (float *y, const int8_t *xq, const float *sx, int M, int Kp, const ot__qk_weight *W,
+                             const float *bias));
+// Bytes of one thread's scratch in k_qgemm_i8p for xq rows of Kp bytes and the
+// weight's group (0: per channel).
+OT_KDECL(size_t, k_qgemm_i8p_ws, (int Kp, int group));
 
 #endif
