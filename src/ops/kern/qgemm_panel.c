@@ -33,8 +33,8 @@
 // carry + 128 (VQ_XOFF) and the sums are corrected by the packed -128 * sum(w).
 #if defined(OT_ARCH_AVX512)
 #define QP_NP 16
-#define QP_MR 8
-#define QP_NR 3
+#define QP_MR 4   // 4 x 4 measured against 8 x 3, 8 x 2, 6 x 4, 5 x 4, 4 x 5, 3 x 6 (bench_qgemv --i8gemm):
+#define QP_NR 4   // the larger tiles run out of registers (spills, copies) and lose 10-40% on groups
 typedef __m512i qp;
 static inline qp qp_load(const int8_t *p) { return _mm512_loadu_si512(p); }
 static inline qp qp_zero(void) { return _mm512_setzero_si512(); }
@@ -47,8 +47,8 @@ static inline void qp_store(int32_t *p, qp v) { _mm512_storeu_si512(p, v); }
 static inline qp qp_loadi(const int32_t *p) { return _mm512_loadu_si512(p); }
 #elif defined(OT_ARCH_AVX2)
 #define QP_NP 8
-#define QP_MR 4
-#define QP_NR 2
+#define QP_MR 4   // 16 registers: 8 accumulators, 2 weights, 2 |weights|, a broadcast, temporaries
+#define QP_NR 2   // (3 x 2, 2 x 3, 6 x 1 measured: equal or slower)
 typedef __m256i qp;
 static inline qp qp_load(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 static inline qp qp_zero(void) { return _mm256_setzero_si256(); }
@@ -77,6 +77,7 @@ static inline void qp_store(int32_t *p, qp v) { *p = v; }
 static inline qp qp_loadi(const int32_t *p) { return *p; }
 #endif
 _Static_assert(QP_NP == VL, "a panel vector's columns are the f32 vector's lanes");
+_Static_assert(QP_MR == 4, "rows() takes the last M % QP_MR rows in tiles of 3, 2, 1");
 
 #define QP_NB (QP_NR * QP_NP)   // output columns per panel
 #define QP_VB (QP_NP * 4)       // bytes per packed vector
@@ -193,13 +194,7 @@ AI void rows(int GC, const panel *p, int K4, int ng, const int8_t *xq, int Kp, c
              int N, float *y, const float *bias, float *ft) {
   int m = 0;
   for (; m + QP_MR <= M; m += QP_MR) tile(QP_MR, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft);
-  switch (M - m) {
-#if QP_MR > 4
-    case 7: tile(7, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft); break;
-    case 6: tile(6, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft); break;
-    case 5: tile(5, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft); break;
-    case 4: tile(4, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft); break;
-#endif
+  switch (M - m) {   // the last M % QP_MR rows
     case 3: tile(3, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft); break;
     case 2: tile(2, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft); break;
     case 1: tile(1, GC, p, K4, ng, xq, Kp, sx, m, n0, N, y, bias, ft); break;
