@@ -119,6 +119,11 @@ _SIGS = {
                     POINTER(QSearchOpts)], c_int),
     "ot_qweight_dequantize": ([POINTER(QWeight), P], c_int),
     "ot_qlinear_fwd": ([P, P, POINTER(QWeight), P, c_int], c_int),
+    "ot_gemm": ([c_int, c_int, c_bool, c_bool, c_int, c_int, c_int, c_float, P, c_int, P, c_int, c_float,
+                 P, c_int], c_int),
+    "ot_gemm_bf16_native": ([], c_bool),
+    "ot_linear_fwd": ([c_int, P, P, P, P, P, c_int, c_int, c_int, c_int], c_int),
+    "ot_linear_bwd": ([c_int, P, P, P, P, P, P, P, c_int, c_int, c_int, c_int], c_int),
     "ot_sumsq": ([P, c_size_t], c_double),
 }
 for _name, (_args, _res) in _SIGS.items():
