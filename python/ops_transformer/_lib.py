@@ -191,3 +191,14 @@ def ptr(t):
 
 def fptr(t):
     return ctypes.cast(ctypes.c_void_p(ptr(t)), F) if t is not None else None
+
+
+def gemm(ta, tb, M, N, K, a, b, c, beta=0.0, lda=None, ldb=None, ldc=None):
+    """C[M, N] = op(A) op(B) + beta C through ot_gemm (libot's own GEMM or oneDNN, chosen per
+    shape): a, b contiguous, one dtype (f32 / bf16); c contiguous, f32 or a's dtype; op(X) = X^T
+    when its flag is set; leading dimensions default to the rows' lengths."""
+    lda = lda if lda is not None else (M if ta else K)
+    ldb = ldb if ldb is not None else (K if tb else N)
+    ldc = ldc if ldc is not None else N
+    check(lib.ot_gemm(ot_dtype(a), ot_dtype(c), ta, tb, M, N, K, 1.0, ptr(a), lda, ptr(b), ldb, beta,
+                      ptr(c), ldc), "ot_gemm")

@@ -94,8 +94,7 @@ def linear_bwd(dy: Tensor, x: Tensor, w: Tensor, need_x: bool, need_w: bool,
         _lib.check(_lib.lib.ot_linear_bwd(dt, p(dx) if need_x else None, None, p(db) if need_b else None,
                                           p(dy), None, p(x), p(w), M, N, K, 0), "ot_linear_bwd")
     if need_w:             # dW = dy^T x: one GEMM, A transposed, overwritten (beta 0)
-        _lib.check(_lib.lib.ot_gemm(dt, dt, True, False, N, K, M, 1.0, p(dy), N, p(x), K, 0.0, p(dw), K),
-                   "ot_gemm")
+        _lib.gemm(True, False, N, K, M, dy, x, dw)
     return dx, dw, db
 
 
