@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A nanoGPT-style GPT-2 training step in PyTorch, plain against ops_transformer's ops:
-ops_transformer.patch() (flash attention), FusedAddLayerNorm (residual + LayerNorm),
-linear_cross_entropy (no [B*T, V] logits kept) and ops_transformer.AdamW, the same model
-and data otherwise. One process, the two models' steps alternated, median tokens/s.
+ops_transformer.patch(linear=True) (flash attention, and every nn.Linear on libot's GEMM),
+FusedAddLayerNorm (residual + LayerNorm), linear_cross_entropy (no [B*T, V] logits kept) and
+ops_transformer.AdamW, the same model and data otherwise (--no-linear: nn.Linear stays torch's).
+One process, the two models' steps alternated, median tokens/s.
 Asserts nothing; the load average is printed first (time only on a quiet machine).
 
   python bench/torch_gpt2_ops.py [--preset gpt2|tiny] [--B 4] [--T 1024] [--steps 5]
@@ -75,6 +76,7 @@ def main():
     p.add_argument("--B", type=int, default=4)
     p.add_argument("--T", type=int, default=1024)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--no-linear", action="store_true", help="keep torch's nn.Linear on our side")
     a = p.parse_args()
     cfg = PRESETS[a.preset]
     print(f"load average {os.getloadavg()[0]:.2f} (time only when it is below 0.5); torch "
@@ -92,7 +94,7 @@ def main():
         idx = torch.randint(0, cfg["V"], (a.B, a.T))
         tgt = torch.randint(0, cfg["V"], (a.B, a.T))
         for n, m in models.items():
-            ot.patch() if n == "ours" else ot.unpatch()
+            ot.patch(linear=not a.no_linear) if n == "ours" else ot.unpatch()
             t0 = time.perf_counter()
             loss = m(idx, tgt)
             opts[n].zero_grad(set_to_none=True)
@@ -108,6 +110,8 @@ def main():
         med = statistics.median(times[n])
         print(f"{n:>6}: {tok / med:10.1f} tokens/s (median step {med:.3f} s), losses "
               + " ".join(f"{l:.4f}" for l in losses[n]))
+    worst = max(abs(x - y) / abs(y) for x, y in zip(losses["ours"], losses["plain"]))
+    print(f"losses: largest relative difference {worst:.1e}")
     print(f"ours / plain: {statistics.median(times['plain']) / statistics.median(times['ours']):.2f}x")
 
 

@@ -119,6 +119,11 @@ _SIGS = {
                     POINTER(QSearchOpts)], c_int),
     "ot_qweight_dequantize": ([POINTER(QWeight), P], c_int),
     "ot_qlinear_fwd": ([P, P, POINTER(QWeight), P, c_int], c_int),
+    "ot_gemm": ([c_int, c_int, c_bool, c_bool, c_int, c_int, c_int, c_float, P, c_int, P, c_int, c_float,
+                 P, c_int], c_int),
+    "ot_gemm_bf16_native": ([], c_bool),
+    "ot_linear_fwd": ([c_int, P, P, P, P, P, c_int, c_int, c_int, c_int], c_int),
+    "ot_linear_bwd": ([c_int, P, P, P, P, P, P, P, c_int, c_int, c_int, c_int], c_int),
     "ot_sumsq": ([P, c_size_t], c_double),
 }
 for _name, (_args, _res) in _SIGS.items():
@@ -186,3 +191,14 @@ def ptr(t):
 
 def fptr(t):
     return ctypes.cast(ctypes.c_void_p(ptr(t)), F) if t is not None else None
+
+
+def gemm(ta, tb, M, N, K, a, b, c, beta=0.0, lda=None, ldb=None, ldc=None):
+    """C[M, N] = op(A) op(B) + beta C through ot_gemm (libot's own GEMM or oneDNN, chosen per
+    shape): a, b contiguous, one dtype (f32 / bf16); c contiguous, f32 or a's dtype; op(X) = X^T
+    when its flag is set; leading dimensions default to the rows' lengths."""
+    lda = lda if lda is not None else (M if ta else K)
+    ldb = ldb if ldb is not None else (K if tb else N)
+    ldc = ldc if ldc is not None else N
+    check(lib.ot_gemm(ot_dtype(a), ot_dtype(c), ta, tb, M, N, K, 1.0, ptr(a), lda, ptr(b), ldb, beta,
+                      ptr(c), ldc), "ot_gemm")

@@ -373,9 +373,14 @@ def custom_op(replace):
     return deco
 
 
-def patch():
-    """Replace torch.nn.functional.scaled_dot_product_attention with ours (idempotent)."""
+def patch(linear=False):
+    """Replace torch.nn.functional.scaled_dot_product_attention with ours (idempotent); with
+    linear=True also torch.nn.functional.linear (so every nn.Linear runs on libot's GEMM,
+    ops_transformer.dense). patch() alone leaves F.linear as it is; unpatch() restores both."""
     custom_op(replace="torch.nn.functional.scaled_dot_product_attention")(scaled_dot_product_attention)
+    if linear:
+        from .dense import linear as ot_linear
+        custom_op(replace="torch.nn.functional.linear")(ot_linear)
 
 
 def unpatch():

@@ -223,26 +223,29 @@ def linear_xent(x: Tensor, w: Tensor, target: Tensor, ignore_index: int, chunk: 
     V = w.shape[0]
     t32 = target.to(torch.int32).contiguous()
     count = int((t32 != ignore_index).sum())
+    x, w = x.contiguous(), w.contiguous()
     dx = torch.empty_like(x) if want_grad else _EMPTY(x)
-    dw = torch.zeros(V, C, dtype=torch.float32) if want_grad else x.new_empty((0,), dtype=torch.float32)
+    dw = torch.empty(V, C, dtype=torch.float32) if want_grad else x.new_empty((0,), dtype=torch.float32)
     if count == 0:   # torch's mean over no targets
         if want_grad:
             dx.zero_()
+            dw.zero_()
         return torch.tensor(float("nan")), dx, dw
     total = 0.0
     part = ctypes.c_float()
     dt = _lib.ot_dtype(x)
     _lib.sync_threads()
-    for i in range(0, N, chunk):
+    for i in range(0, N, chunk):                          # the three GEMMs are libot's (ot_gemm)
         xc = x[i:i + chunk]
-        lg = (xc @ w.t()).contiguous()                    # [n, V]
-        n = lg.shape[0]
+        n = xc.shape[0]
+        lg = x.new_empty((n, V))
+        _lib.gemm(False, True, n, V, C, xc, w, lg)       # logits [n, V] = xc w^T
         _lib.check(_lib.lib.ot_xent_fused(dt, lg.data_ptr(), V, t32[i:].data_ptr(), n, V, ignore_index,
                                           float(count), None, ctypes.addressof(part), want_grad))
         total += part.value
         if want_grad:                                     # lg now holds dlogits
-            torch.mm(lg, w, out=dx[i:i + n])
-            dw.addmm_(lg.t().float(), xc.float())
+            _lib.gemm(False, False, n, C, V, lg, w, dx[i:i + n])              # dx rows = dlogits w
+            _lib.gemm(True, False, V, C, n, lg, xc, dw, beta=1.0 if i else 0.0)   # dw (+)= dlogits^T xc
     return torch.tensor(total, dtype=torch.float32), dx, dw
 
 
@@ -271,7 +274,8 @@ linear_xent.register_autograd(_xent_backward, setup_context=_xent_setup)
 def linear_cross_entropy(x, weight, target, ignore_index=-100, chunk=1024):
     """F.cross_entropy(x @ weight.T, target, ignore_index=ignore_index) without keeping the
     [N, V] logits: each chunk of rows is projected, its loss and gradients computed in place
-    by libot's fused softmax + cross-entropy, and the logits dropped. x: [..., C], weight:
+    by libot's fused softmax + cross-entropy, and the logits dropped (the projection and the
+    two gradient GEMMs are libot's ot_gemm). x: [..., C], weight:
     [V, C] (float32 / bfloat16, same dtype), target: [...] integer class indices."""
     fn = "linear_cross_entropy"
     _lib.need_float_cpu(fn, x=x, weight=weight)
