@@ -34,7 +34,7 @@ LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread).
 
 Usage (from the repository root):
   /usr/bin/python3 bench/torch_gpt2_train.py [--steps 3] [--warmup 1]
-      [--batch 8] [--seq 256] [--threads 2] [--dtype f32|bf16|both] [--model gpt2|tiny]
+      [--batch 8] [--seq 256] [--threads 2] [--dtype f32|bf16|both] [--model gpt2|tiny] [--compile]
 The last lines, "RESULT torch <dtype> ...", have the form of bench_train's
 "RESULT ot <dtype> ..." lines: divide the tokens_per_s values for the ratio.
 """
@@ -137,7 +137,9 @@ def run(args, dtype):
     model = GPT(V, Vp, C, L, H, Fd, T_max)
     opt = make_optimizer(model)
     params = list(model.parameters())
-    print(f"\n== torch {dtype}: batch {args.batch} x seq {args.seq}, {torch.get_num_threads()} threads ==")
+    if args.compile:   # the forward and loss compiled (torch.compile's default inductor backend)
+        model = torch.compile(model)
+    print(f"\n== torch {dtype}{' compiled' if args.compile else ''}: batch {args.batch} x seq {args.seq}, {torch.get_num_threads()} threads ==")
     print(f"created in {time.perf_counter() - t0:.1f} s; {(sum(p.numel() for p in params) - (Vp - V) * C) / 1e6:.2f}M "
           f"parameters (without the padding rows, as ot counts)")
     gen = torch.Generator().manual_seed(42)
@@ -205,6 +207,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["f32", "bf16", "both"], default="both")
     ap.add_argument("--model", choices=sorted(PRESETS), default="gpt2")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (warm-up steps then include the compilation)")
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.seq < 1 or args.threads < 1:
         ap.error("--steps, --batch, --seq, --threads must be >= 1 and --warmup >= 0")
@@ -222,7 +226,7 @@ def main():
     if len(res) == 2:
         print(f"bf16/f32 throughput ratio: {res['bf16'][1] / res['f32'][1]:.2f}x")
     for dt, (med, tps) in res.items():
-        print(f"RESULT torch {dt} recompute=none B={args.batch} T={args.seq} threads={args.threads}: "
+        print(f"RESULT torch{'-compiled' if args.compile else ''} {dt} recompute=none B={args.batch} T={args.seq} threads={args.threads}: "
               f"median_step_s={med:.4f} tokens_per_s={tps:.1f} blas={blas}")
 
 
