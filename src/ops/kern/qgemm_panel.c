@@ -39,10 +39,20 @@ typedef __m512i qp;
 static inline qp qp_load(const int8_t *p) { return _mm512_loadu_si512(p); }
 static inline qp qp_zero(void) { return _mm512_setzero_si512(); }
 static inline qp qp_bcast(const int8_t *x) { int32_t v; memcpy(&v, x, 4); return _mm512_set1_epi32(v); }
+#if VQ_XOFF   // VNNI (simd.h sets VQ_XOFF 128 exactly when the pragma above enabled it)
 static inline qp qp_wabs(qp w) { return w; }
 static inline qp qp_dot(qp acc, qp w, qp wa, qp x) { (void)wa; return _mm512_dpbusd_epi32(acc, x, w); }
 static inline qp qp_wsum(qp cs, qp w) { return _mm512_dpbusd_epi32(cs, _mm512_set1_epi8(1), w); }
 static inline qp qp_unoff(qp cs) { return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 7)); }
+#else   // a compiler that ignores the pragma (clang): vq_dot's AVX2 form in 512 bits (no vpsignb:
+        // x negated under the mask of w's sign bits), as qgemm.c's variant then computes
+static inline qp qp_wabs(qp w) { return _mm512_abs_epi8(w); }
+static inline qp qp_dot(qp acc, qp w, qp wa, qp x) {
+  const __m512i xs = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(wa, xs), _mm512_set1_epi16(1))); }
+static inline qp qp_wsum(qp cs, qp w) { (void)w; return cs; }
+static inline qp qp_unoff(qp cs) { (void)cs; return _mm512_setzero_si512(); }
+#endif
 static inline void qp_store(int32_t *p, qp v) { _mm512_storeu_si512(p, v); }
 static inline qp qp_loadi(const int32_t *p) { return _mm512_loadu_si512(p); }
 #elif defined(OT_ARCH_AVX2)
