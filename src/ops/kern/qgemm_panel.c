@@ -55,36 +55,30 @@ static inline qp qp_unoff(qp cs) { (void)cs; return _mm512_setzero_si512(); }
 #endif
 static inline void qp_store(int32_t *p, qp v) { _mm512_storeu_si512(p, v); }
 static inline qp qp_loadi(const int32_t *p) { return _mm512_loadu_si512(p); }
-#elif defined(OT_ARCH_AVX2)
+#else   // AVX2 and portable: a panel vector is simd.h's vq (VQ = 4 x QP_NP bytes) and its operations
+#if defined(OT_ARCH_AVX2)
 #define QP_NP 8
 #define QP_MR 4   // 16 registers: 8 accumulators, 2 weights, 2 |weights|, a broadcast, temporaries
 #define QP_NR 2   // (3 x 2, 2 x 3, 6 x 1 measured: equal or slower)
-typedef __m256i qp;
-static inline qp qp_load(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline qp qp_zero(void) { return _mm256_setzero_si256(); }
-static inline qp qp_bcast(const int8_t *x) { int32_t v; memcpy(&v, x, 4); return _mm256_set1_epi32(v); }
-static inline qp qp_wabs(qp w) { return _mm256_abs_epi8(w); }
-static inline qp qp_dot(qp acc, qp w, qp wa, qp x) {
-  const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, w));
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1))); }
-static inline qp qp_wsum(qp cs, qp w) { (void)w; return cs; }
-static inline qp qp_unoff(qp cs) { (void)cs; return _mm256_setzero_si256(); }
-static inline void qp_store(int32_t *p, qp v) { _mm256_storeu_si256((__m256i *)p, v); }
-static inline qp qp_loadi(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline vq qp_bcast(const int8_t *x) { int32_t v; memcpy(&v, x, 4); return _mm256_set1_epi32(v); }
+static inline void qp_store(int32_t *p, vq v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline vq qp_loadi(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 #else
 #define QP_NP 1
 #define QP_MR 4
 #define QP_NR 4
-typedef int32_t qp;
-static inline qp qp_load(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
-static inline qp qp_zero(void) { return 0; }
-static inline qp qp_bcast(const int8_t *x) { return qp_load(x); }
-static inline qp qp_wabs(qp w) { return w; }
+static inline vq qp_bcast(const int8_t *x) { return vq_load(x); }
+static inline void qp_store(int32_t *p, vq v) { *p = v; }
+static inline vq qp_loadi(const int32_t *p) { return *p; }
+#endif
+_Static_assert(VQ == 4 * QP_NP, "simd.h's vq holds 4 bytes of each panel column");
+typedef vq qp;
+static inline qp qp_load(const int8_t *p) { return vq_load(p); }
+static inline qp qp_zero(void) { return vq_zero(); }
+static inline qp qp_wabs(qp w) { return vq_wabs(w); }
 static inline qp qp_dot(qp acc, qp w, qp wa, qp x) { return vq_dot(acc, wa, w, x); }
-static inline qp qp_wsum(qp cs, qp w) { (void)w; return cs; }
-static inline qp qp_unoff(qp cs) { (void)cs; return 0; }
-static inline void qp_store(int32_t *p, qp v) { *p = v; }
-static inline qp qp_loadi(const int32_t *p) { return *p; }
+static inline qp qp_wsum(qp cs, qp w) { return vq_wsum(cs, w); }
+static inline qp qp_unoff(qp cs) { return vq_unoff(cs); }
 #endif
 _Static_assert(QP_NP == VL, "a panel vector's columns are the f32 vector's lanes");
 _Static_assert(QP_MR == 4, "rows() takes the last M % QP_MR rows in tiles of 3, 2, 1");
