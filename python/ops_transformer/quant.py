@@ -142,7 +142,41 @@ class Int8Linear(torch.nn.Module):
                 f"bias={self.bias is not None}, group={self.group or 'row'}"
                 f"{', calibrated input scale' if self.input_scale is not None else ''}")
 
+    def _direct_qweight(self):
+        """The QWeight view of the buffers, rebuilt only when a buffer was replaced (its data
+        pointer or shape changed)."""
+        key = (self.qweight.data_ptr(), self.qweight.shape, self.scales.data_ptr())
+        c = self.__dict__.get("_qw_cache")
+        if c is None or c[0] != key:
+            c = (key, _qweight(self.qweight, self.scales, self.group))
+            self.__dict__["_qw_cache"] = c
+        return c[1]
+
+    def _direct(self, x):
+        """Eager inference (no autograd, no tracing) on a contiguous float32 CPU input: the C
+        kernel called directly, the same ot_qlinear_fwd the custom op runs, without its dispatch
+        (which costs more than a decode step's GEMV of a small layer). None when x does not
+        qualify; forward then takes the custom op."""
+        if (type(x) is not torch.Tensor or x.dtype != torch.float32 or x.device.type != "cpu"
+                or self.input_scale is not None or (x.requires_grad and torch.is_grad_enabled())
+                or torch.compiler.is_compiling() or not x.is_contiguous() or x.dim() < 1
+                or x.shape[-1] != self.in_features or x.numel() == 0
+                or self.qweight.device.type != "cpu" or not self.qweight.is_contiguous()
+                or (self.bias is not None and (self.bias.dtype != torch.float32
+                                               or not self.bias.is_contiguous()))):
+            return None
+        M = x.numel() // self.in_features
+        y = torch.empty(*x.shape[:-1], self.out_features, dtype=torch.float32)
+        b = self.bias
+        _lib.sync_threads()
+        _lib.check(_lib.lib.ot_qlinear_fwd(y.data_ptr(), x.data_ptr(), ctypes.byref(self._direct_qweight()),
+                                           b.data_ptr() if b is not None else None, M))
+        return y
+
     def forward(self, x):
+        y = self._direct(x)
+        if y is not None:
+            return y
         _lib.need_float_cpu("Int8Linear", x=x)
         _lib.need(x.dim() >= 1 and x.shape[-1] == self.in_features and x.numel() > 0, "Int8Linear",
                   f"x {tuple(x.shape)} must be [..., in_features={self.in_features}]")

@@ -49,6 +49,40 @@ def test_int8_linear(group, M):
     assert rel_err(dx, torch.ones(M, N) @ wd) < 1e-5
 
 
+@pytest.mark.parametrize("group", [0, 64])
+def test_int8_linear_direct_path(group, monkeypatch):
+    """Eager inference calls the kernel directly (no custom-op dispatch): the same numbers as the
+    custom op, bit for bit; inputs that need autograd, a non-contiguous view or bf16 still go
+    through the op; a buffer replaced after a call is seen by the next one."""
+    torch.manual_seed(1)
+    N, K = 45, 128
+    lin = ot.Int8Linear.from_float(torch.randn(N, K), torch.randn(N), group)
+    calls = []
+    op = quant.int8_linear
+    monkeypatch.setattr(quant, "int8_linear", lambda *a: calls.append(1) or op(*a))
+    for M in (1, 5, 40):
+        x = torch.randn(2, M, K)
+        with torch.no_grad():
+            y = lin(x)
+        assert not calls
+        assert torch.equal(y, op(x.reshape(-1, K), lin.qweight, lin.scales, lin.bias, group).view(2, M, N))
+    xg = torch.randn(3, K, requires_grad=True)
+    y = lin(xg)
+    assert calls and y.requires_grad
+    calls.clear()
+    with torch.no_grad():
+        xt = torch.randn(K, 6).t()                       # not contiguous
+        assert torch.equal(lin(xt), op(xt.contiguous(), lin.qweight, lin.scales, lin.bias, group))
+        assert calls
+        calls.clear()
+        w2 = ot.Int8Linear.from_float(torch.randn(N, K), None, group)
+        lin.qweight, lin.scales, lin.bias = w2.qweight, w2.scales, None
+        x = torch.randn(4, K)
+        assert torch.equal(lin(x), w2(x)) and not calls
+        with pytest.raises(ValueError, match="in_features"):
+            lin(torch.randn(4, K + 1))
+
+
 def test_quantize_model_mlp_and_errors():
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10))
