@@ -47,6 +47,11 @@ size_t ot_gemm_convert_ws_max(void);
 // GEMM with an f32 output, with this CPU's caches and the current thread count (this
 // thread's scratch; a 16-bit output over a long contraction can take more).
 size_t ot_gemm_own_ws_max(void);
+// The most workspace (bytes) the first-use measurement of OT_GEMM=auto holds at once (a
+// slice of C, at most 8 MiB, plus the conversion tiles when 16-bit operands are converted:
+// `converting`), allocated and freed within the first call of a shape; 0 when OT_GEMM
+// forces one implementation.
+size_t ot_gemm_choice_ws_max(bool converting);
 // Which GEMM runs (OT_GEMM: the own blocked GEMM, oneDNN, or chosen per shape) and the own
 // GEMM's micro-tile and cache sizes, as one line into buf (n bytes; `ot info` prints it).
 void ot_gemm_describe(char *buf, size_t n);

@@ -162,6 +162,11 @@ void *ot_scratch_slot(int slot, size_t bytes) {
   size_t cap = g_scratch_cap[slot] ? g_scratch_cap[slot] : 4096;
   while (cap < bytes) cap *= 2;
   pthread_once(&g_scratch_once, scratch_key_init);
+  // the old block goes first (its contents are not kept), so growing never holds both
+  if (g_scratch[slot] && g_scratch_keyed[slot]) pthread_setspecific(g_scratch_key[slot], NULL);
+  ot_mem_free(g_scratch[slot]);
+  g_scratch[slot] = NULL;
+  g_scratch_cap[slot] = 0;
   void *p = ot_mem_alloc(cap, OT_MEM_WORKSPACE);
   if (!p) return NULL;
   if (g_scratch_keyed[slot] && pthread_setspecific(g_scratch_key[slot], p) != 0) {
@@ -169,7 +174,6 @@ void *ot_scratch_slot(int slot, size_t bytes) {
     ot_error(OT_ENOMEM, "ot_scratch: cannot register %zu bytes of thread scratch", cap);
     return NULL;
   }
-  ot_mem_free(g_scratch[slot]);
   g_scratch[slot] = p;
   g_scratch_cap[slot] = cap;
   return p;

@@ -5,7 +5,8 @@
 // dimensions, bias, GELU, beta != 0):
 //  - both run on a slice of the problem (C cut to 8 MiB and 2 GFLOP of work
 //    along its longer side, down to 256; the contraction cut only past 20
-//    GFLOP; C copied to a scratch block, never written): one untimed run
+//    GFLOP; C copied to a block of its own, freed after: ot_gemm_choice_ws_max,
+//    never written): one untimed run
 //    each, then PICK_SAMPLES timed runs each, alternating;
 //  - the own GEMM is kept when its fastest run beats oneDNN's by PICK_MARGIN
 //    (the fastest: the run least disturbed by other work on the cores)
@@ -218,6 +219,11 @@ int ot__gemm_pick_get(const ot_mm *m) {
   const int c = e ? e->choice : -1;
   pthread_mutex_unlock(&g_mu);
   return c;
+}
+
+size_t ot_gemm_choice_ws_max(bool converting) {
+  if (mode_get() >= 0) return 0;
+  return PICK_SLICE_BYTES + 64 + (converting ? ot_gemm_convert_ws_max() : 0);
 }
 
 ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {

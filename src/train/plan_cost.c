@@ -7,10 +7,17 @@
 #include <stdlib.h>
 
 // ------------------------------------------------------------------ memory ---
-// The largest blocks of ops' scratch one step asks for (ot_scratch grows by doubling from
+// The largest blocks of ops' scratch one step asks for (each slot grows by doubling from
 // 4 KiB and keeps its block), and the GEMMs' packing workspace: the QKV projection's f32 output staging [B*T, (Hq + 2 Hkv)
 // D / tp] (forward) and its gathered gradient (backward), with a 16-bit run's conversion
 // tiles (ot_gemm_convert_ws_max) when the GEMMs convert.
+// The block a scratch slot holds for a request of `want` bytes: 4 KiB doubled until it fits.
+static size_t slot_cap(size_t want) {
+  size_t cap = 4096;
+  while (cap < want) cap *= 2;
+  return cap;
+}
+
 static size_t scratch_bytes(const ot_train_config *c) {
   const ot_model_config *mc = &c->model;
   const size_t N = (size_t)c->batch_size * c->seq_len;
@@ -21,11 +28,10 @@ static size_t scratch_bytes(const ot_train_config *c) {
   if (cvt) want += ot_gemm_convert_ws_max();
   const size_t xent = ot_align64(N * sizeof(double));
   if (xent > want) want = xent;
-  size_t cap = 4096;
-  while (cap < want) cap *= 2;
   // the GEMMs' own block (OT_SCRATCH_GEMM): the own GEMM's packing workspace, taken by
-  // its run or by the measurement that chooses it (OT_GEMM=auto)
-  return cap + ot_gemm_own_ws_max();
+  // its run or by the measurement that chooses it (OT_GEMM=auto), and that measurement's
+  // slice of C (held while it runs, at the first call of each shape)
+  return slot_cap(want) + slot_cap(ot_gemm_own_ws_max()) + ot_gemm_choice_ws_max(cvt);
 }
 
 // The loaders' buffers: one global batch of [T + 1] rows for training, one micro-batch for
