@@ -51,6 +51,16 @@ for dt in bf16 int8; do
   "$ot" translate --model $m --ids --dtype $dt --input "$tmp/src18.txt" --output "$tmp/q.txt" --quiet
   check "--dtype $dt: 18 lines" test "$(wc -l < "$tmp/q.txt")" = 18
 done
+# a file of `ot quantize` translates as the model quantized when loaded (int8 per channel)
+"$ot" quantize --model $m --out "$tmp/q8.safetensors" --dtype int8 --group 0 > /dev/null
+"$ot" translate --model $m --ids --dtype int8 --no-generation-config --input "$tmp/src18.txt" \
+  --output "$tmp/qa.txt" --quiet
+"$ot" translate --model "$tmp/q8.safetensors" --ids --no-generation-config --input "$tmp/src18.txt" \
+  --output "$tmp/qb.txt" --quiet
+check "quantized file: 18 lines" test "$(wc -l < "$tmp/qb.txt")" = 18
+check "quantized file: the same translations as --dtype int8" diff "$tmp/qa.txt" "$tmp/qb.txt"
+fails 2 "holds quantized weights already: leave out --group" translate --model "$tmp/q8.safetensors" --ids --dtype int8 --group 32
+fails 2 "holds quantized weights already: leave out --dtype bf16" translate --model "$tmp/q8.safetensors" --ids --dtype bf16
 # the summary line
 out=$("$ot" translate --model $m --ids --input "$tmp/src.txt" 2>&1 >/dev/null)
 check "summary names lines and sentences/s: $out" grep -q "3 lines (0 skipped).*sentences/s" <<<"$out"

@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *k_dir = "tests/golden/hf_marian";
 
@@ -216,6 +217,44 @@ static void random_sources(int32_t *src, int32_t *len) {
 
 
 // --------------------------------------------- (c) quantized weights ---
+// *q written by ot_quant_file_save and read back by ot_quant_file_load: the same config
+// (every field the file stores) and the same bytes of every tensor; *q is replaced by the
+// loaded model. False (and *q kept) on failure.
+static bool file_roundtrip(ot_qmodel **q, const char *what) {
+  char path[] = "/tmp/ot_test_translate_q_XXXXXX";
+  const int fd = mkstemp(path);
+  if (!th_check(fd >= 0, "%s: mkstemp", what)) return false;
+  close(fd);
+  ot_qmodel *l = NULL;
+  const bool ok = th_check(ot_quant_file_save(*q, path) == OT_OK && ot_quant_file_load(&l, path) == OT_OK,
+                           "%s: save / load: %s", what, ot_last_error());
+  remove(path);
+  if (!ok) return false;
+  const ot_model_config *a = &(*q)->config, *b = &l->config;
+  bool same = !strcmp(a->name, b->name) && l->kind == (*q)->kind && l->group == (*q)->group && l->n == (*q)->n;
+#define SAME(f) same = same && a->f == b->f
+  SAME(names); SAME(vocab); SAME(vocab_pad); SAME(d_model); SAME(n_layers); SAME(n_heads);
+  SAME(n_kv_heads); SAME(d_ff); SAME(max_seq); SAME(norm); SAME(mlp); SAME(pos); SAME(rope_base);
+  SAME(rope_style); SAME(tied); SAME(bias); SAME(eps); SAME(arch); SAME(n_enc_layers);
+  SAME(norm_place); SAME(embed_scale); SAME(logits_bias); SAME(pad_id); SAME(eos_id);
+  SAME(decoder_start_id); SAME(src_vocab); SAME(pos_offset); SAME(embed_norm);
+#undef SAME
+  th_check(same, "%s: the loaded config equals the saved one", what);
+  int bytes_same = 0;
+  for (int i = 0; same && i < l->n; i++) {
+    const ot_qweight *x = &(*q)->t[i].w, *y = &l->t[i].w;
+    const size_t n = (size_t)x->rows * x->cols * (x->kind == OT_QW_F32 ? 4 : x->kind == OT_QW_BF16 ? 2 : 1);
+    bytes_same += !strcmp((*q)->t[i].name, l->t[i].name) && x->kind == y->kind && x->rows == y->rows &&
+                  x->cols == y->cols && x->group == y->group && !memcmp(x->data, y->data, n) &&
+                  ot_qweight_bytes(x) == ot_qweight_bytes(y) &&
+                  (x->kind != OT_QW_INT8 || !memcmp(x->scales, y->scales, ot_qweight_bytes(x) - n));
+  }
+  th_check(bytes_same == l->n, "%s: %d / %d tensors read back bit for bit", what, bytes_same, l->n);
+  ot_qmodel_free(*q);
+  *q = l;
+  return true;
+}
+
 // First-step logits of every sentence and the tokens of a beam-4 search: a
 // translator over q against the f32 one.
 static void quant_vs_f32(ot_model *m, ot_qw_kind kind, int group, double tol, int min_same,
@@ -224,6 +263,7 @@ static void quant_vs_f32(ot_model *m, ot_qw_kind kind, int group, double tol, in
   if (!th_check(ot_qmodel_from_model(&q, m, kind, group) == OT_OK, "%s quantize: %s", what,
                 ot_last_error()))
     return;
+  file_roundtrip(&q, what);   // translate from what a file of `ot quantize` gives back
   ot_translator *tf = NULL, *tq = NULL;
   const int lim = ot_model_config_of(m)->max_seq < 20 ? ot_model_config_of(m)->max_seq : 20;
   ot_translator_config tc = {NS_, 4, SL_, lim};

@@ -5,11 +5,13 @@
 // arrives; batch mode reads up to --batch lines, sorts them by length,
 // translates them together and writes them in input order.
 #include "translate.h"
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const cli_flag k_flags[] = {
     CLI_S("--model", tr_opts, model, "DIR", "a Hugging Face Marian directory (config.json + "
-          "model.safetensors)\nor an `ot train` checkpoint / run directory"),
+          "model.safetensors),\nan `ot train` checkpoint / run directory, or a file of `ot "
+          "quantize`"),
     CLI_S("--tokenizer", tr_opts, tok_dir, "DIR", "vocab.json + merges.txt (GPT-2 format; "
           "default: the model directory)"),
     CLI_I("--beam", tr_opts, beam, 1, 256, "N", "beams (default 4; 1 = greedy)"),
@@ -75,16 +77,32 @@ static int load_model(tr_run *r, ot_model **m, ot_qmodel **q) {
   snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
   FILE *f = fopen(cfg, "r");
   ot_status s;
-  if (f) {
+  struct stat st;
+  if (!f && stat(o->model, &st) == 0 && S_ISREG(st.st_mode)) {   // a file of `ot quantize`
+    if (o->dtype == OT_BF16 || o->group) {
+      fprintf(stderr, "ot translate: %s holds quantized weights already: leave out %s\n", o->model,
+              o->group ? "--group" : "--dtype bf16");
+      return 2;
+    }
+    s = ot_quant_file_load(q, o->model);
+    if (s == OT_OK && (*q)->config.arch != OT_ARCH_ENCDEC)
+      s = ot_error(OT_EINVAL, "%s: '%s' is a decoder-only model (translate needs an "
+                   "encoder-decoder; use `ot generate --quantized`)", o->model, (*q)->config.name);
+    if (s == OT_OK) {   // the tokenizer files next to it
+      snprintf(r->ckpt, sizeof r->ckpt, "%s", o->model);
+      char *slash = strrchr(r->ckpt, '/');
+      if (slash) *slash = 0; else snprintf(r->ckpt, sizeof r->ckpt, ".");
+    }
+  } else if (f) {
     fclose(f);
     s = ot_model_load_hf(m, o->model, &run);
   } else {
     s = cli_load_checkpoint(o->model, &run, m, r->ckpt, r->data);
   }
-  if (s == OT_OK && ot_model_config_of(*m)->arch != OT_ARCH_ENCDEC)
+  if (s == OT_OK && *m && ot_model_config_of(*m)->arch != OT_ARCH_ENCDEC)
     s = ot_error(OT_EINVAL, "%s: '%s' is a decoder-only model (translate needs an "
                  "encoder-decoder; use `ot generate`)", o->model, ot_model_config_of(*m)->name);
-  if (s == OT_OK && o->dtype == OT_I8) s = ot_qmodel_from_model(q, *m, OT_QW_INT8, o->group);
+  if (s == OT_OK && *m && o->dtype == OT_I8) s = ot_qmodel_from_model(q, *m, OT_QW_INT8, o->group);
   if (s != OT_OK) {
     fprintf(stderr, "ot translate: %s\n", ot_last_error());
     return 1;
@@ -187,7 +205,7 @@ int ot_cmd_translate(int argc, char **argv) {
   FILE *in = NULL;
   static int32_t bad_len[64], bad_ids[1024];
   if (rc == 0) {
-    r.mc = ot_model_config_of(m);
+    r.mc = m ? ot_model_config_of(m) : &q->config;
     r.max_src = r.mc->max_seq;
     r.bc = ot_beam_config_default();
     r.bc.vocab = r.mc->vocab;
@@ -206,7 +224,7 @@ int ot_cmd_translate(int argc, char **argv) {
       rc = 2;
     }
     if (rc == 0 && !o->no_gen_config &&
-        tr_read_gen_config(o->model, &r.bc, bad_len, bad_ids, 64) != OT_OK) {
+        tr_read_gen_config(m ? o->model : r.ckpt, &r.bc, bad_len, bad_ids, 64) != OT_OK) {
       fprintf(stderr, "ot translate: %s\n", ot_last_error());
       rc = 1;
     }
@@ -262,7 +280,7 @@ int ot_cmd_translate(int argc, char **argv) {
       fprintf(stderr, "ot translate: %lld lines (%lld skipped), %lld tokens out, %.2f s "
               "(%.1f sentences/s translating), beam %d, %s\n", r.lines, r.skipped, r.tokens,
               ot_now() - t0, r.busy_s > 0 ? (double)(r.lines - r.skipped) / r.busy_s : 0.0,
-              o->beam, o->dtype == OT_I8 ? "int8" : o->dtype == OT_BF16 ? "bf16" : "f32");
+              o->beam, q ? ot_qw_kind_name(q->kind) : o->dtype == OT_BF16 ? "bf16" : "f32");
   }
   if (in && in != stdin) fclose(in);
   if (r.out && r.out != stdout) fclose(r.out);

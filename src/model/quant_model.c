@@ -106,13 +106,15 @@ typedef struct {
   const char *key;
   field_type type;
   size_t off;
-  const char *names[3];   // F_ENUM: value i is names[i]
+  const char *names[4];   // F_ENUM: value i is names[i]
+  bool optional;          // absent from a file: 0 (the encoder-decoder fields, which files of
+                          // decoder-only models written before them lack)
 } field;
 
 #define OFF(f) offsetof(ot_model_config, f)
 static const field k_fields[] = {
     {"config.name", F_TEXT, OFF(name), {0}},
-    {"config.names", F_ENUM, OFF(names), {"gpt2", "llama"}},
+    {"config.names", F_ENUM, OFF(names), {"gpt2", "llama", "marian"}},
     {"config.vocab", F_INT, OFF(vocab), {0}},
     {"config.vocab_pad", F_INT, OFF(vocab_pad), {0}},
     {"config.d_model", F_INT, OFF(d_model), {0}},
@@ -122,14 +124,26 @@ static const field k_fields[] = {
     {"config.d_ff", F_INT, OFF(d_ff), {0}},
     {"config.max_seq", F_INT, OFF(max_seq), {0}},
     {"config.norm", F_ENUM, OFF(norm), {"layernorm", "rmsnorm"}},
-    {"config.mlp", F_ENUM, OFF(mlp), {"gelu", "swiglu"}},
-    {"config.pos", F_ENUM, OFF(pos), {"learned", "rope"}},
+    {"config.mlp", F_ENUM, OFF(mlp), {"gelu", "swiglu", "relu", "gelu_erf"}},
+    {"config.pos", F_ENUM, OFF(pos), {"learned", "rope", "sinusoid"}},
     {"config.rope_base", F_FLOAT, OFF(rope_base), {0}},
     {"config.rope_style", F_ENUM, OFF(rope_style), {"neox", "gptj"}},
     {"config.tied", F_BOOL, OFF(tied), {0}},
     {"config.bias", F_BOOL, OFF(bias), {0}},
     {"config.eps", F_FLOAT, OFF(eps), {0}},
     {"config.init_std", F_FLOAT, OFF(init_std), {0}},
+    // encoder-decoder models
+    {"config.arch", F_ENUM, OFF(arch), {"decoder", "encdec"}, true},
+    {"config.n_enc_layers", F_INT, OFF(n_enc_layers), {0}, true},
+    {"config.norm_place", F_ENUM, OFF(norm_place), {"pre", "post"}, true},
+    {"config.embed_scale", F_BOOL, OFF(embed_scale), {0}, true},
+    {"config.logits_bias", F_BOOL, OFF(logits_bias), {0}, true},
+    {"config.pad_id", F_INT, OFF(pad_id), {0}, true},
+    {"config.eos_id", F_INT, OFF(eos_id), {0}, true},
+    {"config.decoder_start_id", F_INT, OFF(decoder_start_id), {0}, true},
+    {"config.src_vocab", F_INT, OFF(src_vocab), {0}, true},
+    {"config.pos_offset", F_INT, OFF(pos_offset), {0}, true},
+    {"config.embed_norm", F_BOOL, OFF(embed_norm), {0}, true},
 };
 #undef OFF
 #define N_FIELDS ((int)(sizeof k_fields / sizeof k_fields[0]))
@@ -166,7 +180,7 @@ static ot_status field_set(ot_model_config *c, const field *f, const char *v, co
       *(bool *)p = !strcmp(v, "true");
       return OT_OK;
     case F_ENUM:
-      for (int i = 0; i < 3 && f->names[i]; i++)
+      for (int i = 0; i < 4 && f->names[i]; i++)
         if (!strcmp(v, f->names[i])) { *(int *)p = i; return OT_OK; }
       break;
     case F_TEXT:
@@ -181,9 +195,6 @@ ot_status ot_quant_file_save(const ot_qmodel *q, const char *path) {
   static const char fn[] = "ot_quant_file_save";
   OT_CHECK_PTR(q, fn);
   OT_CHECK_PTR(path, fn);
-  if (q->config.arch == OT_ARCH_ENCDEC)   // the metadata holds no encoder-decoder settings
-    return ot_error(OT_EUNSUPPORTED, "%s: quantized encoder-decoder models cannot be saved yet "
-                    "(translate with ot_translator_create_q from the f32 model instead)", fn);
   if (q->config.arch == OT_ARCH_VIT)   // nor the image settings
     return ot_error(OT_EUNSUPPORTED, "%s: quantized vision transformers cannot be saved (ot classify "
                     "--weights int8 quantizes the f32 model as it loads it)", fn);
@@ -321,6 +332,7 @@ static ot_status load_meta(const ot_st_file *f, ot_qmodel *q) {
   memset(&q->config, 0, sizeof q->config);
   for (int i = 0; i < N_FIELDS; i++) {
     const char *v = ot_st_meta(f, k_fields[i].key);
+    if (!v && k_fields[i].optional) continue;
     if (!v) return ot_error(OT_EFORMAT, "%s: __metadata__ has no %s", path, k_fields[i].key);
     OT_TRY(field_set(&q->config, &k_fields[i], v, path));
   }
