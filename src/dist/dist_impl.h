@@ -155,6 +155,8 @@ ot_status ot__z2_setup(ot__par *p);
 // allocates for a shard of `shard` floats (shard accumulator, globals, Z2_BUFS units).
 typedef struct { size_t *u0; int *unit_of; size_t *goff; int nu; } ot__z2_layout;
 ot_status ot__z2_units(const ot_model *m, bool whole_blocks, ot__z2_layout *u, size_t *ng, size_t *usz);
+// Whether the units are whole blocks (post-norm models, encoder-decoders; see zero2.c).
+bool ot__z2_whole_blocks(const ot_model_config *mc);
 size_t ot__z2_bytes(size_t shard, size_t ng, size_t usz);
 void ot__z2_free(ot__par *p);
 // Rows of the embedding / head chunk for a model width.
