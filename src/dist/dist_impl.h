@@ -131,7 +131,7 @@ struct ot__par {
   float *ps;                 // [s1 - s0] this rank's shard of the master weights
   float *rbuf;               // [chunk_rows, d_model] vocabulary rows (comm.row_buf)
   uint16_t *rbuf16;          // [chunk_rows, d_model] their 16-bit copy (comm.row_buf16)
-  size_t *zb;                // [L + 1] block l's layout range [zb[l], zb[l + 1])
+  size_t *zb;                // [2 L] block l's layout range [zb[2l], zb[2l + 1])
   int zres[2];               // the block each slot holds (-1: none or stale)
   int zjob;                  // block the gather thread is gathering (-1: none)
   bool zth_up, zstop;
