@@ -12,7 +12,8 @@
 # dp2 x tp2 (ZeRO-1 + recompute, ZeRO-2), dp2 x tp2 x pp2 and vocabulary-parallel
 # (--vocab-parallel: tp2 with padding rows, dp2 x tp2 ZeRO-2, tp2 x pp2 with recompute), ZeRO-3
 # (dp2, dp2 x tp2, dp2 x tp2 vocabulary-parallel, dp2 x pp2 with recompute, and with learned
-# positions, which lie between the encoder's and the decoder's blocks, without prefetch), each on the same
+# positions, which lie between the encoder's and the decoder's blocks, without prefetch; dp2 x
+# pp2 with a stage holding both stacks, the replicas checked), each on the same
 # global batches as one process: every step's loss equal to 1e-6 (relative), and the
 # BLEU line at each evaluation (world rank 0 decodes; under tensor or pipeline parallel
 # with the gathered whole weights; under ZeRO-3 also the data-parallel shards) identical.
@@ -152,6 +153,12 @@ resumed dp2_pp2_zero3 "$tmp/dp2_pp2_zero3_recompute/step_000003"
 "$OT" train "${common[@]}" --grad-accum 2 --enc-layers 1 --layers 3 --out "$tmp/ref13" \
   >"$tmp/ref13.log" 2>&1 || { tail -5 "$tmp/ref13.log"; fail "reference run (1 + 3 blocks)"; }
 ref=ref13 row pp2_seam_stage 2 --pipeline-stages 2 --grad-accum 2 --enc-layers 1 --layers 3
+# ZeRO-3 with such a stage (encoder block 0 and decoder block 0 take turns in its slots),
+# the replicas checked after every step
+ref=ref13 row dp2_pp2_zero3_seam_stage 4 --data-parallel 2 --pipeline-stages 2 --zero 3 \
+  --enc-layers 1 --layers 3 --check-replicas 1
+grep -q "^replicas: identical at 6 checks" "$tmp/dp2_pp2_zero3_seam_stage.log" && passed=$((passed + 1)) ||
+  fail "ZeRO-3 replica checks: $(grep -h '^replica' "$tmp/dp2_pp2_zero3_seam_stage.log")"
 # dropout: pipeline stages keep the one-process masks
 "$OT" train "${common[@]}" --grad-accum 2 --dropout 0.1 --out "$tmp/refd" >"$tmp/refd.log" 2>&1 ||
   { tail -5 "$tmp/refd.log"; fail "reference run (dropout)"; }
