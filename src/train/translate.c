@@ -208,7 +208,8 @@ static ot_s2s_batch chunk(struct ot__tr *tr, const ot_bitext_batch *b, int r0, i
 }
 
 // An empty micro-batch's target: one row, none scored (its backward adds zero
-// gradients and runs the reductions of a real one; ZeRO-2 pads with it).
+// gradients and runs the reductions of a real one; ZeRO-2 and 3 pad with it, and ZeRO-3's
+// lockstep evaluation).
 static const int32_t k_none[1] = {-1};
 
 ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
