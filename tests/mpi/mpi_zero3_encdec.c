@@ -168,8 +168,9 @@ static void run_case(const char *name, bool pre, ot_recompute rc, bool prefetch,
     th_check(lfwd == lref && l == lref, "%s: losses %.9g (forward) and %.9g (step) vs one process %.9g",
              name, lfwd, l, lref);
     // (the embedding's gradient sums its three uses chunk by chunk, as ZeRO-2: rounding)
-    size_t s0, s1, worst = 0;
+    size_t s0, s1;
     ot__par_shard(p, &s0, &s1);
+    size_t worst = s0;
     const float *gs = ot__par_shard_grads(p), *g = ot_model_grads(ref);
     double big = 0.0, dmax = 0.0;
     for (size_t k = 0; k < s1 - s0; k++) big = fmax(big, fabs(2.0 * g[s0 + k]));
