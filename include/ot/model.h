@@ -352,7 +352,10 @@ typedef struct {
   int chunk_rows;
   // ZeRO-3 (param_slots parts): called before block l (local index) runs, in the forward
   // (backward = false) and in the backward (true, also before a recompute); on return the
-  // block's parameters must be in its slot (ot_model_block_range). May be NULL.
+  // block's parameters must be in its slot (ot_model_block_range). An encoder-decoder
+  // part numbers its blocks in running order: encoder blocks [0, Le), then decoder blocks
+  // [Le, Le + L) (the forward asks for them in that order, the backward in reverse). May
+  // be NULL.
   void (*need_block)(void *ctx, int l, bool backward);
   // ZeRO-3: the vocabulary tensors (token embedding, output head) are not stored either;
   // the embedding lookup and the head's forward and backward read them a chunk of
@@ -376,8 +379,8 @@ typedef struct {
                             // gradient storage (ot_model_bind_grad) before a backward
   bool param_slots;         // ZeRO-3: the part stores its global tensors (those outside the
                             // blocks) and two block slots, not every block (see
-                            // ot_model_block_range); needs external_grads, a decoder-only
-                            // or vision model; comm.need_block fills the slots
+                            // ot_model_block_range); needs external_grads and at least
+                            // one block; comm.need_block fills the slots
   ot_model_comm comm;       // required when tp > 1
 } ot_model_part;
 
@@ -420,8 +423,9 @@ ot_status ot_model_bind_grad(ot_model *m, int i, float *g);
 bool ot_model_param_is_split(const ot_model *m, int i);
 
 // ZeRO-3 parts (part.param_slots) store the global tensors other than the vocabulary
-// ones (positions, final norm: each contiguous at ot_model_storage(m, its offset)) and
-// two slots of one block each, block l (local index) always in slot l % 2; the
+// ones (positions, final norms, logits bias: each contiguous at ot_model_storage(m, its
+// offset)) and two slots of the largest block's size, block l (local index; an
+// encoder-decoder's encoder blocks first) always in slot l % 2; the
 // vocabulary tensors are not stored (comm.need_rows). ot_model_block_range: block l's
 // layout range [*o0, *o1), its storage contiguous at ot_model_storage(m, *o0) (f32; the
 // 16-bit copy at the same index of ot_model_params_bf16, refreshed by

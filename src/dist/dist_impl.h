@@ -131,7 +131,7 @@ struct ot__par {
   float *ps;                 // [s1 - s0] this rank's shard of the master weights
   float *rbuf;               // [chunk_rows, d_model] vocabulary rows (comm.row_buf)
   uint16_t *rbuf16;          // [chunk_rows, d_model] their 16-bit copy (comm.row_buf16)
-  size_t *zb;                // [L + 1] block l's layout range [zb[l], zb[l + 1])
+  size_t *zb;                // [2 L] block l's layout range [zb[2l], zb[2l + 1])
   int zres[2];               // the block each slot holds (-1: none or stale)
   int zjob;                  // block the gather thread is gathering (-1: none)
   bool zth_up, zstop;
@@ -155,6 +155,8 @@ ot_status ot__z2_setup(ot__par *p);
 // allocates for a shard of `shard` floats (shard accumulator, globals, Z2_BUFS units).
 typedef struct { size_t *u0; int *unit_of; size_t *goff; int nu; } ot__z2_layout;
 ot_status ot__z2_units(const ot_model *m, bool whole_blocks, ot__z2_layout *u, size_t *ng, size_t *usz);
+// Whether the units are whole blocks (post-norm models, encoder-decoders; see zero2.c).
+bool ot__z2_whole_blocks(const ot_model_config *mc);
 size_t ot__z2_bytes(size_t shard, size_t ng, size_t usz);
 void ot__z2_free(ot__par *p);
 // Rows of the embedding / head chunk for a model width.

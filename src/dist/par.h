@@ -93,8 +93,9 @@ ot_status ot__par_eval_fn(ot__par *p, ot__par_fwd_fn fn, void *ctx, int b, doubl
 // ot__par_before_backward (last: the step's last micro-batch of this rank; with
 // overlap its backward launches the bucket reductions; ZeRO-2: the staging), and
 // after the last backward ot__par_finish_backward (every gradient reduction
-// complete). ZeRO-2 reduces per micro-batch: every data-parallel rank must run
-// the same number of them (ot__par_max_int, padding with empty ones).
+// complete). ZeRO-2 and 3 reduce (ZeRO-3 also gathers) per micro-batch: every
+// data-parallel rank must run the same number of them (ot__par_max_int, padding with
+// empty ones).
 ot_status ot__par_before_backward(ot__par *p, bool last);
 ot_status ot__par_finish_backward(ot__par *p);
 // *v := its maximum over the world (collective).

@@ -382,7 +382,7 @@ ot_status ot__par_plan_rank(const ot__par_config *c, int rank, ot__par_mem *o) {
   ot_status s = OT_OK;
   if (c->zero >= 2) {
     size_t ng = 0, usz = 0;
-    s = ot__z2_units(m, c->model.norm_place == OT_PLACE_POST, NULL, &ng, &usz);
+    s = ot__z2_units(m, ot__z2_whole_blocks(&c->model), NULL, &ng, &usz);
     b[OT_MEM_GRADS] += ot__z2_bytes(s1 - s0, ng, usz);
   }
   if (c->zero == 3) b[OT_MEM_PARAMS] += (s1 - s0 ? s1 - s0 : 1) * sizeof(float);
@@ -818,16 +818,17 @@ ot_status ot__par_report(ot__par *p, FILE *out) {
             p->M, p->zero, p->nb,
             p->overlap ? " (overlapped)" : "", part->vocab_parallel ? "on" : "off",
             (double)p->comm_timeout);
+    const char *unit = ot__z2_whole_blocks(&p->mc) ? "a whole block"
+                                                  : "a block matrix and what follows it";
     if (g->dp > 1) {   // the collectives of a step (this rank's stage)
       fprintf(out, "  data-parallel gradient reduction per step (stage %d): ", g->pp_rank);
       if (p->zero == 3) {
-        fprintf(out, "ZeRO-3, one all-reduce per unit of %d (a block matrix and what follows "
-                "it; each rank keeps its shard) per micro-batch; one all-gather of each block's weights before its forward "
-                "and its backward (%s), of the global tensors after the update\n", p->nu,
+        fprintf(out, "ZeRO-3, one all-reduce per unit of %d (%s; each rank keeps its shard) per "
+                "micro-batch; one all-gather of each block's weights before its forward "
+                "and its backward (%s), of the global tensors after the update\n", p->nu, unit,
                 p->zth_up ? "the next block prefetched while one runs" : "no prefetch");
       } else if (p->zero == 2) {
-        fprintf(out, "ZeRO-2, one all-reduce per unit of %d (a block matrix and what follows "
-                "it) per micro-batch\n", p->nu);
+        fprintf(out, "ZeRO-2, one all-reduce per unit of %d (%s) per micro-batch\n", p->nu, unit);
       } else {
         double tot = 0.0;
         for (int k = 0; k < p->nb; k++) tot += (double)(p->bstart[k + 1] - p->bstart[k]) * 4;

@@ -4,8 +4,8 @@
 // gradients are bound to staging. The blocks' parameters form units, each a
 // weight matrix with what follows it in the layout up to the next matrix
 // (biases, norms; the model reports each matrix final as the backward passes
-// it) — post-norm models: each block one unit, as its backward writes the
-// second norm's gradient before the MLP's; the units take Z2_BUFS staging
+// it) — post-norm models and encoder-decoders: each block one unit (see
+// unit_start); the units take Z2_BUFS staging
 // buffers of the largest unit in turn.
 // After each micro-batch's backward of unit k the buffer is all-reduced over
 // the data-parallel group, this rank's shard of it is added to the shard
@@ -45,12 +45,18 @@ size_t ot__block_prefix(const ot_param *q) {
 // A unit starts at every block weight matrix (pre-norm: a block's backward writes its
 // gradients in reverse layout order, matrix by matrix), or with `whole_blocks` at every
 // block's first tensor (post-norm: the second norm's gradient is written first, before
-// the MLP's, so a block's units would be written out of order).
+// the MLP's, so a block's units would be written out of order; an encoder-decoder: a
+// decoder block's backward writes its second norm's and cross-attention's units, two
+// units ahead, before it reports them, so a buffer could still be under reduction).
 static bool unit_start(const ot_param *q, const ot_param *prev, bool whole_blocks) {
   if (q->layer < 0) return false;
   if (!whole_blocks) return q->kind == OT_PT_MATRIX || q->kind == OT_PT_MATRIX_RES;
   const size_t n = ot__block_prefix(q);
   return !prev || prev->layer != q->layer || ot__block_prefix(prev) != n || strncmp(prev->name, q->name, n);
+}
+
+bool ot__z2_whole_blocks(const ot_model_config *mc) {
+  return mc->norm_place == OT_PLACE_POST || mc->arch == OT_ARCH_ENCDEC;
 }
 
 int ot__z2_chunk_rows(int d_model) {
@@ -105,7 +111,7 @@ ot_status ot__z2_setup(ot__par *p) {
   p->goff = calloc((size_t)np + 1, sizeof(size_t));
   if (!p->u0 || !p->unit_done || !p->unit_of || !p->goff) return ot_error(OT_ENOMEM, "ZeRO-2: out of memory");
   ot__z2_layout lay = {p->u0, p->unit_of, p->goff, 0};
-  OT_TRY(ot__z2_units(m, p->mc.norm_place == OT_PLACE_POST, &lay, &p->ng, &p->usz));
+  OT_TRY(ot__z2_units(m, ot__z2_whole_blocks(&p->mc), &lay, &p->ng, &p->usz));
   p->nu = lay.nu;
   p->gs = zalloc(p->s1 - p->s0);
   p->gstage = zalloc(p->ng);

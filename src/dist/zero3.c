@@ -4,9 +4,10 @@
 // the gradients (ZeRO-2's shard accumulator gs: each unit's reduce-scatter to its
 // owners composed of the tuned all-reduce and keeping the shard, since Open MPI's
 // reduce-scatter runs 10-20x slower here) and of the AdamW moments (the trainer's).
-// The model part is created with param_slots: it stores the global tensors (embedding, positions,
-// final norm, head: everything outside the blocks) and two block slots, block l
-// in slot l % 2 (src/model/slots.c). Before block l runs (comm.need_block) the
+// The model part is created with param_slots: it stores the global tensors outside the
+// blocks (positions, final norms, logits bias) and two block slots, block l in slot
+// l % 2 (src/model/slots.c; an encoder-decoder's blocks numbered in running order,
+// its encoder blocks, then its decoder blocks, so the prefetch crosses the seam). Before block l runs (comm.need_block) the
 // runtime makes sure its slot holds it: the gather of block l was started while
 // block l - 1 ran (forward; l + 1 in the backward) on the gather thread over a
 // communicator of its own, so the all-gather of the next block's weights
@@ -67,7 +68,7 @@ static ot_status gather_range(ot__par *p, size_t a, size_t b, float *dst, bool p
 
 // Gathers block l into its slot (and its 16-bit copy); *sec: the seconds it took.
 static ot_status gather_block(ot__par *p, int l, bool polite, double *sec) {
-  const size_t a = p->zb[l], b = p->zb[l + 1];
+  const size_t a = p->zb[2 * l], b = p->zb[2 * l + 1];
   const double t0 = ot_now();
   OT_TRY(gather_range(p, a, b, ot_model_storage(p->m, a), polite, "ZeRO-3 all-gather of a block's weights"));
   OT_TRY(ot_model_sync_bf16_range(p->m, a, b));
@@ -138,16 +139,13 @@ void ot__z3_need_block(ot__par *p, int l, bool backward) {
 
 ot_status ot__z3_setup(ot__par *p, bool prefetch) {
   ot_model *m = p->m;
-  p->zb = calloc((size_t)p->L + 2, sizeof(size_t));
+  p->zb = calloc(2 * (size_t)p->L + 2, sizeof(size_t));
   p->ps = ot_mem_alloc((p->s1 - p->s0 ? p->s1 - p->s0 : 1) * sizeof(float), OT_MEM_PARAMS);
   if (!p->zb || !p->ps) return ot_error(OT_ENOMEM, "ZeRO-3: out of memory for the parameter shard");
   memset(p->ps, 0, (p->s1 - p->s0) * sizeof(float));
-  for (int l = 0; l < p->L; l++) {
-    size_t o0, o1;
-    ot_model_block_range(m, l, &o0, &o1);
-    if (l > 0 && o0 != p->zb[l]) return ot_error(OT_EINTERNAL, "ZeRO-3: block %d is not contiguous", l);
-    p->zb[l] = o0;
-    p->zb[l + 1] = o1;
+  for (int l = 0; l < p->L; l++) {   // (an encoder-decoder's: encoder blocks, then decoder blocks)
+    ot_model_block_range(m, l, &p->zb[2 * l], &p->zb[2 * l + 1]);
+    if (p->zb[2 * l + 1] <= p->zb[2 * l]) return ot_error(OT_EINTERNAL, "ZeRO-3: block %d is empty", l);
   }
   p->zres[0] = p->zres[1] = -1;
   p->zjob = -1;

@@ -110,31 +110,52 @@ static float embed_scale(const ot_model *m) {
   return m->cfg.embed_scale ? (float)sqrt((double)m->C) : 1.0f;
 }
 
-// x [B*T, C] (dt) = scale * wte[tokens] + position t (the sinusoid table, or row t +
-// pos_offset of learned table `pos`); ids checked by the caller. Vocabulary-parallel
-// (the tensor rank holds rows [v0, v0 + Vl)): the rank holding a token's row writes
-// the whole sum, the others 0, and the tensor group sums (so every rank gets the
-// one-process bits).
-static ot_status s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int T, int pos) {
+// x [B*T, C] (dt) at the tokens whose local row (token - v0) lies in [r0, r0 + rows):
+// scale * w[row - r0] + position t (the sinusoid table, or row t + pos_offset of learned
+// table `pos`); w [rows, C] in wdt.
+static void embed_rows(const ot_model *m, void *x, const void *w, ot_dtype wdt, long r0, long rows,
+                       const int32_t *tok, int B, int T, int pos) {
   const ot_dtype dt = m->run.dt;
   const int C = m->C, off = m->cfg.pos_offset;
   const float sc = embed_scale(m);
-  const void *w = ot__pdt(m, m->wte), *lp = ot__pdt(m, pos);
-  const ot_dtype wdt = ot__wdt(m);   // the tables' dtype
-  const long n = (long)B * T, v0 = m->v0, Vl = m->Vl;
+  const void *lp = ot__pdt(m, pos);
+  const ot_dtype pdt = ot__wdt(m);   // the position table's dtype
+  const long n = (long)B * T;
 #pragma omp parallel for schedule(static) if (n * C >= 65536)
   for (long i = 0; i < n; i++) {
-    const long r = (long)tok[i] - v0;
-    const size_t o = (size_t)i * C, p = (size_t)(i % T);
-    if (r < 0 || r >= Vl) {   // another tensor rank's row
-      for (int c = 0; c < C; c++) ot__stf(dt, x, o + c, 0.0f);
-      continue;
-    }
-    const size_t row = (size_t)r * C;
+    const long r = (long)tok[i] - m->v0 - r0;
+    if (r < 0 || r >= rows) continue;
+    const size_t o = (size_t)i * C, p = (size_t)(i % T), row = (size_t)r * C;
     const float *sin_row = m->pos_tab ? m->pos_tab + p * C : NULL;
     for (int c = 0; c < C; c++) {
-      const float pe = sin_row ? sin_row[c] : ot__ldf(wdt, lp, (p + off) * C + c);
+      const float pe = sin_row ? sin_row[c] : ot__ldf(pdt, lp, (p + off) * C + c);
       ot__stf(dt, x, o + c, ot__ldf(wdt, w, row + c) * sc + pe);
+    }
+  }
+}
+
+// x [B*T, C] (dt) = scale * wte[tokens] + position t (see embed_rows); ids checked by the
+// caller. Vocabulary-parallel (the tensor rank holds rows [v0, v0 + Vl)): the rank holding
+// a token's row writes the whole sum, the others 0, and the tensor group sums (so every
+// rank gets the one-process bits). ZeRO-3: the rows read a chunk at a time (ot__z3_rows).
+static ot_status s2s_embed(const ot_model *m, void *x, const int32_t *tok, int B, int T, int pos) {
+  const ot_dtype dt = m->run.dt;
+  const int C = m->C;
+  const long n = (long)B * T, v0 = m->v0, Vl = m->Vl;
+  for (long i = 0; i < n; i++) {   // another tensor rank's row
+    const long r = (long)tok[i] - v0;
+    if (r < 0 || r >= Vl)
+      for (int c = 0; c < C; c++) ot__stf(dt, x, (size_t)i * C + c, 0.0f);
+  }
+  if (!m->part.param_slots) {
+    embed_rows(m, x, ot__pdt(m, m->wte), ot__wdt(m), 0, Vl, tok, B, T, pos);
+  } else {
+    const int R = m->part.comm.row_rows;
+    for (int r0 = 0; r0 < Vl; r0 += R) {
+      const int rows = r0 + R < Vl ? R : (int)Vl - r0;
+      ot_dtype wdt;
+      const void *w = ot__z3_rows(m, m->wte, r0, rows, &wdt);
+      embed_rows(m, x, w, wdt, r0, rows, tok, B, T, pos);
     }
   }
   if (!(m->part.vocab_parallel && m->part.tp > 1)) return OT_OK;
@@ -293,6 +314,7 @@ static ot_status encode(ot_model *m, int B, int S) {
   for (int l = 0; l < m->Le; l++) {
     io.A = &m->ela[l];
     io.out = l + 1 < m->Le ? m->ela[l + 1].res : m->enc_out;
+    ot__need_block(m, l, false);
     OT_TRY(ot__block_fwd(g, l, &io, true));
     io.x = post ? io.out : m->ela[l].res2;
     io.r = post ? NULL : m->abuf;
@@ -324,6 +346,7 @@ static ot_status decode(ot_model *m, int B, int S, int T) {
   for (int l = 0; l < m->L; l++) {
     io.A = &m->la[l];
     io.out = l + 1 < m->L ? m->la[l + 1].res : out;
+    ot__need_block(m, m->Le + l, false);   // (ZeRO-3: the part's blocks, encoder ones first)
     OT_TRY(ot__block_fwd(g, l, &io, true));
     io.x = post ? io.out : m->la[l].res2;
     io.r = post ? NULL : m->abuf;
@@ -427,7 +450,10 @@ ot_status ot__s2s_backward(ot_model *m) {
     }
     const ot__stack dec = {&m->graph, m->la, m->lp, NULL, m->enc_out, m->denc, S, m->src_len,
                            &m->ddrop};
-    for (int l = m->L - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &dec, l, B, T));
+    for (int l = m->L - 1; l >= 0; l--) {
+      ot__need_block(m, m->Le + l, true);
+      OT_TRY(ot__block_bwd(m, &dec, l, B, T));
+    }
     if (m->dec_first) {
       const stack_emb de = dec_emb(m);
       OT_TRY(stack_embed_bwd(m, &de, m->tgt, B, T, &m->ddrop));
@@ -446,7 +472,10 @@ ot_status ot__s2s_backward(ot_model *m) {
     }
     const ot__stack enc = {&m->egraph, m->ela, m->elp, m->src_len, NULL, NULL, 0, NULL,
                            &m->edrop};
-    for (int l = m->Le - 1; l >= 0; l--) OT_TRY(ot__block_bwd(m, &enc, l, B, S));
+    for (int l = m->Le - 1; l >= 0; l--) {
+      ot__need_block(m, l, true);
+      OT_TRY(ot__block_bwd(m, &enc, l, B, S));
+    }
     if (m->first) {
       const stack_emb ee = enc_emb(m);
       OT_TRY(stack_embed_bwd(m, &ee, m->src, B, S, &m->edrop));

@@ -96,7 +96,9 @@ struct ot_model {
   size_t *wpos;               // [n_params] index of each parameter in w / wb (= its offset
                               // unless param_slots)
   size_t n_stored;            // floats of w
-  size_t sb0, sb1, sblk;      // param_slots: blocks [sb0, sb1) of the layout, slot size
+  size_t *sbr;                // [2 * (Le + L)] layout range [sbr[2l], sbr[2l + 1]) of local block l
+                              // (encoder blocks first; slots.c)
+  size_t sblk;                // the largest block's floats (param_slots: the slot size)
   float *g;                   // gradients [n_floats] (NULL with external_grads)
   float **gp;                 // [n_params] where each parameter's gradient accumulates
   // activations (saved)
@@ -189,6 +191,9 @@ ot_status ot__slots_check_hooks(const ot_model *m);
 // logits = yf W^T; backward: dx = dlogits W) over vocabulary parameter i read a chunk
 // of rows at a time (comm.need_rows).
 ot_status ot__z3_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B, int T);
+// Rows [r0, r0 + rows) of vocabulary parameter i [Vl, C], gathered (comm.need_rows) and read
+// as the unchunked path reads them: f32, or the 16-bit copy where the part keeps one (*wdt).
+const void *ot__z3_rows(const ot_model *m, int i, int r0, int rows, ot_dtype *wdt);
 ot_status ot__z3_head(ot_model *m, int i, int N, bool backward, void *dx);
 // Copies between whole tensor `s` (whole) and local parameter p (local) (part.c).
 void ot__slice_copy(const ot__slice *s, const ot_param *p, float *local, float *whole, bool to_whole);

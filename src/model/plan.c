@@ -391,6 +391,7 @@ void ot_model_free(ot_model *m) {
   free(m->slices);
   free(m->gp);
   free(m->wpos);
+  free(m->sbr);
   free(m->blkw);
   free(m->ela_all);
   free(m->eblkw);

@@ -1,14 +1,18 @@
 // Parameter storage of a part: where each tensor of the layout lives (m->wpos).
 // A normal part stores the whole layout (wpos = offset). A ZeRO-3 part
 // (part.param_slots) stores the global tensors other than the vocabulary ones
-// (positions, final norm), each at its padded size in layout order, then two
-// block slots; block l always uses slot l % 2, so the weight views the graph
-// builds once (weights.c) stay valid and the runtime (src/dist/zero3.c) gathers
-// block l into its slot before it runs (comm.need_block):
+// (positions, final norms, logits bias), each at its padded size in layout order,
+// then two block slots of the largest block's size; block l always uses slot l % 2,
+// so the weight views the graph builds once (weights.c) stay valid and the runtime
+// (src/dist/zero3.c) gathers block l into its slot before it runs (comm.need_block):
 //   storage = globals | slot 0 [blk] | slot 1 [blk]
-// The vocabulary tensors (token embedding, head) are read a chunk of rows at a
-// time from the shards (comm.need_rows): the embedding lookup and the head's
-// GEMMs below.
+// Blocks are numbered locally in the order they run: an encoder-decoder part's
+// encoder blocks [0, Le), then its decoder blocks [Le, Le + L) (a decoder block
+// with cross-attention is the larger); each block is contiguous in the layout, but
+// global tensors may lie between two blocks (the encoder's final norm, the
+// decoder's positions). The vocabulary tensors (token embedding, head) are read a
+// chunk of rows at a time from the shards (comm.need_rows): the embedding lookups
+// and the head's GEMMs below.
 #include "model/model_impl.h"
 #include "ops/gemm_impl.h"
 #include "ot/ops.h"
@@ -21,18 +25,23 @@ static bool is_vocab(const ot_param *q) {
   return q->layer < 0 && (q->kind == OT_PT_EMBED || q->kind == OT_PT_LM_HEAD);
 }
 
+// Blocks of the part in running order: an encoder-decoder's encoder blocks, then its
+// decoder blocks.
+static int n_blocks(const ot_model *m) { return m->Le + m->L; }
+
 // Local block of every parameter (-1: a global tensor) into blk [n_params].
 static void block_of(const ot_model *m, int *blk) {
   for (int i = 0; i < m->n_params; i++) blk[i] = -1;
   const int nf = (int)(sizeof(ot__layer_params) / sizeof(int));
-  for (int l = 0; l < m->L; l++) {
-    const int *f = (const int *)&m->lp[l];
+  for (int l = 0; l < n_blocks(m); l++) {
+    const int *f = (const int *)(l < m->Le ? &m->elp[l] : &m->lp[l - m->Le]);
     for (int k = 0; k < nf; k++)
       if (f[k] >= 0 && f[k] < m->n_params) blk[f[k]] = l;
   }
 }
 
-// Layout range [*o0, *o1) of local block l (blocks are contiguous and in order).
+// Layout range [*o0, *o1) of local block l: from its first tensor to the next tensor
+// that is not its own (each block's tensors are contiguous in the layout).
 static void span(const ot_model *m, const int *blk, int l, size_t *o0, size_t *o1) {
   size_t a = SIZE_MAX, b = m->n_floats;
   for (int i = 0; i < m->n_params; i++) {
@@ -60,40 +69,45 @@ ot_status ot__slots_build(ot_model *m) {
   if (!m->wpos) return ot_error(OT_ENOMEM, "ot_model_create: out of memory");
   for (int i = 0; i < m->n_params; i++) m->wpos[i] = m->params[i].offset;
   m->n_stored = m->n_floats;
-  if (!m->part.param_slots) return OT_OK;
-  if (m->cfg.arch == OT_ARCH_ENCDEC || m->L < 1)
-    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need a decoder-only model "
-                    "or a vision transformer with at least one block (encoder-decoders: use ZeRO-1 "
-                    "or ZeRO-2)");
-  if (!m->part.external_grads || m->part.comm.row_rows < 1)
-    return ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need external_grads and "
-                    "row_rows >= 1");
+  const int nb = n_blocks(m);
+  m->sbr = calloc(2 * (size_t)nb + 2, sizeof *m->sbr);
   int *blk = malloc(((size_t)m->n_params + 1) * sizeof(int));
-  if (!blk) return ot_error(OT_ENOMEM, "ot_model_create: out of memory");
-  block_of(m, blk);
-  size_t prev1 = 0, glob = 0;
-  m->sblk = 0;
-  ot_status s = OT_OK;
-  for (int l = 0; l < m->L && s == OT_OK; l++) {
-    size_t o0, o1;
-    span(m, blk, l, &o0, &o1);
-    if (l == 0) m->sb0 = o0;
-    else if (o0 != prev1) s = ot_error(OT_EINTERNAL, "ot_model_create: block %d is not contiguous with block %d", l, l - 1);
-    prev1 = o1;
-    if (o1 - o0 > m->sblk) m->sblk = o1 - o0;
+  if (!m->sbr || !blk) {
+    free(blk);
+    return ot_error(OT_ENOMEM, "ot_model_create: out of memory");
   }
-  m->sb1 = prev1;
+  block_of(m, blk);
+  ot_status s = OT_OK;
+  m->sblk = 0;
+  for (int l = 0; l < nb; l++) {
+    span(m, blk, l, &m->sbr[2 * l], &m->sbr[2 * l + 1]);
+    if (m->sbr[2 * l + 1] - m->sbr[2 * l] > m->sblk) m->sblk = m->sbr[2 * l + 1] - m->sbr[2 * l];
+  }
+  if (!m->part.param_slots) {
+    free(blk);
+    return OT_OK;
+  }
+  for (int l = 1; l < nb && s == OT_OK; l++)   // the slots need blocks in order, each contiguous
+    if (m->sbr[2 * l] < m->sbr[2 * l - 1])
+      s = ot_error(OT_EINTERNAL, "ot_model_create: block %d lies before the end of block %d", l, l - 1);
+  for (int i = 0; i < m->n_params && s == OT_OK; i++)
+    if (blk[i] >= 0 && m->params[i].offset + m->params[i].numel > m->sbr[2 * blk[i] + 1])
+      s = ot_error(OT_EINTERNAL, "ot_model_create: block %d's tensors are not contiguous ('%s')", blk[i],
+                   m->params[i].name);
+  if (nb < 1) s = ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need a part with at "
+                           "least one block");
+  else if (!m->part.external_grads || m->part.comm.row_rows < 1)
+    s = ot_error(OT_EINVAL, "ot_model_create: ZeRO-3 parameter slots need external_grads and "
+                 "row_rows >= 1");
+  size_t glob = 0;
   for (int i = 0; i < m->n_params; i++)   // the stored global tensors, in layout order
     if (blk[i] < 0 && !is_vocab(&m->params[i])) {
       m->wpos[i] = glob;
       glob += padded(m->params[i].numel);
     }
-  for (int i = 0; i < m->n_params && s == OT_OK; i++) {
-    if (blk[i] < 0) continue;
-    size_t o0, o1;
-    span(m, blk, blk[i], &o0, &o1);
-    m->wpos[i] = glob + (size_t)(blk[i] % 2) * m->sblk + (m->params[i].offset - o0);
-  }
+  for (int i = 0; i < m->n_params; i++)
+    if (blk[i] >= 0)
+      m->wpos[i] = glob + (size_t)(blk[i] % 2) * m->sblk + (m->params[i].offset - m->sbr[2 * blk[i]]);
   m->n_stored = glob + 2 * m->sblk;
   free(blk);
   return s;
@@ -101,12 +115,9 @@ ot_status ot__slots_build(ot_model *m) {
 
 void ot_model_block_range(const ot_model *m, int l, size_t *o0, size_t *o1) {
   *o0 = *o1 = 0;
-  if (!m || l < 0 || l >= m->L) return;
-  int *blk = malloc(((size_t)m->n_params + 1) * sizeof(int));
-  if (!blk) return;
-  block_of(m, blk);
-  span(m, blk, l, o0, o1);
-  free(blk);
+  if (!m || !m->sbr || l < 0 || l >= n_blocks(m)) return;
+  *o0 = m->sbr[2 * l];
+  *o1 = m->sbr[2 * l + 1];
 }
 
 bool ot_model_param_stored(const ot_model *m, int i) {
@@ -117,14 +128,9 @@ bool ot_model_param_stored(const ot_model *m, int i) {
 float *ot_model_storage(ot_model *m, size_t off) {
   if (!m || off > m->n_floats) return NULL;
   if (!m->part.param_slots) return m->w + off;
-  if (off >= m->sb0 && off < m->sb1) {
-    for (int l = 0; l < m->L; l++) {   // the block holding off
-      size_t o0, o1;
-      ot_model_block_range(m, l, &o0, &o1);
-      if (off >= o0 && off < o1) return m->w + m->n_stored - 2 * m->sblk + (size_t)(l % 2) * m->sblk + (off - o0);
-    }
-    return NULL;
-  }
+  for (int l = 0; l < n_blocks(m); l++)   // the block holding off
+    if (off >= m->sbr[2 * l] && off < m->sbr[2 * l + 1])
+      return m->w + m->n_stored - 2 * m->sblk + (size_t)(l % 2) * m->sblk + (off - m->sbr[2 * l]);
   for (int i = 0; i < m->n_params; i++) {
     const ot_param *q = &m->params[i];
     if (off >= q->offset && off < q->offset + padded(q->numel))
@@ -146,9 +152,7 @@ ot_status ot_model_sync_bf16_range(ot_model *m, size_t o0, size_t o1) {
 }
 
 // ------------------------------------------------ ZeRO-3 vocabulary chunks ----
-// Rows [r0, r0 + rows) of vocabulary parameter i, as the unchunked path reads them:
-// f32, or the 16-bit copy where the part keeps one (*wdt says which).
-static const void *rows_of(ot_model *m, int i, int r0, int rows, ot_dtype *wdt) {
+const void *ot__z3_rows(const ot_model *m, int i, int r0, int rows, ot_dtype *wdt) {
   const ot_model_comm *c = &m->part.comm;
   c->need_rows(c->ctx, i, r0, rows);
   *wdt = ot__wdt(m);
@@ -181,7 +185,7 @@ ot_status ot__z3_embed_fwd(ot_model *m, void *out, const int32_t *tokens, int B,
   for (int r0 = 0; r0 < m->Vl; r0 += R) {
     const int rows = r0 + R < m->Vl ? R : m->Vl - r0;
     ot_dtype wdt;
-    const void *w = rows_of(m, m->wte, r0, rows, &wdt);
+    const void *w = ot__z3_rows(m, m->wte, r0, rows, &wdt);
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < N; i++) {
       const long r = (long)tokens[i] - m->v0 - r0;
@@ -224,7 +228,7 @@ ot_status ot__z3_head(ot_model *m, int i, int N, bool backward, void *dx) {
   for (int r0 = 0; r0 < m->Vl; r0 += R) {
     const int rows = r0 + R < m->Vl ? R : m->Vl - r0;
     ot_dtype rdt;
-    const void *w = rows_of(m, i, r0, rows, &rdt);
+    const void *w = ot__z3_rows(m, i, r0, rows, &rdt);
     char *lg = (char *)m->logits + (size_t)r0 * es;
     ot_mm mm = backward ? (ot_mm){dt, rdt, sum ? OT_F32 : dt, false, false, N, C, rows, 1.0f,
                                   r0 ? 1.0f : 0.0f, lg, m->Vl, w, C, sum ? (void *)sum : dx, C, NULL, false}

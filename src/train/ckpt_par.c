@@ -136,8 +136,13 @@ ot_status ot__par_whole_weights(ot_trainer *t, ot_model *whole) {
   ot_model *table = root ? whole : NULL;   // the whole layout's names and sizes, on every rank
   ot_status s = root ? (whole ? OT_OK : ot_error(OT_EINVAL, "ot__par_whole_weights: no model on rank 0"))
                      : ot_model_create(&table, &t->cfg.model, &run);
-  if (s == OT_OK && ot__par_zero(P) == 3)
-    s = ot_error(OT_EINVAL, "ot__par_whole_weights: not under ZeRO-3 (the weights are sharded)");
+  // ZeRO-3: each dp rank gives its shard of the weights (zeros elsewhere), as the save does
+  const bool z3 = ot__par_zero(P) == 3;
+  float *wl = NULL;
+  if (s == OT_OK && z3) {
+    if (!(wl = calloc(ot_model_n_floats(t->m) + 1, sizeof(float)))) s = ot_error(OT_ENOMEM, "weight gather: out of memory");
+    else ot__par_local_params(P, wl);
+  }
   float *buf = NULL;
   size_t big = 0;
   for (int gi = 0; s == OT_OK && gi < ot_model_param_count(table); gi++)
@@ -150,7 +155,7 @@ ot_status ot__par_whole_weights(ot_trainer *t, ot_model *whole) {
     const ot_param *wp = ot_model_param_at(table, gi);
     const int i = contributor(t, gi, wp->name);
     memset(buf, 0, wp->numel * sizeof(float));
-    if (i >= 0 && dp_rank == 0) ot_model_part_get(t->m, i, ot_model_params(t->m), buf);
+    if (i >= 0 && (dp_rank == 0 || z3)) ot_model_part_get(t->m, i, wl ? wl : ot_model_params(t->m), buf);
     s = ot__par_gather_sum(P, buf, wp->numel);
     if (s != OT_OK) break;
     if (root) memcpy(ot_model_params(whole) + wp->offset, buf, wp->numel * sizeof(float));
@@ -158,6 +163,7 @@ ot_status ot__par_whole_weights(ot_trainer *t, ot_model *whole) {
   if (s == OT_OK && !all) s = ot_error(OT_EIO, "weight gather: another rank failed to prepare its part");
   if (s == OT_OK && root) s = ot_model_sync_bf16(whole);
   free(buf);
+  free(wl);
   if (!root) ot_model_free(table);
   return s;
 }

@@ -964,9 +964,6 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
         ot_model_n_blocks(&c->model), pp);
   if (c->optimizer_shard < 0 || c->optimizer_shard > 3)
     BAD("%s: ZeRO stages 0, 1, 2 and 3 are available", flagv(c, "optimizer-shard", ga, sizeof ga));
-  if (c->optimizer_shard == 3 && c->task == OT_TASK_TRANSLATE)
-    BAD("%s: ZeRO-3 trains decoder language models and vision transformers (--task lm, classify); "
-        "the translate task takes ZeRO 0, 1 or 2", flagv(c, "optimizer-shard", ga, sizeof ga));
   if (c->grad_buckets < 1) BAD("%s must be >= 1", flagv(c, "grad-buckets", ga, sizeof ga));
   if (!(c->comm_timeout >= 0)) BAD("--comm-timeout %g must be >= 0 (0: never)", c->comm_timeout);
   {

@@ -129,7 +129,7 @@ ot_status ot__ckpt_par_save(ot_trainer *t, const char *dir);
 ot_status ot__ckpt_par_load(ot_trainer *t, const char *dir, bool weights_only);
 // The whole model's weights gathered into `whole` on world rank 0 (a model of t's
 // config the caller created there; NULL on the other ranks), every rank giving its
-// slices (collective).
+// slices (ZeRO-3: its shards; collective).
 ot_status ot__par_whole_weights(ot_trainer *t, ot_model *whole);
 
 // ot_train_run for a config ot_train_config_resolve has resolved (the `ot train`

@@ -208,7 +208,8 @@ static ot_s2s_batch chunk(struct ot__tr *tr, const ot_bitext_batch *b, int r0, i
 }
 
 // An empty micro-batch's target: one row, none scored (its backward adds zero
-// gradients and runs the reductions of a real one; ZeRO-2 pads with it).
+// gradients and runs the reductions of a real one; ZeRO-2 and 3 pad with it, and ZeRO-3's
+// lockstep evaluation).
 static const int32_t k_none[1] = {-1};
 
 ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_t *tokens,
@@ -225,7 +226,8 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
   *tgt_tokens = b.global_tgt_tokens;
   const float count = b.global_tgt_tokens > 0 ? (float)b.global_tgt_tokens : 1.0f;
   int mine = plan_chunks(t, &b), all = mine;   // this rank's micro-batches, the most of any rank
-  if (ot__par_zero(par) == 2) OT_TRY(ot__par_max_int(par, &all, "micro-batch count all-reduce"));
+  // ZeRO-2 and 3 reduce (and ZeRO-3 gathers) per micro-batch, collectively over dp
+  if (ot__par_zero(par) >= 2) OT_TRY(ot__par_max_int(par, &all, "micro-batch count all-reduce"));
   int32_t eos[1] = {t->cfg.model.eos_id}, one[1] = {1};
   const ot_s2s_batch empty = {1, 1, 1, eos, one, eos, k_none};
   // dropout masks: one counter per micro-batch of the run (the model's dropout API)
@@ -274,11 +276,18 @@ ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int
   if (batches > avail) batches = (int)avail;
   OT_TRY(ot_bitext_set_state(tr->vb, &tr->v0));
   // parallel: the chunks dealt round-robin to the data-parallel ranks, the sums
-  // (tensor rank 0's) reduced over the world
+  // (tensor rank 0's) reduced over the world. ZeRO-3: a forward gathers weights over the
+  // data-parallel group, so every dp rank runs one forward per round of dp chunks (a
+  // rank without a chunk in the last round, or with one without targets, runs an
+  // uncounted one)
   ot__par *par = t->par;
   const int dp = ot__par_dp(par), dr = ot__par_dp_rank(par);
+  const bool lockstep = par && ot__par_zero(par) == 3;
+  int32_t eos[1] = {t->cfg.model.eos_id}, one[1] = {1};
+  const ot_s2s_batch empty = {1, 1, 1, eos, one, eos, k_none};
   double sl = 0.0, sn = 0.0, total = 0.0;
-  for (int i = 0, j = 0; i < batches; i++) {
+  int j = 0;   // chunks dealt
+  for (int i = 0; i < batches; i++) {
     ot_bitext_batch b;
     OT_TRY(ot_bitext_next(tr->vb, &b));
     const int nc = plan_chunks(t, &b);
@@ -288,15 +297,20 @@ ot_status ot__tr_eval(ot_trainer *t, int batches, double *loss, double *nll, int
       size_t os = 0, ot_ = 0;
       const ot_s2s_batch sb = chunk(tr, &b, r0, tr->cut[k + 1] - r0, &os, &ot_);
       int64_t n = 0;
-      for (int j = 0; j < sb.B; j++) n += b.tgt_len[r0 + j];
-      if (n == 0) continue;
+      for (int r = 0; r < sb.B; r++) n += b.tgt_len[r0 + r];
+      if (n == 0 && !lockstep) continue;
       double l = 0.0;
-      if (par) OT_TRY(ot__par_s2s_forward(par, &sb, (float)n, false, &l));
+      if (par) OT_TRY(ot__par_s2s_forward(par, n ? &sb : &empty, n ? (float)n : 1.0f, false, &l));
       else OT_TRY(ot_model_forward_s2s(t->m, &sb, (float)n, false, &l));
+      if (n == 0) continue;
       sl += l * (double)n;
       sn += ot_model_nll(t->m) * (double)n;
       total += (double)n;
     }
+  }
+  if (lockstep && j % dp && dr >= j % dp) {
+    double l = 0.0;
+    OT_TRY(ot__par_s2s_forward(par, &empty, 1.0f, false, &l));
   }
   if (par) {
     OT_TRY(ot__par_s2s_flush(par));
@@ -349,12 +363,13 @@ ot_status ot_trainer_bleu(ot_trainer *t, int n, ot_bleu_score *score, char *sig,
   if (n > np) n = (int)np;
   if (n <= 0) return ot_error(OT_EINVAL, "%s: no sentences to translate", fn);
   // parallel: world rank 0 decodes with a whole model (its own under data parallelism,
-  // else the tensor ranks' slices and pipeline stages' blocks gathered into one)
+  // else the tensor ranks' slices and pipeline stages' blocks gathered into one; under
+  // ZeRO-3 also the data-parallel ranks' shards)
   memset(score, 0, sizeof *score);
   ot_model *dec = t->m, *whole = NULL;
   const bool root = ot__par_rank(t->par) == 0;
   if (t->par && (ot_model_part_of(t->m)->tp > 1 || !ot_model_is_first(t->m) ||
-                 !ot_model_is_last(t->m))) {
+                 !ot_model_is_last(t->m) || ot__par_zero(t->par) == 3)) {
     ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1, 1};
     ot_status g = root ? ot_model_create(&whole, &t->cfg.model, &run) : OT_OK;
     if (g == OT_OK || !root) g = ot__par_whole_weights(t, root ? whole : NULL);

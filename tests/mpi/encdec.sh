@@ -10,10 +10,14 @@
 # stacks with --enc-layers 1 --layers 3; with ZeRO-1 / ZeRO-2 / recompute / tp),
 # gradient all-reduces fused by groups of blocks (--comm-fusion-layers 1, 3),
 # dp2 x tp2 (ZeRO-1 + recompute, ZeRO-2), dp2 x tp2 x pp2 and vocabulary-parallel
-# (--vocab-parallel: tp2 with padding rows, dp2 x tp2 ZeRO-2, tp2 x pp2 with recompute), each on the same
+# (--vocab-parallel: tp2 with padding rows, dp2 x tp2 ZeRO-2, tp2 x pp2 with recompute), ZeRO-3
+# (dp2, dp2 x tp2, dp2 x tp2 vocabulary-parallel, dp2 x pp2 with recompute, and with learned
+# positions, which lie between the encoder's and the decoder's blocks, without prefetch; dp2 x
+# pp2 with a stage holding both stacks, the replicas checked), each on the same
 # global batches as one process: every step's loss equal to 1e-6 (relative), and the
 # BLEU line at each evaluation (world rank 0 decodes; under tensor or pipeline parallel
-# with the gathered whole weights) identical. Then dp2 x tp2 ZeRO-2, dp2 x tp2 x pp2 and
+# with the gathered whole weights; under ZeRO-3 also the data-parallel shards) identical.
+# Then dp2 x tp2 ZeRO-2, dp2 x tp2 x pp2, dp2 x pp2 ZeRO-3 and
 # the two vocabulary-parallel checkpoints resumed by one process continue with the
 # one-process losses, and the refusals. Dropout is 0 (its masks depend on the data and tensor layout: rows
 # per rank, heads per tensor rank), except for a pipeline-only row (stages keep the
@@ -119,17 +123,42 @@ row dp2_tp2_vp_zero2 4 --data-parallel 2 --tensor-parallel 2 --vocab-parallel --
 row tp2_pp2_vp_recompute 4 --tensor-parallel 2 --pipeline-stages 2 --grad-accum 2 --vocab-parallel \
   --recompute full --save-every 3
 
-# the dp2 x tp2 ZeRO-2 and dp2 x tp2 x pp2 checkpoints of step 3, resumed by one process
+# ZeRO-3: every block gathered into one of two slots before its forward and backward (the
+# next one prefetched across the encoder / decoder seam), the shared embedding's rows and
+# the head read a chunk at a time, gradients reduce-scattered as ZeRO-2, evaluation in
+# lockstep, world rank 0 decoding the BLEU sentences with the gathered shards
+row dp2_zero3 2 --data-parallel 2 --zero 3
+grep -q "ZeRO-3, one all-reduce per unit of 4 (a whole block; each rank keeps its shard)" "$tmp/dp2_zero3.log" &&
+  grep -q "^ZeRO-3 weight gathers (world rank 0): .* (prefetch on)" "$tmp/dp2_zero3.log" &&
+  passed=$((passed + 1)) || fail "ZeRO-3 reports: $(grep -h 'ZeRO-3' "$tmp/dp2_zero3.log")"
+row dp2_tp2_zero3 4 --data-parallel 2 --tensor-parallel 2 --zero 3
+row dp2_tp2_vp_zero3 4 --data-parallel 2 --tensor-parallel 2 --vocab-parallel --zero 3
+row dp2_pp2_zero3_recompute 4 --data-parallel 2 --pipeline-stages 2 --zero 3 --recompute full \
+  --save-every 3
+"$OT" train "${common[@]}" --grad-accum 2 --positions learned --out "$tmp/refl" >"$tmp/refl.log" 2>&1 ||
+  { tail -5 "$tmp/refl.log"; fail "reference run (learned positions)"; }
+ref=refl row dp2_zero3_learned_noprefetch 2 --data-parallel 2 --zero 3 --positions learned \
+  --no-zero-prefetch
+
+# the dp2 x tp2 ZeRO-2, dp2 x tp2 x pp2 and dp2 x pp2 ZeRO-3 checkpoints of step 3, resumed by
+# one process
 resumed dp2_tp2_zero2 "$tmp/dp2_tp2_zero2/step_000003"
 resumed dp2_tp2_pp2 "$tmp/dp2_tp2_pp2_zero1_recompute/step_000003"
 resumed dp2_tp2_vp_zero2 "$tmp/dp2_tp2_vp_zero2/step_000003"
 resumed tp2_pp2_vp "$tmp/tp2_pp2_vp_recompute/step_000003"
+resumed dp2_pp2_zero3 "$tmp/dp2_pp2_zero3_recompute/step_000003"
 
 # a stage holding the last encoder block and decoder blocks (1 encoder + 3 decoder blocks:
 # stages [0, 2) and [2, 4)), against its own reference
 "$OT" train "${common[@]}" --grad-accum 2 --enc-layers 1 --layers 3 --out "$tmp/ref13" \
   >"$tmp/ref13.log" 2>&1 || { tail -5 "$tmp/ref13.log"; fail "reference run (1 + 3 blocks)"; }
 ref=ref13 row pp2_seam_stage 2 --pipeline-stages 2 --grad-accum 2 --enc-layers 1 --layers 3
+# ZeRO-3 with such a stage (encoder block 0 and decoder block 0 take turns in its slots),
+# the replicas checked after every step
+ref=ref13 row dp2_pp2_zero3_seam_stage 4 --data-parallel 2 --pipeline-stages 2 --zero 3 \
+  --enc-layers 1 --layers 3 --check-replicas 1
+grep -q "^replicas: identical at 6 checks" "$tmp/dp2_pp2_zero3_seam_stage.log" && passed=$((passed + 1)) ||
+  fail "ZeRO-3 replica checks: $(grep -h '^replica' "$tmp/dp2_pp2_zero3_seam_stage.log")"
 # dropout: pipeline stages keep the one-process masks
 "$OT" train "${common[@]}" --grad-accum 2 --dropout 0.1 --out "$tmp/refd" >"$tmp/refd.log" 2>&1 ||
   { tail -5 "$tmp/refd.log"; fail "reference run (dropout)"; }
