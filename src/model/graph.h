@@ -138,7 +138,8 @@ typedef struct {
   int P;                    // position stride of the counters (>= every T of the model)
   int C, F, Fg, f0;         // model width; MLP width here, in all, this rank's first column
   int Hg, h0;               // query heads in all, this rank's first head
-  const int64_t *sample;    // [B] each row's index in the step's global batch (NULL: sample0 + b)
+  const int64_t *sample;    // [B] each row's index in the step's global batch (NULL: sample0 + b;
+                            // the caller's array, read again by the forward's backward)
   int64_t sample0;
 } ot__dropout;
 enum {
