@@ -332,8 +332,9 @@ static void test_errors(void) {
 }
 
 // ---- attention dropout ----
-// Flash with dropout == the reference with the same (seed, offset): a wrong
-// mask element would change o by a whole probability.
+// Flash with dropout == the reference with the same (seed, offset; every third
+// case with dropout_rows and counter strides): a wrong mask element would change
+// o by a whole probability.
 static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
   const bool bf = dt != OT_F32;   // 16-bit storage (bf16, f16)
   const double tol = th_tol(dt, 2e-6, 1e-2);
@@ -345,6 +346,13 @@ static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
     s.dropout_p = ci % 2 ? 0.6f : 0.15f;
     s.dropout_seed = th_next(&r);
     s.dropout_offset = (th_next(&r) >> 20) + ci;  // not a multiple of 4 either
+    const int64_t rows[3] = {7, 2, 0};   // every third case: a slice of a larger layout
+    if (ci % 3 == 1) {
+      s.dropout_rows = rows + 3 - s.B;
+      s.dropout_si = (uint64_t)s.Tk + 5;
+      s.dropout_sh = s.dropout_si * ((uint64_t)s.Tq + 2);
+      s.dropout_sb = s.dropout_sh * ((uint64_t)s.Hq + 1);
+    }
     bufs b = bufs_make(&s), w = bufs_make(&s), n = bufs_make(&s);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
@@ -359,9 +367,10 @@ static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
     dirty(&b);
     ot_status st = run_flash(dt, &b, &s);
     char ctx[200];
-    snprintf(ctx, sizeof ctx, "%s %s flash dropout %g case %zu (B%d Hq%d Hkv%d Tq%d Tk%d D%d%s%s)",
+    snprintf(ctx, sizeof ctx, "%s %s flash dropout %g case %zu (B%d Hq%d Hkv%d Tq%d Tk%d D%d%s%s%s)",
              ot_isa_name(isa), ot_dtype_name(dt), (double)s.dropout_p, ci, s.B, s.Hq, s.Hkv,
-             s.Tq, s.Tk, s.D, s.causal ? " causal" : "", s.kv_len ? " kv_len" : "");
+             s.Tq, s.Tk, s.D, s.causal ? " causal" : "", s.kv_len ? " kv_len" : "",
+             s.dropout_rows ? " rows + strides" : "");
     th_check(st == OT_OK, "%s: status %s (%s)", ctx, ot_status_name(st), ot_last_error());
     th_check(all_finite(b.o, b.nq) && all_finite(b.dq, b.nq) && all_finite(b.dk, b.nk) &&
              all_finite(b.dv, b.nk), "%s: outputs written and finite", ctx);

@@ -260,7 +260,9 @@ static void test_batcher(const ot_bitext *bt) {
   free(seen);
 }
 
-// Rank r of world W: same batch count, non-empty, union of the parts = the one-process batch.
+// Rank r of world W: same batch count, non-empty, union of the parts = the one-process batch;
+// a row's sample index (its index in the global batch) names the same pair on every world
+// size, and the one-process batch's indices are 0 .. B - 1.
 static void test_partition(const ot_bitext *bt) {
   for (int W = 2; W <= 3; W++) {
     ot_bitext_batcher_config c1 = {4096, 8, true, 7, 0, 1};
@@ -273,13 +275,19 @@ static void test_partition(const ot_bitext *bt) {
       ok = ok && ot_bitext_batcher_open(&rk[r], bt, &c) == OT_OK;
     }
     if (!th_check(ok, "world %d: open every rank: %s", W, ot_last_error())) return;
-    int64_t bad = 0, empty = 0, counts = 0, pp[4096];
+    int64_t bad = 0, empty = 0, counts = 0, pp[4096], by_sample[4096], sbad = 0;
     for (uint64_t e = 0; e < 2; e++) {
       int64_t nb = ot_bitext_batches(one, e);
       for (int r = 0; r < W; r++) counts += ot_bitext_batches(rk[r], e) != nb;
       for (int64_t k = 0; k < nb; k++) {
         ot_bitext_batch g, p;
         ot_bitext_next(one, &g);
+        for (int i = 0; i < g.B && g.B <= 4096; i++) by_sample[i] = -1;
+        for (int i = 0; i < g.B && g.B <= 4096; i++) {
+          const int64_t s = g.sample[i];
+          if (s < 0 || s >= g.B || by_sample[s] != -1) sbad++;
+          else by_sample[s] = g.pair[i];
+        }
         // the ranks' parts hold the one-process batch's pairs (each part ordered by length)
         int at = 0;
         for (int r = 0; r < W; r++) {
@@ -289,6 +297,7 @@ static void test_partition(const ot_bitext *bt) {
           bad += unordered(&p);
           for (int i = 0; i < p.B; i++, at++) {
             if (at < (int)(sizeof pp / sizeof *pp)) pp[at] = p.pair[i];
+            sbad += p.sample[i] < 0 || p.sample[i] >= g.B || by_sample[p.sample[i]] != p.pair[i];
           }
         }
         bad += at != g.B || at > (int)(sizeof pp / sizeof *pp);
@@ -304,6 +313,8 @@ static void test_partition(const ot_bitext *bt) {
     th_check(bad == 0 && empty == 0 && counts == 0,
              "world %d: %lld mismatches with the one-process batches, %lld empty parts, %lld count differences",
              W, (long long)bad, (long long)empty, (long long)counts);
+    th_check(sbad == 0, "world %d: every row's sample index names its pair in the one-process "
+             "batch (%lld mismatches)", W, (long long)sbad);
     ot_bitext_batcher_close(one);
     for (int r = 0; r < W; r++) ot_bitext_batcher_close(rk[r]);
   }

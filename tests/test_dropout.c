@@ -5,7 +5,12 @@
 // exact copy; the keep rate within a 5-sigma binomial bound for several p;
 // the same bits with 1 and 2 threads; counters compose (two calls on the two
 // halves == one call); the backward by finite differences with the fixed mask;
-// argument validation messages.
+// argument validation messages. The mapped form (ot_dropout_fwd_map / _bwd_map:
+// a slice of a larger tensor with the whole tensor's counters) == its scalar
+// reference on every ISA and dtype (row lists, strides with gaps, odd sizes, in
+// place); a tensor's column halves, or its samples taken in another order or
+// padded to another length, get the whole tensor's masks; its backward by finite
+// differences.
 #include "harness.h"
 #include "ops/kern/dropout_k.h"
 
@@ -223,6 +228,131 @@ static void test_errors(void) {
                  "dropout i8");
   th_check_error(ot_dropout_fwd(OT_F32, NULL, b, 8, 0.1f, 0, 0), OT_EINVAL, "'y'", "dropout y NULL");
   th_check(ot_dropout_fwd(OT_F32, b, b, 0, 0.1f, 0, 0) == OT_OK, "dropout n = 0 is a no-op");
+  const ot_dropout_map bad = {1, 2, 4, NULL, 0, 3};
+  th_check_error(ot_dropout_fwd_map(OT_F32, b, b, &bad, 0.1f, 0, 0), OT_EINVAL, "s1=3 is below the "
+                 "row length n2=4", "dropout map overlapping rows");
+  th_check_error(ot_dropout_bwd_map(OT_F32, b, b, NULL, 0.1f, 0, 0), OT_EINVAL, "'mp'",
+                 "dropout map NULL");
+}
+
+// The mapped kernel == the mapped reference bit for bit, forward and backward,
+// out of place and in place.
+static void test_map_vs_ref(ot_isa isa, ot_dtype dt) {
+  static const size_t sh[][3] = {{1, 1, 1}, {1, 7, 5}, {3, 4, 17}, {2, 3, 1025},
+                                 {5, 9, 33}, {1, 130, 700}, {4, 40, 64}};
+  th_rng r = {91};
+  for (size_t t = 0; t < sizeof sh / sizeof sh[0]; t++)
+    for (int form = 0; form < 2; form++) {
+      const size_t n0 = sh[t][0], n1 = sh[t][1], n2 = sh[t][2], n = n0 * n1 * n2;
+      int64_t rows[8];
+      for (size_t a = 0; a < n0; a++) rows[a] = (int64_t)(3 * (n0 - 1 - a) + (t & 1));  // reversed, gaps
+      const ot_dropout_map mp = {n0, n1, n2, form ? rows : NULL, (n1 + 2) * (n2 + 3 * t),
+                                 n2 + 3 * t};
+      const float p = t % 2 ? 0.3f : 0.75f;
+      const uint64_t seed = th_next(&r), off = (th_next(&r) >> 12) + t;
+      float *x = th_falloc(n), *want = th_falloc(n), *got = th_falloc(n);
+      th_fill_normal(&r, x, n, 1.0f);
+      th_round_dt(dt, x, n);
+      ot_ref_dropout_fwd_map(want, x, &mp, p, seed, off);
+      th_round_dt(dt, want, n);
+      void *xd = th_to_dt(dt, x, n), *yd = th_to_dt(dt, x, n);
+      for (int fwd = 0; fwd < 2; fwd++) {
+        ot_status st = fwd ? ot_dropout_fwd_map(dt, yd, xd, &mp, p, seed, off)
+                           : ot_dropout_bwd_map(dt, yd, xd, &mp, p, seed, off);
+        th_from_dt(dt, yd, got, n);
+        th_check(st == OT_OK && !memcmp(got, want, n * 4), "%s %s dropout_%s_map [%zu,%zu,%zu] "
+                 "rows=%s: kernel == reference bit for bit", ot_isa_name(isa), ot_dtype_name(dt),
+                 fwd ? "fwd" : "bwd", n0, n1, n2, form ? "list" : "NULL");
+        void *z = th_to_dt(dt, x, n);
+        st = fwd ? ot_dropout_fwd_map(dt, z, z, &mp, p, seed, off)
+                 : ot_dropout_bwd_map(dt, z, z, &mp, p, seed, off);
+        th_from_dt(dt, z, got, n);
+        th_check(st == OT_OK && !memcmp(got, want, n * 4), "%s %s dropout_%s_map [%zu,%zu,%zu] in "
+                 "place", ot_isa_name(isa), ot_dtype_name(dt), fwd ? "fwd" : "bwd", n0, n1, n2);
+        free(z);
+      }
+      // the reference straight from the rule
+      bool rule = true;
+      for (size_t a = 0; a < n0; a++)
+        for (size_t b = 0; b < n1; b++)
+          for (size_t c = 0; c < n2; c++) {
+            const size_t e = (a * n1 + b) * n2 + c;
+            const uint64_t ra = form ? (uint64_t)rows[a] : a;
+            const bool k = ot_dropout_keep(seed, off + ra * mp.s0 + b * mp.s1 + c, p);
+            float v = k ? x[e] * ot_dropout_scale(p) : 0.0f;
+            th_round_dt(dt, &v, 1);
+            rule &= memcmp(&v, &want[e], 4) == 0;
+          }
+      th_check(rule, "%s map reference [%zu,%zu,%zu]: keep(offset + r(a) s0 + b s1 + c)",
+               ot_dtype_name(dt), n0, n1, n2);
+      free(x); free(want); free(got); free(xd); free(yd);
+    }
+}
+
+// Slices get the whole tensor's masks: the two column halves of [N, F] (a tensor-
+// parallel split), and samples of a [B, P, C] batch processed alone, in another order
+// or padded to fewer positions (data-parallel ranks, micro-batches, token budgets).
+static void test_map_slices(void) {
+  th_rng r = {17};
+  const float p = 0.4f;
+  const uint64_t seed = 1234, off = 99;
+  {
+    const size_t N = 13, F = 22, H = F / 2;
+    float *x = th_falloc(N * F), *y = th_falloc(N * F), *xs = th_falloc(N * H), *ys = th_falloc(N * H);
+    th_fill_normal(&r, x, N * F, 1.0f);
+    ot_dropout_fwd(OT_F32, y, x, N * F, p, seed, off);
+    bool ok = true;
+    for (size_t h = 0; h < 2; h++) {
+      for (size_t i = 0; i < N; i++) memcpy(xs + i * H, x + i * F + h * H, H * 4);
+      const ot_dropout_map mp = {1, N, H, NULL, 0, F};
+      ot_dropout_fwd_map(OT_F32, ys, xs, &mp, p, seed, off + h * H);
+      for (size_t i = 0; i < N; i++) ok &= !memcmp(ys + i * H, y + i * F + h * H, H * 4);
+    }
+    th_check(ok, "dropout map: the column halves of [N, F] get the whole tensor's masks");
+    free(x); free(y); free(xs); free(ys);
+  }
+  {
+    const size_t B = 5, P = 9, C = 6, T = 4;  // every sample at its first T of P positions
+    float *x = th_falloc(B * P * C), *y = th_falloc(B * P * C);
+    th_fill_normal(&r, x, B * P * C, 1.0f);
+    const ot_dropout_map whole = {B, P, C, NULL, P * C, C};
+    ot_dropout_fwd_map(OT_F32, y, x, &whole, p, seed, off);
+    bool ok = true;
+    // samples 3, 0, 4 alone or together, padded to T positions
+    const int64_t pick[3] = {3, 0, 4};
+    float *xs = th_falloc(3 * T * C), *ys = th_falloc(3 * T * C);
+    for (size_t a = 0; a < 3; a++) memcpy(xs + a * T * C, x + (size_t)pick[a] * P * C, T * C * 4);
+    const ot_dropout_map part = {3, T, C, pick, P * C, C};
+    ot_dropout_fwd_map(OT_F32, ys, xs, &part, p, seed, off);
+    for (size_t a = 0; a < 3; a++) ok &= !memcmp(ys + a * T * C, y + (size_t)pick[a] * P * C, T * C * 4);
+    const ot_dropout_map one = {1, T, C, NULL, 0, C};
+    ot_dropout_fwd_map(OT_F32, ys, xs + T * C, &one, p, seed, off + 0 * P * C);
+    ok &= !memcmp(ys, y, T * C * 4);
+    th_check(ok, "dropout map: a sample's mask does not depend on its batch, order or padding");
+    free(x); free(y); free(xs); free(ys);
+  }
+}
+
+// The mapped backward by finite differences: L = sum(w * dropout_map(x)).
+typedef struct { float *x, *y; const float *w; const ot_dropout_map *mp; } fdm_ctx;
+static double fdm_loss(void *p) {
+  fdm_ctx *c = p;
+  ot_dropout_fwd_map(OT_F32, c->y, c->x, c->mp, 0.4f, 5, 3);
+  return th_dot(c->y, c->w, c->mp->n0 * c->mp->n1 * c->mp->n2);
+}
+
+static void test_map_fd(ot_isa isa) {
+  const int64_t rows[3] = {4, 1, 2};
+  const ot_dropout_map mp = {3, 2, 7, rows, 20, 9};
+  const size_t n = 42;
+  float *x = th_falloc(n), *y = th_falloc(n), *w = th_falloc(n), *dx = th_falloc(n), *fd = th_falloc(n);
+  th_rng r = {23};
+  th_fill_normal(&r, x, n, 1.0f); th_fill_normal(&r, w, n, 1.0f);
+  ot_dropout_bwd_map(OT_F32, dx, w, &mp, 0.4f, 5, 3);
+  fdm_ctx c = {x, y, w, &mp};
+  for (size_t i = 0; i < n; i++) fd[i] = (float)th_fd(x, i, 1e-2f, fdm_loss, &c);
+  th_check_nerr(dx, fd, n, 1e-4, "%s dropout_map backward vs finite differences", ot_isa_name(isa));
+  free(x); free(y); free(w); free(dx); free(fd);
 }
 
 int main(void) {
@@ -235,7 +365,11 @@ int main(void) {
     test_vs_ref(isas[k], OT_BF16);
     test_vs_ref(isas[k], OT_F16);
     test_fd(isas[k]);
+    test_map_vs_ref(isas[k], OT_F32);
+    test_map_vs_ref(isas[k], OT_BF16);
+    test_map_fd(isas[k]);
   }
+  test_map_slices();
   ot_isa_unforce();
   test_p0();
   test_rate();

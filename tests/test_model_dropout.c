@@ -5,7 +5,8 @@
 //  - the backward by finite differences with dropout on (the same stream in every
 //    evaluation: a fixed mask) for GPT-2-, Llama-shaped and post-/pre-norm enc-dec models;
 //  - the embedding mask is exactly the keep rule of ot/core.h at the documented
-//    counters, and the keep rate of the residual / activation masks is 1 - p within
+//    counters ((sample, position, channel) at the stride of max_seq), and the keep
+//    rate of the residual / activation masks is 1 - p within
 //    5 sigma;
 //  - recompute none / selective / full: bitwise-identical losses and gradients (f32 and
 //    bf16); 1 vs 2 threads: bitwise-identical losses (and gradients on the tiny shapes;
@@ -14,6 +15,8 @@
 //    micro-batch slots keep their own masks;
 //  - want_grad = false gives the no-dropout logits exactly; different counters or
 //    seeds give different masks, the same ones the same;
+//  - an encoder-decoder batch's rows in one forward or one per forward (each padded to
+//    its own lengths, its sample index given) draw the same masks: the same gradients;
 //  - bad probabilities refused with messages; presets and the HF config keys.
 #include <math.h>
 #include "harness.h"
@@ -237,8 +240,9 @@ static void test_masks(void) {
   const uint64_t off = ot__drop_offset(&m->ddrop, 0, OT__DROP_EMBED);
   bool exact = true;
   int dropped = 0;
-  for (size_t i = 0; i < NC; i++) {
-    const bool keep = ot_dropout_keep(m->ddrop.key, off + i, p);
+  for (size_t i = 0; i < NC; i++) {   // element (b, t, ch): counter off + (b * max_seq + t) * C + ch
+    const size_t C = (size_t)c.d_model, bt = i / C, b = bt / DT, t = bt % DT;
+    const bool keep = ot_dropout_keep(m->ddrop.key, off + (b * (size_t)c.max_seq + t) * C + i % C, p);
     exact &= keep ? e1[i] == e0[i] * sc : e1[i] == 0.0f;
     dropped += !keep;
   }
@@ -261,7 +265,7 @@ static void test_masks(void) {
   th_check(same_bits(e2, m->la[0].res, NC * 4), "the same stream again: the same mask");
   // distinct sites never share a counter range
   bool distinct = true;
-  const ot__dropout d2[2] = {m->ddrop, {0.1f, 0.1f, 0.1f, 0, 1, 0, 3}};
+  const ot__dropout d2[2] = {m->ddrop, {0.1f, 0.1f, 0.1f, 0, 1, 0}};
   uint64_t seen[2 * 3 * 7];
   int k = 0;
   for (int s = 0; s < 2; s++)
@@ -406,6 +410,50 @@ static void test_threads_large(ot_dtype dt, float p) {
   free(tok);
 }
 
+// ------------------------------------------- layout-independent masks ----
+// Encoder-decoder with every dropout on: the batch's two rows in one forward, or each
+// in a forward of its own (row 1 padded to its own lengths, S 3 and T 3 instead of 5
+// and 4), their sample indices given: the same loss and summed gradients (to rounding;
+// a different mask moves them by far more). Given the wrong index, row 1 draws other
+// masks and the gradients differ.
+static double split_step(ot_model *m, int parts, const int64_t *s1, float *g) {
+  static const int32_t src1[3] = {5, 9, 0}, len1[1] = {3}, tin1[3] = {49, 21, 6},
+                       out1[3] = {21, 6, 0};
+  static const int64_t r0[1] = {0}, both[2] = {0, 1};
+  ot_model_set_dropout_step(m, 11, 3);
+  ot_model_zero_grad(m);
+  double sum = 0.0, l = NAN;
+  ot_s2s_batch b[2] = {{B_, S_, T_, k_src, k_len, k_tgt, k_out, both},
+                       {1, 3, 3, src1, len1, tin1, out1, s1}};
+  if (parts == 2) b[0] = (ot_s2s_batch){1, S_, T_, k_src, k_len, k_tgt, k_out, r0};
+  for (int k = 0; k < parts; k++) {
+    th_check(ot_model_forward_s2s(m, &b[k], 7.0f, true, &l) == OT_OK &&
+                 ot_model_backward(m) == OT_OK, "split step: %s", ot_last_error());
+    sum += l;
+  }
+  memcpy(g, ot_model_grads(m), ot_model_n_floats(m) * sizeof(float));
+  return sum;
+}
+
+static void test_split(void) {
+  const ot_model_config c = s2s_cfg(true, 0.2f, 0.2f, 0.2f);
+  ot_model *m = make(&c, OT_RECOMPUTE_NONE, 31);
+  if (!m) return;
+  const size_t n = ot_model_n_floats(m);
+  float *g1 = th_falloc(n), *g2 = th_falloc(n), *g3 = th_falloc(n);
+  const int64_t one[1] = {1};
+  const double l1 = split_step(m, 1, NULL, g1), l2 = split_step(m, 2, one, g2);
+  split_step(m, 2, NULL, g3);   // row 1 drawn as sample 0: wrong masks
+  th_check(fabs(l1 - l2) <= 1e-6 * fabs(l1), "%s, dropout on: the rows in one forward (loss "
+           "%.9g) or one per forward, padded to their own lengths (%.9g)", c.name, l1, l2);
+  th_check_nerr(g2, g1, n, 1e-5, "%s, dropout on: gradients of the rows in one forward == one "
+                "per forward (sample indices given)", c.name);
+  th_check(th_nerr(g3, g1, n) > 1e-3, "%s, dropout on: row 1 given sample index 0 draws other "
+           "masks (gradients differ by %.3g)", c.name, th_nerr(g3, g1, n));
+  free(g1); free(g2); free(g3);
+  ot_model_free(m);
+}
+
 // --------------------------------------------------- config and refusals ----
 static void test_config(void) {
   ot_model_config c;
@@ -486,6 +534,7 @@ int main(void) {
   for (int i = 0; i < 4; i++) test_recompute(&on[i]);
   test_masks();
   test_slots();
+  test_split();
   test_threads_large(OT_F32, 0.1f);
   test_threads_large(OT_BF16, 0.1f);
   test_threads_large(OT_F32, 0.0f);

@@ -39,13 +39,20 @@ extern "C" {
 // initializer that stops at `scale` means "no dropout"): with dropout_p > 0,
 //   o = (Z o P / (1 - p)) V,   P = softmax (the undropped probabilities),
 // lse unchanged (the logsumexp of the undropped scores), Z[b, h, i, j] = 1 iff
-// the counter dropout_offset + ((b * Hq + h) * Tq + i) * Tk + j of stream
+// the counter dropout_offset + r(b) * sb + h * sh + i * si + j of stream
 // dropout_seed is kept by the rule of ot/core.h (ot_dropout_keep), and the
 // factor is ot_dropout_scale(p). The mask is never stored: the backward
 // regenerates it per tile from (seed, offset), so pass the forward's shape to
-// the backward unchanged. A call uses the counters [offset, offset + B*Hq*Tq*Tk):
-// advance the offset by that much between calls that must differ (layers,
-// steps). dropout_p in [0, 1) (else OT_EINVAL); 0 (inference) takes exactly
+// the backward unchanged. By default (dropout_rows NULL: r(b) = b; strides 0)
+// the counters are those of the dense [B, Hq, Tq, Tk] layout (si = Tk, sh = Tq*Tk,
+// sb = Hq*Tq*Tk) and a call uses [offset, offset + B*Hq*Tq*Tk): advance the offset
+// by that much between calls that must differ (layers, steps). A caller that
+// computes a slice of a larger attention gives its counters instead: a tensor-
+// parallel rank's heads h0.. add h0 * sh to the offset; batch entry b at row
+// dropout_rows[b] of a global batch; sb / sh / si of the largest Tq, Tk, so that a
+// mask does not depend on the padding (each stride 0 takes its dense value; the
+// caller keeps distinct (b, h, i, j) on distinct counters: si >= Tk, sh >= Tq*si,
+// sb >= Hq*sh). dropout_p in [0, 1) (else OT_EINVAL); 0 (inference) takes exactly
 // the no-dropout code path. Supported by ot_attn_flash_* and the references
 // ot_ref_attn_*; ot_attn_mat_*, ot_attn_sparse_* and ot_attn_decode reject
 // dropout_p != 0 (OT_EINVAL).
@@ -57,6 +64,8 @@ typedef struct {
   float dropout_p;          // probability of dropping a probability (0: off)
   uint64_t dropout_seed;    // stream of the mask
   uint64_t dropout_offset;  // first counter of this call's mask
+  const int64_t *dropout_rows;  // [B] counter row r(b) of batch entry b (NULL: b)
+  uint64_t dropout_sb, dropout_sh, dropout_si;  // counter strides of r(b), h, i (0: dense)
 } ot_attn_shape;
 ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn);
 

@@ -273,6 +273,8 @@ typedef struct {
   int64_t global_rows, global_tgt_tokens;  // the whole global batch (all ranks)
   uint64_t epoch, index;     // which batch this is
   int64_t global_src_tokens; // sources + eos of the whole global batch (all ranks)
+  const int64_t *sample;     // [B]: each row's index in the global batch (its position in the
+                             // batch's plan, the same whatever the ranks: dropout masks)
 } ot_bitext_batch;
 
 typedef struct ot_bitext_batcher ot_bitext_batcher;

@@ -469,16 +469,22 @@ ot_status ot_model_forward(ot_model *m, const int32_t *tokens, const int32_t *ta
 // Gradients of the last forward (want_grad) ACCUMULATED (+=) into the grads buffer.
 ot_status ot_model_backward(ot_model *m);
 // Dropout mask stream of the following forwards (all of them, until the next call; the
-// counter does not advance by itself): pass e.g. counter = step * micro_batches + micro.
+// counter does not advance by itself): pass one counter per optimizer step (e.g. the
+// step), the same for all of its micro-batches and on every rank: a row's masks come
+// from its index in the step's global batch (ot_s2s_batch.sample, ot_image_batch.sample0;
+// default: the forward's row b), so a data-parallel rank or a micro-batch holding a row
+// draws the masks one process does.
 // Dropout (cfg.dropout, attn_dropout, act_dropout) is active only in forwards with
 // want_grad = true (ot_model_forward[_slot], ot_model_forward_s2s); with want_grad = false
 // (evaluation, scoring) and in decoding it is off, exactly. Every dropout site draws from
-// its own counter range derived from (seed, counter, stack, layer, site), the backward of a
-// micro-batch slot regenerates the masks of that slot's forward (no mask is stored:
-// dropout adds no bytes to the plan), and the masks depend on neither the thread count
-// nor the recompute mode. Default stream: seed 0, counter 0. Under tensor parallelism
-// the residual masks equal the one-process ones; the attention and activation masks are
-// drawn per rank (deterministic, but not those of a one-process run).
+// its own counter range derived from (seed, counter, stack, layer, site); inside it an
+// element's counter is a function of (sample, position, channel) at fixed strides
+// (positions: the model's max_seq, so the padding of a forward does not matter; the
+// attention probabilities: (sample, global head, query, key); the MLP activation: its
+// global column), so tensor-parallel ranks and pipeline stages draw the one-process
+// masks too. The backward of a micro-batch slot regenerates the masks of that slot's
+// forward (no mask is stored: dropout adds no bytes to the plan), and the masks depend on
+// neither the thread count nor the recompute mode. Default stream: seed 0, counter 0.
 void ot_model_set_dropout_step(ot_model *m, uint64_t seed, uint64_t counter);
 // Logits of the last forward: [B*T, *ld] (dt of the run, ld = vocab_padded;
 // columns >= V are padding). After a forward with want_grad they hold dlogits.
@@ -501,6 +507,8 @@ typedef struct {
   const float *img;
   const int32_t *labels;
   bool interpolate;
+  int64_t sample0;   // index of row 0 in the step's global batch (row b: sample0 + b), for
+                     // the dropout and drop-path masks
 } ot_image_batch;
 // Forward of a ViT (arch = OT_ARCH_VIT): logits [B, classes] (ot_model_logits, ld =
 // classes) and, with labels, the loss (sum over labelled images / count; count <= 0:
@@ -523,6 +531,8 @@ ot_status ot_model_forward_images_slot(ot_model *m, int slot, const ot_image_bat
 typedef struct {
   int B, S, T;
   const int32_t *src, *src_len, *tgt_in, *targets;
+  const int64_t *sample;   // [B] each row's index in the step's global batch (dropout
+                           // masks; NULL: 0 .. B - 1); read by the forward and the backward
 } ot_s2s_batch;
 // Forward of an encoder-decoder model (arch = OT_ARCH_ENCDEC): the encoder over
 // the source, the decoder over tgt_in, the logits and (with targets) the loss,

@@ -204,6 +204,26 @@ ot_status ot_dropout_fwd(ot_dtype dt, void *y, const void *x, size_t n, float p,
 ot_status ot_dropout_bwd(ot_dtype dt, void *dx, const void *dy, size_t n, float p, uint64_t seed,
                          uint64_t offset);
 
+// Dropout of a slice of a larger tensor, with the counters the whole tensor
+// would give its elements: x, y [n0, n1, n2] (dt, contiguous); element (a, b, c)
+// uses counter offset + r(a) * s0 + b * s1 + c, r(a) = rows ? rows[a] : a. E.g. a
+// tensor-parallel rank's columns [f0, f0 + n2) of [N, F] activations: n0 = 1,
+// n1 = N, s1 = F, offset + f0; the samples of a global batch at fixed strides
+// whatever their padding: n0 = rows, n1 = positions, s0 = Pmax * s1. The caller
+// keeps distinct elements' counters distinct (s1 >= n2, s0 >= n1 * s1, rows
+// distinct and >= 0). Keep rule, p, aliasing and the p = 0 copy as
+// ot_dropout_fwd, which is the case n0 = n1 = 1.
+typedef struct {
+  size_t n0, n1, n2;     // the tensor [n0, n1, n2]
+  const int64_t *rows;   // [n0] counter row r(a) of each a (NULL: a)
+  uint64_t s0, s1;       // counter strides of r(a) and of b
+} ot_dropout_map;
+ot_status ot_dropout_fwd_map(ot_dtype dt, void *y, const void *x, const ot_dropout_map *mp,
+                             float p, uint64_t seed, uint64_t offset);
+// dx = the forward's mask (the same map, p, seed, offset) applied to dy; dx may alias dy.
+ot_status ot_dropout_bwd_map(ot_dtype dt, void *dx, const void *dy, const ot_dropout_map *mp,
+                             float p, uint64_t seed, uint64_t offset);
+
 // ------------------------------------------------------------------ RoPE ----
 typedef enum {
   OT_ROPE_NEOX = 0,  // rotate pairs (i, i + rot/2): GPT-NeoX, Llama (HF)
@@ -308,6 +328,11 @@ void ot_ref_dropout_fwd(float *y, const float *x, size_t n, float p, uint64_t se
                         uint64_t offset);
 void ot_ref_dropout_bwd(float *dx, const float *dy, size_t n, float p, uint64_t seed,
                         uint64_t offset);
+// Scalar reference of ot_dropout_fwd_map / _bwd_map (f32).
+void ot_ref_dropout_fwd_map(float *y, const float *x, const ot_dropout_map *mp, float p,
+                            uint64_t seed, uint64_t offset);
+void ot_ref_dropout_bwd_map(float *dx, const float *dy, const ot_dropout_map *mp, float p,
+                            uint64_t seed, uint64_t offset);
 void ot_ref_swiglu_fwd(float *y, const float *x, int N, int F);
 void ot_ref_swiglu_bwd(float *dx, const float *x, const float *dy, int N, int F);
 void ot_ref_rope_fwd(float *x, int B, int H, int T, int D, int rot_dims, float base, int pos0,

@@ -62,7 +62,8 @@ class AttnShape(ctypes.Structure):
     _fields_ = [("B", c_int), ("Hq", c_int), ("Hkv", c_int), ("Tq", c_int), ("Tk", c_int),
                 ("D", c_int), ("causal", c_bool), ("kv_len", POINTER(ctypes.c_int32)),
                 ("scale", c_float), ("dropout_p", c_float), ("dropout_seed", c_uint64),
-                ("dropout_offset", c_uint64)]
+                ("dropout_offset", c_uint64), ("dropout_rows", c_void_p),
+                ("dropout_sb", c_uint64), ("dropout_sh", c_uint64), ("dropout_si", c_uint64)]
 
 
 class SparseLayout(ctypes.Structure):

@@ -107,11 +107,12 @@ ot_status ot__par_max_int(ot__par *p, int *v, const char *what);
 // block) and sending its outputs on, each backward (ot__par_before_backward included,
 // the last micro-batch's launching the overlapped reductions) receiving their
 // gradients and sending its input's gradient and the encoder output's partial
-// gradient back; micro-batch k's dropout stream is (seed, counter0 | k); *loss: the
+// gradient back; every micro-batch's dropout stream is (seed, counter), its rows'
+// masks from their sample indices (ot_s2s_batch.sample); *loss: the
 // last stage's summed losses (else 0). forward: one forward without a backward
 // (evaluation). flush: every send complete.
 ot_status ot__par_s2s_step(ot__par *p, const ot_s2s_batch *mb, int M, float count,
-                           uint64_t seed, uint64_t counter0, double *loss, bool *finite);
+                           uint64_t seed, uint64_t counter, double *loss, bool *finite);
 ot_status ot__par_s2s_forward(ot__par *p, const ot_s2s_batch *b, float count, bool want_grad,
                               double *loss);
 ot_status ot__par_s2s_flush(ot__par *p);

@@ -102,10 +102,11 @@ ot_status ot__par_s2s_forward(ot__par *p, const ot_s2s_batch *b, float count, bo
   return fwd(p, 0, b, count, want_grad, loss);
 }
 
-// Forward k of a step: its dropout stream, then the forward into its slot.
+// Forward k of a step: the step's dropout stream (each row's masks from its sample
+// index), then the forward into its slot.
 static ot_status step_fwd(ot__par *p, const ot_s2s_batch *mb, int k, float count, uint64_t seed,
-                          uint64_t counter0, double *loss, bool *finite) {
-  ot_model_set_dropout_step(p->m, seed, counter0 | (uint64_t)k);
+                          uint64_t counter, double *loss, bool *finite) {
+  ot_model_set_dropout_step(p->m, seed, counter);
   double l = 0.0;
   OT_TRY(fwd(p, k % p->slots, &mb[k], count, true, &l));
   *loss += l;
@@ -114,15 +115,15 @@ static ot_status step_fwd(ot__par *p, const ot_s2s_batch *mb, int k, float count
 }
 
 ot_status ot__par_s2s_step(ot__par *p, const ot_s2s_batch *mb, int M, float count,
-                           uint64_t seed, uint64_t counter0, double *loss, bool *finite) {
+                           uint64_t seed, uint64_t counter, double *loss, bool *finite) {
   const int S = p->g.pp, st = p->g.pp_rank;
   const int warm = S - st - 1 < M ? S - st - 1 : M;
   *loss = 0.0;
   *finite = true;
   // 1F1B: warm-up forwards, then one forward and one backward, then the remaining backwards
-  for (int i = 0; i < warm; i++) OT_TRY(step_fwd(p, mb, i, count, seed, counter0, loss, finite));
+  for (int i = 0; i < warm; i++) OT_TRY(step_fwd(p, mb, i, count, seed, counter, loss, finite));
   for (int i = 0; i < M - warm; i++) {
-    OT_TRY(step_fwd(p, mb, warm + i, count, seed, counter0, loss, finite));
+    OT_TRY(step_fwd(p, mb, warm + i, count, seed, counter, loss, finite));
     OT_TRY(bwd(p, i % p->slots, &mb[i], i == M - 1));
   }
   for (int i = M - warm; i < M; i++) OT_TRY(bwd(p, i % p->slots, &mb[i], i == M - 1));

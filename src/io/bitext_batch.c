@@ -25,6 +25,7 @@ struct ot_bitext_batcher {
   int32_t *src, *dec_in, *dec_tgt;  // [budget]
   int32_t *src_len, *tgt_len;   // [rows_cap]
   int64_t *pair;                // [rows_cap]
+  int64_t *sample;              // [rows_cap] each row's index in its global batch
 };
 
 static int pair_len(const ot_bitext *bt, int64_t i) {
@@ -34,7 +35,7 @@ static int pair_len(const ot_bitext *bt, int64_t i) {
 void ot_bitext_batcher_close(ot_bitext_batcher *b) {
   if (!b) return;
   void *ps[] = {b->key, b->key2, b->ord, b->ord2, b->bstart, b->bperm, b->src, b->dec_in, b->dec_tgt,
-                b->src_len, b->tgt_len, b->pair};
+                b->src_len, b->tgt_len, b->pair, b->sample};
   for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) ot_mem_free(ps[i]);
   ot_mem_free(b);
 }
@@ -147,8 +148,8 @@ ot_status ot_bitext_batcher_open(ot_bitext_batcher **out, const ot_bitext *bt, c
   b->src = ot_mem_alloc(T * 4, OT_MEM_OTHER); b->dec_in = ot_mem_alloc(T * 4, OT_MEM_OTHER);
   b->dec_tgt = ot_mem_alloc(T * 4, OT_MEM_OTHER);
   b->src_len = ot_mem_alloc(R * 4, OT_MEM_OTHER); b->tgt_len = ot_mem_alloc(R * 4, OT_MEM_OTHER);
-  b->pair = ot_mem_alloc(R * 8, OT_MEM_OTHER);
-  if (!b->key || !b->key2 || !b->ord || !b->ord2 || !b->bstart || !b->bperm || !b->src || !b->dec_in ||
+  b->pair = ot_mem_alloc(R * 8, OT_MEM_OTHER); b->sample = ot_mem_alloc(R * 8, OT_MEM_OTHER);
+  if (!b->sample || !b->key || !b->key2 || !b->ord || !b->ord2 || !b->bstart || !b->bperm || !b->src || !b->dec_in ||
       !b->dec_tgt || !b->src_len || !b->tgt_len || !b->pair) {
     ot_bitext_batcher_close(b);
     return ot_error(OT_ENOMEM, "%s: out of memory (max_tokens=%lld, %lld pairs)", fn, (long long)cfg->max_tokens,
@@ -209,10 +210,11 @@ ot_status ot_bitext_next(ot_bitext_batcher *b, ot_bitext_batch *out) {
     b->src_len[row] = ns + 1;
     b->tgt_len[row] = ntg + 1;
     b->pair[row] = i;
+    b->sample[row] = lo - g0 + (sorted ? (int64_t)(rk[row] & 0xffffff) : row);
     nt += ntg + 1;
   }
   *out = (ot_bitext_batch){B, S, T, b->src, b->src_len, b->dec_in, b->dec_tgt, b->tgt_len, b->pair, nt, R, gt,
-                           b->epoch, b->index, gs};
+                           b->epoch, b->index, gs, b->sample};
   if (++b->index == (uint64_t)b->nb) { b->epoch++; b->index = 0; }
   return OT_OK;
 }

@@ -385,7 +385,7 @@ ot_status ot_model_forward_s2s_slot(ot_model *m, int slot, const ot_s2s_batch *b
       m->src[(size_t)i * S + t] = t < b->src_len[i] ? b->src[(size_t)i * S + t] : m->cfg.pad_id;
   }
   memcpy(m->tgt, b->tgt_in, (size_t)B * T * sizeof(int32_t));
-  OT_TRY(ot__dropout_begin(m, want_grad, B, T, S, fn));
+  OT_TRY(ot__dropout_begin(m, want_grad, B, T, S, b->sample, 0, fn));
   OT_PROF_BEGIN("model_forward_s2s", 0.0, 0.0);
   ot_status s = m->Le > 0 ? encode(m, B, S) : OT_OK;
   if (s == OT_OK && m->L > 0) s = decode(m, B, S, T);

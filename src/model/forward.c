@@ -180,7 +180,7 @@ ot_status ot_model_forward_slot(ot_model *m, int slot, const int32_t *tokens,
   m->have_grad_state = false;
   m->B = B;
   m->T = T;
-  OT_TRY(ot__dropout_begin(m, want_grad, B, T, 0, fn));
+  OT_TRY(ot__dropout_begin(m, want_grad, B, T, 0, NULL, 0, fn));
   OT_PROF_BEGIN("model_forward", 0.0, 0.0);
   ot_status s = forward(m, tokens, targets, B, T, count, want_grad, loss);
   OT_PROF_STOP();

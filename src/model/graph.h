@@ -117,20 +117,30 @@ typedef struct {
 
 // ---------------------------------------------------------------- dropout ---
 // The dropout of one training forward over one stack (NULL or all p = 0: off, the
-// exact no-dropout path). Site (l, s) of the stack uses the counters [off, off + n)
-// of stream `key`, off = ot__drop_offset(d, l, s): disjoint ranges of 2^38 per site,
-// so no two sites share a mask; the key mixes the run's seed and the step's counter.
+// exact no-dropout path). Site (l, s) of the stack uses the counters from
+// off = ot__drop_offset(d, l, s) of stream `key` (the step's: the same on every rank
+// and micro-batch): disjoint ranges of 2^46 per site, so no two sites share a mask.
+// Inside a site an element's counter depends only on what it is in the one-process
+// step, never on the layout: sample r (its index in the step's global batch: sample[b]
+// or sample0 + b), position t, channel c at fixed strides P (positions) and C (or Fg:
+// the MLP's global width, a tensor rank's columns from f0), attention probabilities
+// at (r, global head h0 + h, query, key) with strides Hg*P*P, P*P, P (dropout.c).
 typedef struct {
   float resid, attn, act;   // embedding + sublayer outputs, attention probabilities, MLP activation
-  uint64_t key;             // Philox stream of this forward
+  uint64_t key;             // Philox stream of this step
   int stack;                // 0: the decoder (or a decoder-only model), 1: the encoder
   int layer0;               // global index of block 0 (pipeline stages)
-  int rank;                 // tensor-parallel rank (attention / activation masks are per rank)
   // stochastic depth (drop-path, ViT): block l (global index) drops each sample's
   // self-attention and MLP outputs with probability path * l / (path_layers - 1)
   float path;
   int path_layers;
-  size_t sample;            // elements per sample of a sublayer output (T * C)
+  int B, T;                 // this forward's rows and positions (of this stack)
+  int P;                    // position stride of the counters (>= every T of the model)
+  int C, F, Fg, f0;         // model width; MLP width here, in all, this rank's first column
+  int Hg, h0;               // query heads in all, this rank's first head
+  const int64_t *sample;    // [B] each row's index in the step's global batch (NULL: sample0 + b;
+                            // the caller's array, read again by the forward's backward)
+  int64_t sample0;
 } ot__dropout;
 enum {
   OT__DROP_EMBED = 0,       // the stack's embedding output (l = 0)
@@ -141,15 +151,16 @@ enum {
   OT__DROP_CROSS_P,         // cross-attention probabilities
   OT__DROP_ACT,             // MLP activation output
   OT__DROP_PATH             // drop-path masks, one counter per sample (self-attention
-                            // output; the MLP output's at + 2^37)
+                            // output; the MLP output's at + 2^45)
 };
-#define OT__DROP_SITE_BITS 38   // counters per site: 2^38
+#define OT__DROP_SITE_BITS 46   // counters per site: 2^46
 // First counter of site s of block l (dropout.c).
 uint64_t ot__drop_offset(const ot__dropout *d, int l, int site);
 // Sets the attention dropout of site s of block l on a flash shape (no-op when off).
 void ot__drop_attn(const ot__dropout *d, ot_attn_shape *s, int l, int site);
-// In place on x [n] (dt): forward (x = mask(x) * scale) or backward (the same on a
-// gradient) of site s of block l with probability p; no-op when d is NULL or p = 0.
+// In place on x [n] (dt; n = B * T * C, or B * T * F at the activation site): forward
+// (x = mask(x) * scale) or backward (the same on a gradient) of site s of block l with
+// probability p; no-op when d is NULL or p = 0.
 // At the self-attention and MLP output sites drop-path (d->path) masks whole samples too.
 ot_status ot__drop_fwd(const ot__dropout *d, float p, ot_dtype dt, void *x, size_t n, int l,
                        int site);

@@ -169,7 +169,8 @@ struct ot_model {
 
 // Dropout of the coming forward (dropout.c): m->ddrop and m->edrop from the config and
 // the stream when want_grad, else off; OT_EINVAL when a site outgrows its counter range.
-ot_status ot__dropout_begin(ot_model *m, bool want_grad, int B, int T, int S, const char *fn);
+ot_status ot__dropout_begin(ot_model *m, bool want_grad, int B, int T, int S,
+                            const int64_t *sample, int64_t sample0, const char *fn);
 // Points la / tokens / resf / ... at slot s's buffers (and saves the current slot's state).
 void ot__select_slot(ot_model *m, int s);
 

@@ -262,7 +262,7 @@ ot_status ot_model_forward_images_slot(ot_model *m, int slot, const ot_image_bat
   m->vH = b->H;
   m->vW = b->W;
   m->vinterp = T != m->cfg.max_seq || b->H / m->cfg.patch_size != b->W / m->cfg.patch_size;
-  OT_TRY(ot__dropout_begin(m, want_grad, b->B, T, 0, fn));
+  OT_TRY(ot__dropout_begin(m, want_grad, b->B, T, 0, NULL, b->sample0, fn));
   OT_PROF_BEGIN("model_forward_images", 0.0, 0.0);
   ot_status s = vit_forward(m, b, count, want_grad, loss);
   OT_PROF_STOP();

@@ -20,6 +20,10 @@ void ot__attn_args_init(ot__attn_args *A, ot_dtype dt, const ot_attn_shape *s) {
     A->drop_scale = ot_dropout_scale(s->dropout_p);
     A->drop_seed = s->dropout_seed;
     A->drop_off = s->dropout_offset;
+    A->drop_rows = s->dropout_rows;
+    A->drop_si = s->dropout_si ? s->dropout_si : (uint64_t)s->Tk;
+    A->drop_sh = s->dropout_sh ? s->dropout_sh : (uint64_t)s->Tq * (uint64_t)s->Tk;
+    A->drop_sb = s->dropout_sb ? s->dropout_sb : (uint64_t)s->Hq * s->Tq * (uint64_t)s->Tk;
   }
 }
 

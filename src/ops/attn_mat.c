@@ -33,6 +33,20 @@ ot_status ot_attn_shape_check(const ot_attn_shape *s, const char *fn) {
   if (!(s->dropout_p >= 0.0f && s->dropout_p < 1.0f))
     return ot_error(OT_EINVAL, "%s: dropout_p=%g must be in [0, 1) (0: no attention dropout, "
                     "e.g. at inference)", fn, (double)s->dropout_p);
+  if (s->dropout_p > 0.0f) {   // explicit dropout counter strides must not overlap
+    const double si = s->dropout_si ? (double)s->dropout_si : s->Tk;
+    const double sh = s->dropout_sh ? (double)s->dropout_sh : si * s->Tq;
+    const double sb = s->dropout_sb ? (double)s->dropout_sb : sh * s->Hq;
+    if (si < s->Tk || sh < si * s->Tq || sb < sh * s->Hq)
+      return ot_error(OT_EINVAL, "%s: dropout counter strides sb=%.0f sh=%.0f si=%.0f overlap "
+                      "(need si >= Tk=%d, sh >= Tq * si, sb >= Hq * sh; 0 takes the dense "
+                      "stride)", fn, sb, sh, si, s->Tk);
+    if (s->dropout_rows)
+      for (int b = 0; b < s->B; b++)
+        if (s->dropout_rows[b] < 0)
+          return ot_error(OT_EINVAL, "%s: dropout_rows[%d]=%lld must be >= 0", fn, b,
+                          (long long)s->dropout_rows[b]);
+  }
   if (s->kv_len)
     for (int b = 0; b < s->B; b++)
       if (s->kv_len[b] < 0 || s->kv_len[b] > s->Tk)

@@ -19,10 +19,17 @@ static double ref_scale(const ot_attn_shape *s) {
   return s->scale != 0.0f ? (double)s->scale : (double)(float)(1.0 / sqrt((double)s->D));
 }
 
-// Dropout factor of (row, key j): Z * scale (1 without dropout); row = (b*Hq + h)*Tq + i.
+// Dropout factor of (row, key j): Z * scale (1 without dropout); row = (b*Hq + h)*Tq + i,
+// the counter offset + r(b) sb + h sh + i si + j (attn.h).
 static double ref_drop(const ot_attn_shape *s, size_t row, int j) {
   if (s->dropout_p == 0.0f) return 1.0;
-  const uint64_t c = s->dropout_offset + (uint64_t)row * (uint64_t)s->Tk + (uint64_t)j;
+  const uint64_t i = row % (size_t)s->Tq, h = (row / (size_t)s->Tq) % (size_t)s->Hq;
+  const size_t b = row / ((size_t)s->Tq * (size_t)s->Hq);
+  const uint64_t si = s->dropout_si ? s->dropout_si : (uint64_t)s->Tk;
+  const uint64_t sh = s->dropout_sh ? s->dropout_sh : (uint64_t)s->Tq * (uint64_t)s->Tk;
+  const uint64_t sb = s->dropout_sb ? s->dropout_sb : (uint64_t)s->Hq * s->Tq * (uint64_t)s->Tk;
+  const uint64_t r = s->dropout_rows ? (uint64_t)s->dropout_rows[b] : (uint64_t)b;
+  const uint64_t c = s->dropout_offset + r * sb + h * sh + i * si + (uint64_t)j;
   return ot_dropout_keep(s->dropout_seed, c, s->dropout_p) ? (double)ot_dropout_scale(s->dropout_p)
                                                            : 0.0;
 }

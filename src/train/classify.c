@@ -130,7 +130,7 @@ static uint64_t next_indices(ot_trainer *t, int64_t *idx, int B) {
 }
 
 // Forward of this rank's micro-batch mb of the step (its images augmented, its dropout
-// stream that of the global micro-batch dp_rank x A + mb), or with mb < 0 of the
+// the step's stream, its rows those of the global micro-batch dp_rank x A + mb), or with mb < 0 of the
 // evaluation chunk in img / lab; into slot `slot` (the runtime's ot__par_fwd_fn).
 static ot_status fwd_mb(void *ctx, ot_model *m, int mb, int slot, bool want_grad, double *loss) {
   ot_trainer *t = ctx;
@@ -148,8 +148,8 @@ static ot_status fwd_mb(void *ctx, ot_model *m, int mb, int slot, bool want_grad
   OT_PROF_STOP();
   OT_TRY(s);
   const int g = ot__par_dp_rank(t->par) * A + mb;
-  ot_model_set_dropout_step(m, cf->seed, ((uint64_t)t->step << 20) | (uint64_t)g);
-  const ot_image_batch b = {B, S, S, c->img, c->lab, false};
+  ot_model_set_dropout_step(m, cf->seed, (uint64_t)t->step);
+  const ot_image_batch b = {B, S, S, c->img, c->lab, false, (int64_t)g * B};
   return ot_model_forward_images_slot(m, slot, &b, (float)ot__par_dp(t->par) * A * B, want_grad, loss);
 }
 

@@ -203,7 +203,7 @@ static ot_s2s_batch chunk(struct ot__tr *tr, const ot_bitext_batch *b, int r0, i
   }
   *os += (size_t)rows * S;
   *ot += (size_t)rows * T;
-  ot_s2s_batch s = {rows, S, T, cs, b->src_len + r0, ci, ct};
+  ot_s2s_batch s = {rows, S, T, cs, b->src_len + r0, ci, ct, b->sample + r0};
   return s;
 }
 
@@ -230,8 +230,9 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
   if (ot__par_zero(par) >= 2) OT_TRY(ot__par_max_int(par, &all, "micro-batch count all-reduce"));
   int32_t eos[1] = {t->cfg.model.eos_id}, one[1] = {1};
   const ot_s2s_batch empty = {1, 1, 1, eos, one, eos, k_none};
-  // dropout masks: one counter per micro-batch of the run (the model's dropout API)
-  const uint64_t counter0 = (uint64_t)t->step << 20;
+  // dropout masks: the step's stream; each row's masks from its index in the global
+  // batch (b.sample), whichever rank and forward hold it (the model's dropout API)
+  const uint64_t counter = (uint64_t)t->step;
   *loss = 0.0;
   *finite = true;
   if (par) {   // the runtime schedules this rank's micro-batches over the pipeline stages:
@@ -248,13 +249,13 @@ ot_status ot__tr_micro_batches(ot_trainer *t, double *loss, bool *finite, int64_
     size_t os = 0, ot_ = 0;
     for (int k = 0; k < all; k++)
       tr->mb[k] = k < mine ? chunk(tr, &b, tr->cut[k], tr->cut[k + 1] - tr->cut[k], &os, &ot_) : empty;
-    OT_TRY(ot__par_s2s_step(par, tr->mb, all, count, t->cfg.seed, counter0, loss, finite));
+    OT_TRY(ot__par_s2s_step(par, tr->mb, all, count, t->cfg.seed, counter, loss, finite));
     return ot__par_finish_backward(par);
   }
+  ot_model_set_dropout_step(t->m, t->cfg.seed, counter);
   for (int k = 0; k < mine; k++) {
     size_t os = 0, ot_ = 0;
     const ot_s2s_batch sb = chunk(tr, &b, tr->cut[k], tr->cut[k + 1] - tr->cut[k], &os, &ot_);
-    ot_model_set_dropout_step(t->m, t->cfg.seed, counter0 | (uint64_t)k);
     double l = 0.0;
     OT_TRY(ot_model_forward_s2s(t->m, &sb, count, true, &l));
     *loss += l;

@@ -19,9 +19,10 @@
 # with the gathered whole weights; under ZeRO-3 also the data-parallel shards) identical.
 # Then dp2 x tp2 ZeRO-2, dp2 x tp2 x pp2, dp2 x pp2 ZeRO-3 and
 # the two vocabulary-parallel checkpoints resumed by one process continue with the
-# one-process losses, and the refusals. Dropout is 0 (its masks depend on the data and tensor layout: rows
-# per rank, heads per tensor rank), except for a pipeline-only row (stages keep the
-# one-process masks) against a dropout reference.
+# one-process losses, and the refusals. Dropout is 0 in those rows; with dropout,
+# attention dropout and activation dropout 0.1 (a row's masks from its index in the
+# global batch, the heads' and MLP columns' from their global indices) dp2, tp2,
+# dp2 x tp2 and pp2 equal a one-process dropout reference the same way.
 set -u
 OT=$(readlink -f "$1")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_encdec.XXXXXX")
@@ -159,10 +160,18 @@ ref=ref13 row dp2_pp2_zero3_seam_stage 4 --data-parallel 2 --pipeline-stages 2 -
   --enc-layers 1 --layers 3 --check-replicas 1
 grep -q "^replicas: identical at 6 checks" "$tmp/dp2_pp2_zero3_seam_stage.log" && passed=$((passed + 1)) ||
   fail "ZeRO-3 replica checks: $(grep -h '^replica' "$tmp/dp2_pp2_zero3_seam_stage.log")"
-# dropout: pipeline stages keep the one-process masks
-"$OT" train "${common[@]}" --grad-accum 2 --dropout 0.1 --out "$tmp/refd" >"$tmp/refd.log" 2>&1 ||
+# dropout: every layout draws the one-process masks
+drop=(--dropout 0.1 --attention-dropout 0.1 --activation-dropout 0.1)
+"$OT" train "${common[@]}" --grad-accum 2 "${drop[@]}" --out "$tmp/refd" >"$tmp/refd.log" 2>&1 ||
   { tail -5 "$tmp/refd.log"; fail "reference run (dropout)"; }
-ref=refd row pp2_dropout 2 --pipeline-stages 2 --grad-accum 2 --dropout 0.1
+ref=refd row dp2_dropout 2 --data-parallel 2 "${drop[@]}"
+ref=refd row tp2_dropout 2 --tensor-parallel 2 --grad-accum 2 "${drop[@]}"
+ref=refd row dp2_tp2_dropout 4 --data-parallel 2 --tensor-parallel 2 --zero 1 "${drop[@]}"
+ref=refd row pp2_dropout 2 --pipeline-stages 2 --grad-accum 2 "${drop[@]}"
+ref=refd row dp2_zero3_dropout 2 --data-parallel 2 --zero 3 "${drop[@]}"
+# (and the dropout reference differs from the dropout-0 one: the rows above are not vacuous)
+[ "$(losses "$tmp/ref" | tr '\n' ' ')" != "$(losses "$tmp/refd" | tr '\n' ' ')" ] && passed=$((passed + 1)) ||
+  fail "dropout reference equals the dropout-0 reference" 
 
 # refusals
 msg=$("$OT" train "${common[@]}" --pipeline-stages 5 --out "$tmp/x" 2>&1 >/dev/null)

@@ -2,7 +2,7 @@
 # Vision transformer rows of the parallel equivalence matrix (CTest mpi_vit):
 # `tests/mpi/vit.sh OT_BINARY` (from the repository root).
 # vit-digits trained on the bundled 8x8 digits (random resized crops and flips on,
-# dropout and drop-path 0: their masks depend on the rows per rank) for 6 steps of
+# dropout and drop-path 0 except in the dropout rows) for 6 steps of
 # 16 images under data parallel (ZeRO-1, ZeRO-2 with and without overlap), tensor
 # parallel (heads and MLP; recompute), pipeline parallel (the patch embedding and CLS
 # token on the first stage, the final norm and classifier on the last; 1F1B and
@@ -11,7 +11,9 @@
 # same global batches as one process (grad-accum 2): every step's loss equal to 1e-6
 # (relative), each evaluation's held-out loss too and its top-1 identical. Then
 # checkpoints of step 3 written by parallel runs, resumed by one process, continue
-# with the one-process losses; and the refusals.
+# with the one-process losses; with dropout, attention and activation dropout and
+# drop-path on (masks by global image, head and column), dp2, tp2, dp2 x tp2 and pp2
+# against a one-process dropout reference; and the refusals.
 set -u
 OT=$(readlink -f "$1")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ot_mpi_vit.XXXXXX")
@@ -85,6 +87,17 @@ row dp2_tp2_pp2_zero1 8 --data-parallel 2 --tensor-parallel 2 --pipeline-stages 
   { tail -5 "$tmp/refmean.log"; fail "reference run (--pool mean)"; }
 ref=refmean row dp2_tp2_mean 4 --data-parallel 2 --tensor-parallel 2 --zero 2 --pool mean
 ref=refmean row pp2_mean 2 --pipeline-stages 2 --grad-accum 2 --pool mean
+
+# dropout and drop-path: every layout draws the one-process masks
+drop=(--dropout 0.1 --attention-dropout 0.1 --activation-dropout 0.1 --drop-path 0.2)
+"$OT" train "${common[@]}" --grad-accum 2 "${drop[@]}" --out "$tmp/refd" >"$tmp/refd.log" 2>&1 ||
+  { tail -5 "$tmp/refd.log"; fail "reference run (dropout)"; }
+ref=refd row dp2_dropout 2 --data-parallel 2 "${drop[@]}"
+ref=refd row tp2_dropout 2 --tensor-parallel 2 --grad-accum 2 "${drop[@]}"
+ref=refd row dp2_tp2_dropout 4 --data-parallel 2 --tensor-parallel 2 --zero 2 "${drop[@]}"
+ref=refd row pp2_dropout 2 --pipeline-stages 2 --grad-accum 2 "${drop[@]}"
+[ "$(losses "$tmp/ref" | tr '\n' ' ')" != "$(losses "$tmp/refd" | tr '\n' ' ')" ] && passed=$((passed + 1)) ||
+  fail "dropout reference equals the dropout-0 reference"
 
 resumed dp2_zero2 "$tmp/dp2_zero2/step_000003"
 resumed dp2_tp2_zero3 "$tmp/dp2_tp2_zero3/step_000003"

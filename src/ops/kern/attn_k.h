@@ -57,8 +57,16 @@ typedef struct {
   uint32_t drop_thr;       // keep iff rand >= drop_thr (ot_dropout_threshold)
   float drop_scale;        // kept probabilities times this (ot_dropout_scale)
   uint64_t drop_seed;      // stream
-  uint64_t drop_off;       // counter of (b, h, i, j) = drop_off + ((b*Hq + h)*Tq + i)*Tk + j
+  uint64_t drop_off;       // counter of (b, h, i, j) = drop_off + r(b)*drop_sb + h*drop_sh + i*drop_si + j
+  const int64_t *drop_rows;  // r(b) = drop_rows[b] (NULL: b)
+  uint64_t drop_sb, drop_sh, drop_si;
 } ot__attn_args;
+
+// Dropout counter of (b, h, i, key 0).
+static inline uint64_t ot__attn_dc(const ot__attn_args *A, int b, int h, long i) {
+  const uint64_t r = A->drop_rows ? (uint64_t)A->drop_rows[b] : (uint64_t)b;
+  return A->drop_off + r * A->drop_sb + (uint64_t)h * A->drop_sh + (uint64_t)i * A->drop_si;
+}
 
 static inline int ot__attn_L(const ot__attn_args *A, int b) {
   return A->kv_len ? A->kv_len[b] : A->Tk;

@@ -82,9 +82,17 @@ static inline void ot__drop_mask(float *m, int n, uint64_t seed, uint64_t c0, ui
   }
 }
 
-// y[e] = kept(off + e) ? x[e] * s : 0 for e in [0, n) (f32 or bf16 storage,
-// f32 product); y may alias x. Elementwise: independent of the thread count.
-OT_KDECL(void, k_dropout, (int bf16, void *y, const void *x, size_t n, uint64_t seed,
+// The counter map of a [n0, n1, n2] tensor (ot_dropout_map of ot/ops.h): element
+// (a, b, c) uses counter off + r(a) * s0 + b * s1 + c, r(a) = rows ? rows[a] : a.
+typedef struct {
+  size_t n0, n1, n2;
+  const int64_t *rows;
+  uint64_t s0, s1;
+} ot__dmap;
+
+// y = kept ? x * s : 0 elementwise over the map's tensor (f32 or bf16 storage, f32
+// product); y may alias x. Elementwise: independent of the thread count.
+OT_KDECL(void, k_dropout, (int bf16, void *y, const void *x, const ot__dmap *mp, uint64_t seed,
                            uint64_t off, uint32_t thr, float s));
 
 #endif

@@ -53,11 +53,11 @@ static void fwd_tile_begin(const ot__attn_args *A, fwd_ws *w, size_t qoff, int n
 
 // Attention dropout on the tile's probabilities P^T (st [nk keys, ld], query
 // column i): P[i, j] *= Z[i, j] * scale, before they meet V; l keeps the
-// undropped sum. Query i of the tile has counters dc0 + i * Tk + j.
+// undropped sum. Query i of the tile has counters dc0 + i * drop_si + j.
 static void fwd_dropout(const ot__attn_args *A, fwd_ws *w, float *st, int ld, int j0, int nk,
                         int nq) {
   for (int i = 0; i < nq; i++) {
-    ot__drop_mask(w->dm, nk, A->drop_seed, w->dc0 + (uint64_t)i * (uint64_t)A->Tk + (uint64_t)j0,
+    ot__drop_mask(w->dm, nk, A->drop_seed, w->dc0 + (uint64_t)i * A->drop_si + (uint64_t)j0,
                   A->drop_thr, A->drop_scale);
     for (int j = 0; j < nk; j++) st[(size_t)j * ld + i] *= w->dm[j];
   }
@@ -140,7 +140,7 @@ static void fwd_qtile(const ot__attn_args *A, fwd_ws *w, int b, int h, int i0, i
   const size_t kvoff = ((size_t)b * A->Hkv + h / A->G) * A->Tk * D;
   fwd_tile_begin(A, w, row0 * D, nq, ncols, Dp);
   for (int i = 0; i < ncols; i++) w->lim[i] = (float)(i0 + i + A->off);
-  w->dc0 = A->drop_off + (uint64_t)row0 * (uint64_t)A->Tk;
+  w->dc0 = A->drop ? ot__attn_dc(A, b, h, i0) : 0;
   long jend = ot__attn_L(A, b);
   if (A->causal) jend = ot__lmin(jend, (long)i1 + A->off);  // last row's limit + 1
   ot__iv iv[2];

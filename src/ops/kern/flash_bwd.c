@@ -98,7 +98,7 @@ static void dkv_item(const ot__attn_args *A, int b, int kh, int j0, int j1, int 
           for (int c = nk; c < ncols; c++) dm[c] = 0.0f;
           for (int i = 0; i < nq; i++) {
             ot__drop_mask(dm, nk, A->drop_seed,
-                          A->drop_off + (uint64_t)(row0 + i) * (uint64_t)A->Tk + (uint64_t)j0,
+                          ot__attn_dc(A, b, kh * A->G + g, i0 + i) + (uint64_t)j0,
                           A->drop_thr, A->drop_scale);
             const vf ls = vset1(ls2[i]), de = vset1(A->delta[row0 + i]);
             const vf lim = vset1(masked ? (float)(i0 + i + A->off) : INFINITY);
