@@ -6,28 +6,9 @@
 // another padded length (counters at fixed strides of the largest length P, its
 // row r(b) its index in a global batch) gets the same output and gradients on its
 // valid rows. A wrong mask element would change a value by a whole probability.
-#include "harness.h"
+#include "attn_bufs.h"
 
-typedef struct {
-  size_t nq, nk, nl;
-  float *q, *k, *v, *dout, *o, *lse, *dq, *dk, *dv;
-} abufs;
-
-static abufs ab_make(const ot_attn_shape *s) {
-  abufs b;
-  b.nq = (size_t)s->B * s->Hq * s->Tq * s->D;
-  b.nk = (size_t)s->B * s->Hkv * s->Tk * s->D;
-  b.nl = (size_t)s->B * s->Hq * s->Tq;
-  b.q = th_falloc(b.nq); b.k = th_falloc(b.nk); b.v = th_falloc(b.nk); b.dout = th_falloc(b.nq);
-  b.o = th_falloc(b.nq); b.lse = th_falloc(b.nl);
-  b.dq = th_falloc(b.nq); b.dk = th_falloc(b.nk); b.dv = th_falloc(b.nk);
-  return b;
-}
-static void ab_free(abufs *b) {
-  free(b->q); free(b->k); free(b->v); free(b->dout); free(b->o); free(b->lse);
-  free(b->dq); free(b->dk); free(b->dv);
-}
-static ot_status ab_run(abufs *b, const ot_attn_shape *s) {
+static ot_status ab_run(th_abufs *b, const ot_attn_shape *s) {
   OT_TRY(ot_attn_flash_fwd(OT_F32, b->o, b->lse, b->q, b->k, b->v, s));
   return ot_attn_flash_bwd(OT_F32, b->dq, b->dk, b->dv, b->dout, b->o, b->lse, b->q, b->k, b->v, s);
 }
@@ -48,7 +29,7 @@ static void test_heads(void) {
   const uint64_t sh = (uint64_t)T * T, sb = (uint64_t)Hq * sh, off = 1001;
   for (int causal = 0; causal < 2; causal++) {
     ot_attn_shape s = {B, Hq, Hkv, T, T, D, causal, kvl, 0.0f, 0.3f, 424242, off, NULL, sb, sh, T};
-    abufs w = ab_make(&s), p = ab_make(&s);
+    th_abufs w = th_abufs_make(&s), p = th_abufs_make(&s);
     th_rng r = {5};
     th_fill_normal(&r, w.q, w.nq, 1.0f); th_fill_normal(&r, w.k, w.nk, 1.0f);
     th_fill_normal(&r, w.v, w.nk, 1.0f); th_fill_normal(&r, w.dout, w.nq, 1.0f);
@@ -57,7 +38,7 @@ static void test_heads(void) {
       ot_attn_shape h = s;
       h.Hq = Hq / 2; h.Hkv = Hkv / 2;
       h.dropout_offset = off + (uint64_t)(half * Hq / 2) * sh;
-      abufs b = ab_make(&h);
+      th_abufs b = th_abufs_make(&h);
       heads(b.q, w.q, B, Hq, half * Hq / 2, Hq / 2, T, D, 0);
       heads(b.dout, w.dout, B, Hq, half * Hq / 2, Hq / 2, T, D, 0);
       heads(b.k, w.k, B, Hkv, half * Hkv / 2, Hkv / 2, T, D, 0);
@@ -68,7 +49,7 @@ static void test_heads(void) {
       heads(b.dk, p.dk, B, Hkv, half * Hkv / 2, Hkv / 2, T, D, 1);
       heads(b.dv, p.dv, B, Hkv, half * Hkv / 2, Hkv / 2, T, D, 1);
       heads(b.lse, p.lse, B, Hq, half * Hq / 2, Hq / 2, T, 1, 1);
-      ab_free(&b);
+      th_abufs_free(&b);
     }
     th_check(st == OT_OK, "attention dropout heads split: status (%s)", ot_last_error());
     th_check(!memcmp(w.o, p.o, w.nq * 4) && !memcmp(w.lse, p.lse, w.nl * 4) &&
@@ -77,7 +58,7 @@ static void test_heads(void) {
              "bit", causal ? " causal" : "");
     th_check_nerr(p.dq, w.dq, w.nq, 1e-6, "attention dropout%s: two halves of the heads: dq",
                   causal ? " causal" : "");
-    ab_free(&w); ab_free(&p);
+    th_abufs_free(&w); th_abufs_free(&p);
   }
 }
 
@@ -92,7 +73,7 @@ static srows run_padded(int nb, const int64_t *rows, const int *L, int T, int P,
   const int Tq = causal ? T : T + Tq_extra;   // cross-attention: queries of another length
   const uint64_t si = (uint64_t)P, sh = (uint64_t)P * P, sb = (uint64_t)Hq * sh;
   ot_attn_shape s = {nb, Hq, Hq, Tq, T, D, causal, kvl, 0.0f, 0.25f, 77, 13, rows, sb, sh, si};
-  abufs b = ab_make(&s);
+  th_abufs b = th_abufs_make(&s);
   // every (sample, head, position) has its own inputs, whatever the padding
   for (int a = 0; a < nb; a++)
     for (int h = 0; h < Hq; h++) {
@@ -119,7 +100,7 @@ static srows run_padded(int nb, const int64_t *rows, const int *L, int T, int P,
       memcpy(o.o + d, b.o + eq, (size_t)D * 4); memcpy(o.dq + d, b.dq + eq, (size_t)D * 4);
       memcpy(o.dk + d, b.dk + ek, (size_t)D * 4); memcpy(o.dv + d, b.dv + ek, (size_t)D * 4);
     }
-  ab_free(&b);
+  th_abufs_free(&b);
   return o;
 }
 

@@ -13,7 +13,7 @@
 // its keep rate within 5 sigma, dropout_p = 0 bit-identical to no dropout,
 // finite differences with the fixed mask, the same bits with 1/2/3 threads
 // (dq: rounding only), the kernels without dropout refuse it.
-#include "harness.h"
+#include "attn_bufs.h"
 #include "internal.h"  // ot_scratch_release
 
 typedef struct { int B, Hq, Hkv, Tq, Tk, D; bool causal; int kvl[3]; } fcase;  // kvl[0] < 0: none
@@ -85,33 +85,14 @@ static void check_grad(const float *got, const float *want, size_t n, double tol
   th_check(mx <= 1e-5, "%s: %s is exactly 0 in the reference; max |got| = %.3g <= 1e-5", ctx, name, mx);
 }
 
-typedef struct {
-  size_t nq, nk, nl;
-  float *q, *k, *v, *dout, *o, *lse, *dq, *dk, *dv;
-} bufs;
-
-static bufs bufs_make(const ot_attn_shape *s) {
-  bufs b;
-  b.nq = (size_t)s->B * s->Hq * s->Tq * s->D;
-  b.nk = (size_t)s->B * s->Hkv * s->Tk * s->D;
-  b.nl = (size_t)s->B * s->Hq * s->Tq;
-  b.q = th_falloc(b.nq); b.k = th_falloc(b.nk); b.v = th_falloc(b.nk); b.dout = th_falloc(b.nq);
-  b.o = th_falloc(b.nq); b.lse = th_falloc(b.nl);
-  b.dq = th_falloc(b.nq); b.dk = th_falloc(b.nk); b.dv = th_falloc(b.nk);
-  return b;
-}
-static void bufs_free(bufs *b) {
-  free(b->q); free(b->k); free(b->v); free(b->dout); free(b->o); free(b->lse);
-  free(b->dq); free(b->dk); free(b->dv);
-}
-static void dirty(bufs *b) {  // outputs start as NaN: every element must be written
+static void dirty(th_abufs *b) {  // outputs start as NaN: every element must be written
   for (size_t i = 0; i < b->nq; i++) b->o[i] = b->dq[i] = NAN;
   for (size_t i = 0; i < b->nk; i++) b->dk[i] = b->dv[i] = NAN;
   for (size_t i = 0; i < b->nl; i++) b->lse[i] = NAN;
 }
 
 // Flash forward + backward with storage dtype dt (bf16 via conversion).
-static ot_status run_flash(ot_dtype dt, bufs *b, const ot_attn_shape *s) {
+static ot_status run_flash(ot_dtype dt, th_abufs *b, const ot_attn_shape *s) {
   if (dt == OT_F32) {
     ot_status st = ot_attn_flash_fwd(dt, b->o, b->lse, b->q, b->k, b->v, s);
     if (st != OT_OK) return st;
@@ -137,7 +118,7 @@ static void test_vs_ref(ot_isa isa, ot_dtype dt) {
     if (bf && (ci % 3) != 1) continue;  // bf16: a subset
     int32_t kvl[3];
     ot_attn_shape s = shape_of(&cases[ci], kvl);
-    bufs b = bufs_make(&s), w = bufs_make(&s);
+    th_abufs b = th_abufs_make(&s), w = th_abufs_make(&s);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
     if (bf) { th_round_dt(dt, b.q, b.nq); th_round_dt(dt, b.k, b.nk); th_round_dt(dt, b.v, b.nk);
@@ -165,7 +146,7 @@ static void test_vs_ref(ot_isa isa, ot_dtype dt) {
       if (isinf(w.lse[i]))
         for (int d = 0; d < s.D; d++) zero_ok &= b.o[i * s.D + d] == 0.0f;
     th_check(zero_ok, "%s: fully masked rows give o = 0", ctx);
-    bufs_free(&b); bufs_free(&w);
+    th_abufs_free(&b); th_abufs_free(&w);
   }
 }
 
@@ -176,7 +157,7 @@ static void test_vs_mat(void) {
   for (size_t pi = 0; pi < sizeof pick / sizeof pick[0]; pi++) {
     int32_t kvl[3];
     ot_attn_shape s = shape_of(&cases[pick[pi]], kvl);
-    bufs b = bufs_make(&s), m = bufs_make(&s);
+    th_abufs b = th_abufs_make(&s), m = th_abufs_make(&s);
     size_t na = (size_t)s.B * s.Hq * s.Tq * s.Tk;
     float *att = th_falloc(na), *datt = th_falloc(na);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
@@ -190,12 +171,12 @@ static void test_vs_mat(void) {
     th_check_nerr(b.dq, m.dq, b.nq, 1e-5, "flash vs mat case %d: dq", pick[pi]);
     th_check_nerr(b.dk, m.dk, b.nk, 1e-5, "flash vs mat case %d: dk", pick[pi]);
     th_check_nerr(b.dv, m.dv, b.nk, 1e-5, "flash vs mat case %d: dv", pick[pi]);
-    bufs_free(&b); bufs_free(&m); free(att); free(datt);
+    th_abufs_free(&b); th_abufs_free(&m); free(att); free(datt);
   }
 }
 
 // ---- finite differences of the flash backward ----
-typedef struct { const ot_attn_shape *s; bufs *b; const float *w; } fd_ctx;
+typedef struct { const ot_attn_shape *s; th_abufs *b; const float *w; } fd_ctx;
 static double fd_loss(void *p) {
   fd_ctx *c = p;
   ot_attn_flash_fwd(OT_F32, c->b->o, c->b->lse, c->b->q, c->b->k, c->b->v, c->s);
@@ -214,7 +195,7 @@ static void test_fd(ot_isa isa, float p) {
     int32_t kvl[3];
     ot_attn_shape s = shape_of(&fc[ci], kvl);
     s.dropout_p = p; s.dropout_seed = 77 + ci; s.dropout_offset = 5 * ci;  // p = 0: none
-    bufs b = bufs_make(&s);
+    th_abufs b = th_abufs_make(&s);
     float *w = th_falloc(b.nq), *fq = th_falloc(b.nq), *fk = th_falloc(b.nk), *fv = th_falloc(b.nk);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, w, b.nq, 1.0f);
@@ -230,7 +211,7 @@ static void test_fd(ot_isa isa, float p) {
                   ot_isa_name(isa), ci, (double)p);
     th_check_nerr(b.dv, fv, b.nk, 1e-3, "%s flash bwd vs finite differences, case %zu, dropout %g: dv",
                   ot_isa_name(isa), ci, (double)p);
-    bufs_free(&b); free(w); free(fq); free(fk); free(fv);
+    th_abufs_free(&b); free(w); free(fq); free(fk); free(fv);
   }
 }
 
@@ -241,11 +222,11 @@ static void test_determinism(ot_isa isa) {
   const fcase c = {1, 4, 2, 200, 200, 64, true, {-1}};
   int32_t kvl[3];
   ot_attn_shape s = shape_of(&c, kvl);
-  bufs b = bufs_make(&s), b2 = bufs_make(&s), b3 = bufs_make(&s);
+  th_abufs b = th_abufs_make(&s), b2 = th_abufs_make(&s), b3 = th_abufs_make(&s);
   th_rng r = {99};
   th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
   th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
-  bufs *o2[2] = {&b2, &b3};
+  th_abufs *o2[2] = {&b2, &b3};
   for (int i = 0; i < 2; i++) {
     memcpy(o2[i]->q, b.q, b.nq * 4); memcpy(o2[i]->k, b.k, b.nk * 4);
     memcpy(o2[i]->v, b.v, b.nk * 4); memcpy(o2[i]->dout, b.dout, b.nq * 4);
@@ -272,7 +253,7 @@ static void test_determinism(ot_isa isa) {
     th_check_nerr(b2.dq, b.dq, b.nq, 1e-6, "%s flash: dq with %d threads vs 1", ot_isa_name(isa), nts[t]);
   }
   ot_threads_set(nt0);
-  bufs_free(&b); bufs_free(&b2); bufs_free(&b3);
+  th_abufs_free(&b); th_abufs_free(&b2); th_abufs_free(&b3);
 }
 
 // Working memory: O(T * D), far below one T x T score matrix.
@@ -280,7 +261,7 @@ static void test_memory(void) {
   const fcase c = {1, 1, 1, 1024, 1024, 32, true, {-1}};
   int32_t kvl[3];
   ot_attn_shape s = shape_of(&c, kvl);
-  bufs b = bufs_make(&s);
+  th_abufs b = th_abufs_make(&s);
   th_rng r = {3};
   th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
   th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
@@ -294,7 +275,7 @@ static void test_memory(void) {
            "flash workspace %zu bytes <= 1/4 of one T x T matrix (%zu bytes)", peak, tt);
   ot_scratch_release();
   th_check(ot_mem_current(OT_MEM_WORKSPACE) == base, "flash workspace returns to %zu", base);
-  bufs_free(&b);
+  th_abufs_free(&b);
 }
 
 static void test_errors(void) {
@@ -353,7 +334,7 @@ static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
       s.dropout_sh = s.dropout_si * ((uint64_t)s.Tq + 2);
       s.dropout_sb = s.dropout_sh * ((uint64_t)s.Hq + 1);
     }
-    bufs b = bufs_make(&s), w = bufs_make(&s), n = bufs_make(&s);
+    th_abufs b = th_abufs_make(&s), w = th_abufs_make(&s), n = th_abufs_make(&s);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
     if (bf) { th_round_dt(dt, b.q, b.nq); th_round_dt(dt, b.k, b.nk); th_round_dt(dt, b.v, b.nk);
@@ -381,7 +362,7 @@ static void test_drop_vs_ref(ot_isa isa, ot_dtype dt) {
     check_grad(b.dk, w.dk, b.nk, tol, ctx, "dk");
     check_grad(b.dv, w.dv, b.nk, tol, ctx, "dv");
     if (s.Tk > 8) th_check(th_nerr(w.o, n.o, b.nq) > 0.05, "%s: dropout changes o", ctx);
-    bufs_free(&b); bufs_free(&w); bufs_free(&n);
+    th_abufs_free(&b); th_abufs_free(&w); th_abufs_free(&n);
   }
 }
 
@@ -395,7 +376,7 @@ static void test_drop_mask(ot_isa isa) {
   for (int causal = 0; causal < 2; causal++)
     for (int pi = 0; pi < 3; pi++) {
       ot_attn_shape s = {B, Hq, 1, Tq, Tk, Tk, causal, kvl, 0.0f, ps[pi], 31337 + pi, 4099};
-      bufs b = bufs_make(&s);
+      th_abufs b = th_abufs_make(&s);
       th_rng r = {6};
       th_fill_normal(&r, b.q, b.nq, 0.1f); th_fill_normal(&r, b.k, b.nk, 0.1f);
       for (int bb = 0; bb < B; bb++)
@@ -424,7 +405,7 @@ static void test_drop_mask(ot_isa isa) {
       th_check(dev <= 5 * sig, "%s attention dropout %g: kept %zu of %zu visible, expected %.0f "
                "+- %.0f (5 sigma)", ot_isa_name(isa), (double)s.dropout_p, kept, vis, vis * q,
                5 * sig);
-      bufs_free(&b);
+      th_abufs_free(&b);
     }
 }
 
@@ -438,7 +419,7 @@ static void test_drop_p0(ot_isa isa) {
     s0.dropout_seed = 99; s0.dropout_offset = 12345;
     for (int bf = 0; bf < TH_NDT; bf++) {
       const ot_dtype dt = th_dts[bf];
-      bufs a = bufs_make(&s), b = bufs_make(&s);
+      th_abufs a = th_abufs_make(&s), b = th_abufs_make(&s);
       th_fill_normal(&r, a.q, a.nq, 1.0f); th_fill_normal(&r, a.k, a.nk, 1.0f);
       th_fill_normal(&r, a.v, a.nk, 1.0f); th_fill_normal(&r, a.dout, a.nq, 1.0f);
       memcpy(b.q, a.q, a.nq * 4); memcpy(b.k, a.k, a.nk * 4);
@@ -449,7 +430,7 @@ static void test_drop_p0(ot_isa isa) {
                !memcmp(a.dq, b.dq, a.nq * 4) && !memcmp(a.dk, b.dk, a.nk * 4) &&
                !memcmp(a.dv, b.dv, a.nk * 4), "%s %s flash case %d: dropout_p = 0 is bit-identical "
                "to no dropout", ot_isa_name(isa), ot_dtype_name(dt), pick[pi]);
-      bufs_free(&a); bufs_free(&b);
+      th_abufs_free(&a); th_abufs_free(&b);
     }
   }
 }
@@ -461,11 +442,11 @@ static void test_drop_determinism(ot_isa isa) {
   int32_t kvl[3];
   ot_attn_shape s = shape_of(&c, kvl);
   s.dropout_p = 0.3f; s.dropout_seed = 2718; s.dropout_offset = 3;
-  bufs b = bufs_make(&s), b2 = bufs_make(&s), b3 = bufs_make(&s);
+  th_abufs b = th_abufs_make(&s), b2 = th_abufs_make(&s), b3 = th_abufs_make(&s);
   th_rng r = {98};
   th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
   th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
-  bufs *o2[2] = {&b2, &b3};
+  th_abufs *o2[2] = {&b2, &b3};
   for (int i = 0; i < 2; i++) {
     memcpy(o2[i]->q, b.q, b.nq * 4); memcpy(o2[i]->k, b.k, b.nk * 4);
     memcpy(o2[i]->v, b.v, b.nk * 4); memcpy(o2[i]->dout, b.dout, b.nq * 4);
@@ -491,7 +472,7 @@ static void test_drop_determinism(ot_isa isa) {
                   ot_isa_name(isa), nt);
   }
   ot_threads_set(nt0);
-  bufs_free(&b); bufs_free(&b2); bufs_free(&b3);
+  th_abufs_free(&b); th_abufs_free(&b2); th_abufs_free(&b3);
 }
 
 static void test_drop_errors(void) {

@@ -6,7 +6,7 @@
 // dense flash); bf16; finite differences; the mask helper vs the definition;
 // pair counts; determinism (repeatable bits; thread count changes only dq's
 // rounding); argument validation.
-#include "harness.h"
+#include "attn_bufs.h"
 
 typedef struct {
   int B, Hq, Hkv, Tq, Tk, D; bool causal; int kvl[2];  // kvl[0] < 0: none
@@ -151,23 +151,8 @@ static void check_close(const float *got, const float *want, size_t n, double to
   th_check(mx <= 1e-5, "%s: %s exactly 0 in the reference; max |got| = %.3g", ctx, name, mx);
 }
 
-typedef struct { size_t nq, nk, nl; float *q, *k, *v, *dout, *o, *lse, *dq, *dk, *dv; } bufs;
-static bufs bufs_make(const ot_attn_shape *s) {
-  bufs b;
-  b.nq = (size_t)s->B * s->Hq * s->Tq * s->D;
-  b.nk = (size_t)s->B * s->Hkv * s->Tk * s->D;
-  b.nl = (size_t)s->B * s->Hq * s->Tq;
-  b.q = th_falloc(b.nq); b.k = th_falloc(b.nk); b.v = th_falloc(b.nk); b.dout = th_falloc(b.nq);
-  b.o = th_falloc(b.nq); b.lse = th_falloc(b.nl);
-  b.dq = th_falloc(b.nq); b.dk = th_falloc(b.nk); b.dv = th_falloc(b.nk);
-  return b;
-}
-static void bufs_free(bufs *b) {
-  free(b->q); free(b->k); free(b->v); free(b->dout); free(b->o); free(b->lse);
-  free(b->dq); free(b->dk); free(b->dv);
-}
 
-static ot_status run_sparse(ot_dtype dt, bufs *b, const ot_attn_shape *s,
+static ot_status run_sparse(ot_dtype dt, th_abufs *b, const ot_attn_shape *s,
                             const ot_attn_sparse_layout *l) {
   for (size_t i = 0; i < b->nq; i++) b->o[i] = b->dq[i] = NAN;
   for (size_t i = 0; i < b->nk; i++) b->dk[i] = b->dv[i] = NAN;
@@ -197,7 +182,7 @@ static void test_vs_masked_dense(ot_isa isa, ot_dtype dt) {
     const scase *c = &cases[ci];
     int32_t kvl[2];
     ot_attn_shape s = shape_of(c, kvl);
-    bufs b = bufs_make(&s), w = bufs_make(&s);
+    th_abufs b = th_abufs_make(&s), w = th_abufs_make(&s);
     uint8_t *mask = th_alloc((size_t)s.Tq * s.Tk);
     double *p = th_alloc(sizeof(double) * (size_t)s.Tk);
     for (int i = 0; i < s.Tq; i++)
@@ -239,7 +224,7 @@ static void test_vs_masked_dense(ot_isa isa, ot_dtype dt) {
       th_check(pairs == cnt, "%s: ot_attn_pairs %.0f == mask count %.0f", ctx, pairs, cnt);
       free(m2);
     }
-    bufs_free(&b); bufs_free(&w); free(mask); free(p);
+    th_abufs_free(&b); th_abufs_free(&w); free(mask); free(p);
   }
 }
 
@@ -247,7 +232,7 @@ static void test_vs_masked_dense(ot_isa isa, ot_dtype dt) {
 static void test_dense_equivalence(ot_isa isa) {
   ot_attn_shape s = {1, 4, 2, 150, 150, 64, true, NULL, 0.0f};
   ot_attn_sparse_layout l = {32, 100, 0};
-  bufs b = bufs_make(&s), f = bufs_make(&s);
+  th_abufs b = th_abufs_make(&s), f = th_abufs_make(&s);
   th_rng r = {8};
   th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
   th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, b.dout, b.nq, 1.0f);
@@ -259,11 +244,11 @@ static void test_dense_equivalence(ot_isa isa) {
   th_check_nerr(b.dq, f.dq, b.nq, 1e-6, "%s sparse(full window) == flash: dq", ot_isa_name(isa));
   th_check_nerr(b.dk, f.dk, b.nk, 1e-6, "%s sparse(full window) == flash: dk", ot_isa_name(isa));
   th_check_nerr(b.dv, f.dv, b.nk, 1e-6, "%s sparse(full window) == flash: dv", ot_isa_name(isa));
-  bufs_free(&b); bufs_free(&f);
+  th_abufs_free(&b); th_abufs_free(&f);
 }
 
 // ---- finite differences of the sparse backward ----
-typedef struct { const ot_attn_shape *s; const ot_attn_sparse_layout *l; bufs *b; const float *w; } fd_ctx;
+typedef struct { const ot_attn_shape *s; const ot_attn_sparse_layout *l; th_abufs *b; const float *w; } fd_ctx;
 static double fd_loss(void *p) {
   fd_ctx *c = p;
   ot_attn_sparse_fwd(OT_F32, c->b->o, c->b->lse, c->b->q, c->b->k, c->b->v, c->s, c->l);
@@ -279,7 +264,7 @@ static void test_fd(void) {
   for (size_t ci = 0; ci < sizeof fc / sizeof fc[0]; ci++) {
     int32_t kvl[2];
     ot_attn_shape s = shape_of(&fc[ci], kvl);
-    bufs b = bufs_make(&s);
+    th_abufs b = th_abufs_make(&s);
     float *w = th_falloc(b.nq), *fq = th_falloc(b.nq), *fk = th_falloc(b.nk), *fv = th_falloc(b.nk);
     th_fill_normal(&r, b.q, b.nq, 1.0f); th_fill_normal(&r, b.k, b.nk, 1.0f);
     th_fill_normal(&r, b.v, b.nk, 1.0f); th_fill_normal(&r, w, b.nq, 1.0f);
@@ -292,7 +277,7 @@ static void test_fd(void) {
     th_check_nerr(b.dq, fq, b.nq, 1e-3, "sparse bwd vs finite differences, case %zu: dq", ci);
     th_check_nerr(b.dk, fk, b.nk, 1e-3, "sparse bwd vs finite differences, case %zu: dk", ci);
     th_check_nerr(b.dv, fv, b.nk, 1e-3, "sparse bwd vs finite differences, case %zu: dv", ci);
-    bufs_free(&b); free(w); free(fq); free(fk); free(fv);
+    th_abufs_free(&b); free(w); free(fq); free(fk); free(fv);
   }
 }
 
@@ -300,7 +285,7 @@ static void test_determinism(void) {
   const scase *c = &cases[2];
   int32_t kvl[2];
   ot_attn_shape s = shape_of(c, kvl);
-  bufs a = bufs_make(&s), b = bufs_make(&s);
+  th_abufs a = th_abufs_make(&s), b = th_abufs_make(&s);
   th_rng r = {4};
   th_fill_normal(&r, a.q, a.nq, 1.0f); th_fill_normal(&r, a.k, a.nk, 1.0f);
   th_fill_normal(&r, a.v, a.nk, 1.0f); th_fill_normal(&r, a.dout, a.nq, 1.0f);
@@ -320,7 +305,7 @@ static void test_determinism(void) {
     else th_check_nerr(b.dq, a.dq, a.nq, 1e-6, "sparse: dq with %d threads vs 1", nts[t]);
   }
   ot_threads_set(nt0);
-  bufs_free(&a); bufs_free(&b);
+  th_abufs_free(&a); th_abufs_free(&b);
 }
 
 static void test_errors(void) {
