@@ -47,6 +47,7 @@ ot_status cli_load_checkpoint(const char *dir, const ot_run_config *r, ot_model 
 // dirs[0, n) holding vocab.json + merges.txt, else data/gpt2; *used names it.
 // Prints the error and returns NULL on failure.
 bool cli_file_exists(const char *dir, const char *name);   // dir/name is readable
+void cli_dir_of(const char *path, char *dir, size_t cap);   // path's directory ('.' for a bare name)
 ot_bpe *cli_pick_tokenizer(const char *flag, const char *const *dirs, int n, const char **used);
 
 #endif

@@ -80,6 +80,12 @@ bool cli_file_exists(const char *dir, const char *name) {
   return access(p, R_OK) == 0;
 }
 
+void cli_dir_of(const char *path, char *dir, size_t cap) {
+  snprintf(dir, cap, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0; else snprintf(dir, cap, ".");
+}
+
 // Loads an `ot train` checkpoint (its stored keys give the model shape), or any
 // directory with config.json + model.safetensors; the weights are checked
 // (checksums, finite values) on the way. *data_dir: the training data
@@ -176,11 +182,7 @@ int ot_cmd_generate(int argc, char **argv) {
                 : model_dir ? ot_model_load_hf(&m, model_dir, &run)
                             : cli_load_checkpoint(ckpt_dir, &run, &m, ckpt, data_dir);
   if (s != OT_OK) { fprintf(stderr, "ot generate: %s\n", ot_last_error()); return 1; }
-  if (qfile) {   // tokenizer files next to it
-    snprintf(ckpt, sizeof ckpt, "%s", qfile);
-    char *slash = strrchr(ckpt, '/');
-    if (slash) *slash = 0; else snprintf(ckpt, sizeof ckpt, ".");
-  }
+  if (qfile) cli_dir_of(qfile, ckpt, sizeof ckpt);   // tokenizer files next to it
   const ot_model_config *mc = qm ? &qm->config : ot_model_config_of(m);
   const double load_s = ot_now() - t0;
 

@@ -88,11 +88,7 @@ static int load_model(tr_run *r, ot_model **m, ot_qmodel **q) {
     if (s == OT_OK && (*q)->config.arch != OT_ARCH_ENCDEC)
       s = ot_error(OT_EINVAL, "%s: '%s' is a decoder-only model (translate needs an "
                    "encoder-decoder; use `ot generate --quantized`)", o->model, (*q)->config.name);
-    if (s == OT_OK) {   // the tokenizer files next to it
-      snprintf(r->ckpt, sizeof r->ckpt, "%s", o->model);
-      char *slash = strrchr(r->ckpt, '/');
-      if (slash) *slash = 0; else snprintf(r->ckpt, sizeof r->ckpt, ".");
-    }
+    if (s == OT_OK) cli_dir_of(o->model, r->ckpt, sizeof r->ckpt);   // the tokenizer files next to it
   } else if (f) {
     fclose(f);
     s = ot_model_load_hf(m, o->model, &run);
