@@ -72,7 +72,7 @@ static timing stream_gbs(void) {
 }
 
 typedef struct { const char *name; int N, K; } shape;
-typedef struct { const char *name; ot_qw_kind kind; int group; } storage;
+typedef struct { const char *name; ot_qw_kind kind; int group; bool pack; } storage;
 
 // Seconds per call (median, best) of ot_qlinear_fwd over `copies` of W,
 // cycling (each copy once per round), for about `budget` seconds.
@@ -93,7 +93,8 @@ static timing time_case(ot_qweight *copies, int ncopies, const float *x, float *
 
 // ncopies views of one quantized weight, the copies laid out one after another.
 static ot_qweight *make_copies(const ot_qweight *w, int ncopies, void **pool) {
-  const size_t db = (size_t)w->rows * w->cols * (w->kind == OT_QW_F32 ? 4 : w->kind == OT_QW_BF16 ? 2 : 1);
+  const size_t db = w->pack ? ot_qweight_bytes(w)
+                            : (size_t)w->rows * w->cols * (w->kind == OT_QW_F32 ? 4 : w->kind == OT_QW_BF16 ? 2 : 1);
   const size_t sb = ot_qweight_bytes(w) - db, stride = ot_align64(db) + ot_align64(sb);
   char *p = must_alloc(stride * (size_t)ncopies);
   ot_qweight *c = calloc((size_t)ncopies, sizeof *c);
@@ -244,9 +245,10 @@ int main(int argc, char **argv) {
   }
   static const shape shapes[] = {{"qkv", 2304, 768}, {"attn.proj", 768, 768}, {"mlp.fc", 3072, 768},
                                  {"mlp.proj", 768, 3072}, {"logits", 50304, 768}};
-  static const storage stores[] = {{"f32", OT_QW_F32, 0},        {"bf16", OT_QW_BF16, 0},
-                                   {"int8/ch", OT_QW_INT8, 0},   {"int8/g128", OT_QW_INT8, 128},
-                                   {"int8/g64", OT_QW_INT8, 64}, {"int8/g32", OT_QW_INT8, 32}};
+  static const storage stores[] = {{"f32", OT_QW_F32, 0, false},       {"f32/packed", OT_QW_F32, 0, true},
+                                   {"bf16", OT_QW_BF16, 0, false},      {"int8/ch", OT_QW_INT8, 0, false},
+                                   {"int8/g128", OT_QW_INT8, 128, false}, {"int8/g64", OT_QW_INT8, 64, false},
+                                   {"int8/g32", OT_QW_INT8, 32, false}};
   int Ms[] = {1, 8};
   if (only_m) Ms[0] = Ms[1] = only_m;
   const double budget = quick ? 0.1 : 0.4;
@@ -270,6 +272,7 @@ int main(int argc, char **argv) {
       if (only && !strstr(tag, only)) continue;
       ot_qweight q;
       must(ot_qweight_quantize(&q, st.kind, st.group, w, sh.N, sh.K), "quantize");
+      if (st.pack) must(ot_qweight_pack(&q), "pack");
       const size_t bytes = ot_qweight_bytes(&q);
       int nc = (int)((POOL_BYTES + bytes - 1) / bytes);
       if (nc < 2) nc = 2;
@@ -308,10 +311,11 @@ int main(int argc, char **argv) {
     for (size_t mi = 0; mi < 2; mi++) {
       const int M = Mp[mi];
       double tf = 0;
-      for (int ki = 0; ki < 3; ki++) {
-        const storage st = stores[ki == 2 ? 3 : ki];   // f32, bf16, int8/g128
+      for (int ki = 0; ki < 4; ki++) {
+        const storage st = stores[ki == 0 ? 0 : ki == 1 ? 1 : ki == 2 ? 2 : 4];   // f32, f32/packed, bf16, int8/g128
         ot_qweight q;
         must(ot_qweight_quantize(&q, st.kind, st.group, w, sh.N, sh.K), "quantize");
+        if (st.pack) must(ot_qweight_pack(&q), "pack");
         double t = time_case(&q, 1, x, y, M, budget).best;
         if (ki == 0) tf = t;
         char dims[32];

@@ -229,12 +229,14 @@ typedef struct ot_engine ot_engine;
 // (ot_qmodel_from_model: matrices quantized to cfg->weights, the tied lm_head
 // is the token embedding, one table; norms, biases, positions f32), allocates
 // the block pool (OT_MEM_KVCACHE) and the workspace (OT_MEM_WORKSPACE).
-// OT_EINVAL names a bad field.
+// f32 matrices are packed for this CPU's linear kernel (ot_qweight_pack: each
+// read as one stream for all the sequences of a step; same bytes, up to one
+// padded panel per matrix). OT_EINVAL names a bad field.
 ot_status ot_engine_create(ot_engine **out, const ot_model *m, const ot_engine_config *cfg);
 // The same from a quantized model (ot_quant_file_load of a file `ot quantize`
 // wrote, or ot_qmodel_from_model): the engine takes q over and frees it, also
-// when creation fails. cfg->weights and cfg->group are ignored (q's are
-// reported by ot_engine_config_of).
+// when creation fails (its f32 matrices packed in place, as above). cfg->weights
+// and cfg->group are ignored (q's are reported by ot_engine_config_of).
 ot_status ot_engine_create_q(ot_engine **out, ot_qmodel *q, const ot_engine_config *cfg);
 void ot_engine_free(ot_engine *e);                       // NULL ok
 const ot_engine_config *ot_engine_config_of(const ot_engine *e);   // resolved (no zeros)

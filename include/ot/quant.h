@@ -30,6 +30,9 @@ typedef struct {
   float *scales;       // INT8: [rows, cols/group] (per-channel: [rows]); NULL otherwise
   bool owned;          // data/scales allocated by ot_qweight_quantize (OT_MEM_PARAMS),
                        // freed by ot_qweight_free
+  int pack;            // 0: row-major; F32 only: > 0 = packed by ot_qweight_pack in panels
+                       // of `pack` rows (element (r, c) at data[(r / pack) * pack * cols
+                       // + c * pack + r % pack], the last panel zero-padded)
 } ot_qweight;
 
 // w: [rows, cols] f32 -> *out (owned). F32: a copy; BF16: rounded to nearest
@@ -39,6 +42,16 @@ typedef struct {
 // F32/BF16. Non-finite weights, a bad group or shape: OT_EINVAL naming them.
 ot_status ot_qweight_quantize(ot_qweight *out, ot_qw_kind kind, int group, const float *w, int rows,
                               int cols);
+// Repacks an F32 weight in place (data replaced by an owned copy, the old data
+// freed when owned) in the panels of this CPU's linear kernel (pack = its width):
+// ot_qlinear_fwd then reads each panel as one sequential stream for all rows of
+// x, which decode with several sequences needs (the row-major form reads rows
+// side by side). Every ot_qweight function takes packed weights (a view with
+// fewer rows too); only the kernel of the ISA that packed runs on them directly,
+// another ISA goes through row tiles. Packed again for the active ISA when
+// packed for another; a no-op when packed for it. bf16 / int8: OT_EINVAL.
+ot_status ot_qweight_pack(ot_qweight *w);
+
 // INT8 with clipped scales (calibration, src/ops/quant_calib.c): as
 // ot_qweight_quantize, row r's scales are clip[r] * absmax / 127 (clip [rows] in
 // (0, 1], NULL: all 1 = ot_qweight_quantize); values beyond saturate at +-127.
@@ -78,6 +91,9 @@ ot_status ot_qweight_dequantize(const ot_qweight *w, float *out);
 // M` on GPT-2's weights (Zen 4, AVX-512 VNNI, 2 threads), GEMV -> int8 GEMM:
 // M = 2 slower (logits 1.96 -> 4.50 ms), M = 4 about even (3.12 -> 3.10 ms),
 // M = 8 2.6-3.3x faster (logits 7.68 -> 2.94 ms per channel), M = 16 2.3-2.8x.
+// f32 packed by ot_qweight_pack: the packed kernel at every M (each panel one
+// stream, read once for all the rows of x; broadcast form, no horizontal sums),
+// or, packed for another ISA than the active one, the tiles above.
 // Allocates nothing after the first call of a shape (per-thread scratch).
 #define OT_QLINEAR_GEMV_MAX 16
 #define OT_QLINEAR_I8_MIN 4

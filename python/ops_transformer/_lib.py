@@ -77,7 +77,7 @@ class AdamWCfg(ctypes.Structure):
 
 class QWeight(ctypes.Structure):
     _fields_ = [("kind", c_int), ("rows", c_int), ("cols", c_int), ("group", c_int),
-                ("data", c_void_p), ("scales", POINTER(c_float)), ("owned", c_bool)]
+                ("data", c_void_p), ("scales", POINTER(c_float)), ("owned", c_bool), ("pack", c_int)]
 
 
 class QSearchOpts(ctypes.Structure):

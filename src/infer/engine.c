@@ -111,7 +111,7 @@ ot_status ot_engine_create_q(ot_engine **out, ot_qmodel *q, const ot_engine_conf
     e->rope = ot_mem_alloc(sizeof(float) * (size_t)c->max_seq * e->D, OT_MEM_PARAMS);
     if (!e->rope) s = ot_error(OT_ENOMEM, "%s: no memory for the RoPE table", fn);
   }
-  if (s == OT_OK) s = ot__qmodel_graph(q, &e->g, e->blk, &e->lm, e->rope);
+  if (s == OT_OK) s = ot__qmodel_graph(q, &e->g, e->blk, &e->lm, e->rope, true);
   if (s == OT_OK) {
     const int mb = (k.max_len + k.block_tokens - 1) / k.block_tokens;
     ot_kvpool_config pc = {e->L, e->Hkv, e->D, k.block_tokens, k.kv_dtype, k.kv_bytes, k.max_seqs,

@@ -271,9 +271,12 @@ const ot__graph *ot__model_graph(const ot_model *m);
 // by the model's parameter names and checked for shape (matrices [out, in],
 // vectors stored f32) against q->config; the head reads the first V rows.
 // blk [n_layers] and rope [max_seq * head_dim] (RoPE models) are the caller's.
+// pack: the f32 matrices the graph multiplies by (blocks, embedding, head; not the
+// position table, read as rows) are packed in place for this CPU's linear kernel
+// (ot_qweight_pack), which streams them once for all the rows of a decode step.
 // OT_EINVAL names a missing or mis-shaped tensor.
-ot_status ot__qmodel_graph(const ot_qmodel *q, ot__graph *g, ot__block_w *blk, ot_qweight *head,
-                           float *rope);
+ot_status ot__qmodel_graph(ot_qmodel *q, ot__graph *g, ot__block_w *blk, ot_qweight *head, float *rope,
+                           bool pack);
 
 
 // ------------------------------------------------- encoder-decoder graphs ---

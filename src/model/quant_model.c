@@ -212,6 +212,9 @@ ot_status ot_quant_file_save(const ot_qmodel *q, const char *path) {
   for (int i = 0; i < q->n && s == OT_OK; i++) {
     const ot_qtensor *t = &q->t[i];
     s = ot_qweight_check(&t->w, fn);
+    if (s == OT_OK && t->w.pack)
+      s = ot_error(OT_EINVAL, "%s: tensor '%s' is packed for this CPU's kernel (ot_qweight_pack: an engine's "
+                   "run-time layout); save the model before an engine packs it", fn, t->name);
     if (s == OT_OK && (t->ndim < 1 || t->ndim > 2 || (t->ndim == 1 && (t->w.kind != OT_QW_F32 || t->w.rows != 1))))
       s = ot_error(OT_EINVAL, "%s: tensor '%s': ndim=%d with a %s [%d, %d] weight (1-D tensors are f32 with "
                    "rows = 1)", fn, t->name, t->ndim, ot_qw_kind_name(t->w.kind), t->w.rows, t->w.cols);

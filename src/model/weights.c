@@ -174,10 +174,14 @@ static ot_status qfind(const ot_qmodel *q, const ot_model *lay, int i, bool vec,
   return OT_OK;
 }
 
-static ot_status qmat(const ot_qmodel *q, const ot_model *lay, int i, ot__wref *r) {
+// Matrix i; pack: an f32 one is packed for this CPU's linear kernel first (ot_qweight_pack;
+// q is then the caller's to change: ot__qmodel_graph).
+static ot_status qmat(const ot_qmodel *q, const ot_model *lay, int i, ot__wref *r, bool pack) {
   r->dense = NULL;
   r->w32 = false;
-  return qfind(q, lay, i, false, &r->q);
+  OT_TRY(qfind(q, lay, i, false, &r->q));
+  if (pack && r->q && r->q->kind == OT_QW_F32) OT_TRY(ot_qweight_pack((ot_qweight *)r->q));
+  return OT_OK;
 }
 
 static ot_status qvec(const ot_qmodel *q, const ot_model *lay, int i, const float **out) {
@@ -188,7 +192,7 @@ static ot_status qvec(const ot_qmodel *q, const ot_model *lay, int i, const floa
 }
 
 static ot_status qgraph(const ot_qmodel *q, const ot_model *lay, ot__graph *g, ot__block_w *blk,
-                        ot_qweight *head, float *rope) {
+                        ot_qweight *head, float *rope, bool pack) {
   const ot_model_config *c = &q->config;
   memset(g, 0, sizeof *g);
   g->a = arch_of(c, c->d_model, c->n_heads, c->n_kv_heads, c->d_ff,
@@ -199,10 +203,10 @@ static ot_status qgraph(const ot_qmodel *q, const ot_model *lay, ot__graph *g, o
   for (int l = 0; l < c->n_layers; l++) {
     const ot__layer_params *P = &lay->lp[l];
     ot__block_w *w = &blk[l];
-    OT_TRY(qmat(q, lay, P->qkv_w, &w->qkv));
-    OT_TRY(qmat(q, lay, P->o_w, &w->o));
-    OT_TRY(qmat(q, lay, P->fc_w, &w->fc));
-    OT_TRY(qmat(q, lay, P->proj_w, &w->proj));
+    OT_TRY(qmat(q, lay, P->qkv_w, &w->qkv, pack));
+    OT_TRY(qmat(q, lay, P->o_w, &w->o, pack));
+    OT_TRY(qmat(q, lay, P->fc_w, &w->fc, pack));
+    OT_TRY(qmat(q, lay, P->proj_w, &w->proj, pack));
     OT_TRY(qvec(q, lay, P->ln1_w, &w->ln1_w));
     OT_TRY(qvec(q, lay, P->ln1_b, &w->ln1_b));
     OT_TRY(qvec(q, lay, P->ln2_w, &w->ln2_w));
@@ -220,9 +224,9 @@ static ot_status qgraph(const ot_qmodel *q, const ot_model *lay, ot__graph *g, o
     return ot_error(OT_EINVAL, "ot_engine_create: tensor '%s' is stored %s; the engine reads it as "
                     "f32", lay->params[lay->wpe].name, ot_qw_kind_name(wpe->kind));
   g->wpe = wpe ? wpe->data : NULL;
-  OT_TRY(qmat(q, lay, lay->wte, &g->wte));
+  OT_TRY(qmat(q, lay, lay->wte, &g->wte, pack));
   ot__wref lm;
-  OT_TRY(qmat(q, lay, c->tied ? lay->wte : lay->lm_head, &lm));
+  OT_TRY(qmat(q, lay, c->tied ? lay->wte : lay->lm_head, &lm, pack));
   *head = *lm.q;   // a view of the V real rows: padding rows are never read
   head->rows = c->vocab;
   head->owned = false;
@@ -234,8 +238,8 @@ static ot_status qgraph(const ot_qmodel *q, const ot_model *lay, ot__graph *g, o
   return OT_OK;
 }
 
-ot_status ot__qmodel_graph(const ot_qmodel *q, ot__graph *g, ot__block_w *blk, ot_qweight *head,
-                           float *rope) {
+ot_status ot__qmodel_graph(ot_qmodel *q, ot__graph *g, ot__block_w *blk, ot_qweight *head, float *rope,
+                           bool pack) {
   // the whole model's layout (tables only) names the tensors and gives their shapes
   ot_model *lay = calloc(1, sizeof *lay);
   if (!lay) return ot_error(OT_ENOMEM, "ot_engine_create: out of memory");
@@ -243,7 +247,7 @@ ot_status ot__qmodel_graph(const ot_qmodel *q, ot__graph *g, ot__block_w *blk, o
   ot_run_config run = {1, 1, OT_F32, OT_RECOMPUTE_NONE, -1};
   ot__set_dims(lay, &q->config, &run, &whole);
   ot_status s = ot__layout_build(lay);
-  if (s == OT_OK) s = qgraph(q, lay, g, blk, head, rope);
+  if (s == OT_OK) s = qgraph(q, lay, g, blk, head, rope, pack);
   ot__layout_free(lay);
   free(lay);
   return s;
@@ -257,12 +261,12 @@ static ot_status quantized_views(ot_model *m) {
   for (int l = 0; l < m->L; l++) {
     const ot__layer_params *P = &m->lp[l];
     ot__block_w *w = &m->blkw[l];
-    OT_TRY(qmat(m->qm, m, P->qkv_w, &w->qkv));
-    OT_TRY(qmat(m->qm, m, P->o_w, &w->o));
-    OT_TRY(qmat(m->qm, m, P->fc_w, &w->fc));
-    OT_TRY(qmat(m->qm, m, P->proj_w, &w->proj));
+    OT_TRY(qmat(m->qm, m, P->qkv_w, &w->qkv, false));
+    OT_TRY(qmat(m->qm, m, P->o_w, &w->o, false));
+    OT_TRY(qmat(m->qm, m, P->fc_w, &w->fc, false));
+    OT_TRY(qmat(m->qm, m, P->proj_w, &w->proj, false));
   }
-  return qmat(m->qm, m, m->lm_head, &g->head);
+  return qmat(m->qm, m, m->lm_head, &g->head, false);
 }
 
 ot_status ot_model_set_weights_q(ot_model *m, ot_qw_kind kind, int group) {

@@ -6,6 +6,7 @@
 #include "gemm_impl.h"
 #include "ot/quant.h"
 #include "kern/qgemm_k.h"
+#include "kern/qpack_k.h"
 #include "quant_impl.h"
 #include <math.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@ _Static_assert(OT_QLINEAR_I8_MIN <= OT_QLINEAR_GEMV_MAX + 1, "ot_qlinear_fwd: in
 
 // The kernels' view of a (checked) weight.
 static ot__qk_weight kview(const ot_qweight *w) {
-  return (ot__qk_weight){(int)w->kind, w->rows, w->cols, w->group, w->data, w->scales};
+  return (ot__qk_weight){(int)w->kind, w->rows, w->cols, w->group, w->data, w->scales, w->pack};
 }
 
 #define QL_TILE_BYTES ((size_t)8 << 20)   // f32 bytes of one dequantized tile of the GEMM path
@@ -58,6 +59,9 @@ ot_status ot_qweight_check(const ot_qweight *w, const char *fn) {
   OT_TRY(check_layout(w->kind, w->group, w->rows, w->cols, fn));
   if (!w->data) return ot_error(OT_EINVAL, "%s: weight data is NULL", fn);
   if (w->kind == OT_QW_INT8 && !w->scales) return ot_error(OT_EINVAL, "%s: int8 weight without scales", fn);
+  if (w->pack < 0 || w->pack > 256 || (w->pack && w->kind != OT_QW_F32))
+    return ot_error(OT_EINVAL, "%s: pack=%d invalid for a %s weight (0 = row-major; only f32 is packed, "
+                    "by ot_qweight_pack)", fn, w->pack, ot_qw_kind_name(w->kind));
   return OT_OK;
 }
 
@@ -68,6 +72,7 @@ static size_t n_scales(const ot_qweight *w) {
 
 size_t ot_qweight_bytes(const ot_qweight *w) {
   if (!w) return 0;
+  if (w->pack) return ot__qpk_floats(w->rows, w->cols, w->pack) * sizeof(float);
   return (size_t)w->rows * (size_t)w->cols * kind_size(w->kind) + n_scales(w) * sizeof(float);
 }
 
@@ -126,7 +131,7 @@ ot_status ot_qweight_quantize_clip(ot_qweight *out, ot_qw_kind kind, int group, 
     return ot_error(OT_EINVAL, "%s: clip ratios apply to int8 only (pass NULL for %s)", fn, ot_qw_kind_name(kind));
   OT_TRY(check_values(w, rows, cols, clip, fn));
   const size_t n = (size_t)rows * (size_t)cols;
-  ot_qweight q = {kind, rows, cols, group, NULL, NULL, true};
+  ot_qweight q = {kind, rows, cols, group, NULL, NULL, true, 0};
   q.data = ot_mem_alloc(n * kind_size(kind), OT_MEM_PARAMS);
   if (q.data && kind == OT_QW_INT8) q.scales = ot_mem_alloc(n_scales(&q) * sizeof(float), OT_MEM_PARAMS);
   if (!q.data || (kind == OT_QW_INT8 && !q.scales)) {
@@ -179,6 +184,34 @@ ot_status ot_qweight_row(const ot_qweight *w, int row, float *out) {
   return OT_OK;
 }
 
+ot_status ot_qweight_pack(ot_qweight *w) {
+  static const char fn[] = "ot_qweight_pack";
+  OT_TRY(ot_qweight_check(w, fn));
+  if (w->kind != OT_QW_F32)
+    return ot_error(OT_EINVAL, "%s: the weight is %s (only f32 weights are packed; bf16 and int8 are read "
+                    "row-major by their kernels)", fn, ot_qw_kind_name(w->kind));
+  const int P = OT_KPICK(k_qpk_width)();
+  if (w->pack == P) return OT_OK;
+  const int N = w->rows, K = w->cols;
+  float *rm = NULL;   // row-major source: the data, or (packed for another ISA) an unpacked copy
+  if (w->pack) {
+    if (!(rm = ot_mem_alloc((size_t)N * K * sizeof(float), OT_MEM_WORKSPACE))) return OT_ENOMEM;
+    OT_TRY(ot_qweight_dequantize(w, rm));
+  }
+  float *d = ot_mem_alloc(ot__qpk_floats(N, K, P) * sizeof(float), OT_MEM_PARAMS);
+  if (!d) {
+    ot_mem_free(rm);
+    return OT_ENOMEM;
+  }
+  OT_KPICK(k_qpk_pack)(d, rm ? rm : (const float *)w->data, N, K);
+  ot_mem_free(rm);
+  if (w->owned) ot_mem_free(w->data);
+  w->data = d;
+  w->owned = true;
+  w->pack = P;
+  return OT_OK;
+}
+
 ot_status ot_qweight_dequantize(const ot_qweight *w, float *out) {
   static const char fn[] = "ot_qweight_dequantize";
   OT_TRY(ot_qweight_check(w, fn));
@@ -207,7 +240,7 @@ static ot_status check_fwd(float *y, const float *x, const ot_qweight *W, int M,
 static ot_status qlinear_gemm(float *y, const float *x, const ot_qweight *W, const float *bias, int M,
                               const char *fn) {
   const int N = W->rows, K = W->cols;
-  if (W->kind == OT_QW_F32) {
+  if (W->kind == OT_QW_F32 && !W->pack) {
     ot_mm m = {OT_F32, OT_F32, OT_F32, false, true, M, N, K, 1.0f, 0.0f, x, K, W->data, K, y, N, bias, false};
     return ot__mm_run(&m, NULL, fn);
   }
@@ -255,7 +288,11 @@ ot_status ot_qlinear_fwd(float *y, const float *x, const ot_qweight *W, const fl
   ot_status s = OT_OK;
   // see ot/quant.h: int8 (groups other than 32) from OT_QLINEAR_I8_MIN rows on, the GEMV up to
   // OT_QLINEAR_GEMV_MAX rows, the dequantized-tile GEMM beyond
-  if (W->kind == OT_QW_INT8 && W->group != 32 && M >= OT_QLINEAR_I8_MIN) {
+  if (W->pack) {   // packed f32: its kernel (any M) when this ISA packed it, else row tiles
+    const ot__qk_weight kw = kview(W);
+    s = W->pack == OT_KPICK(k_qpk_width)() ? OT_KPICK(k_qpk_linear)(y, x, &kw, bias, M)
+                                           : qlinear_gemm(y, x, W, bias, M, fn);
+  } else if (W->kind == OT_QW_INT8 && W->group != 32 && M >= OT_QLINEAR_I8_MIN) {
     s = qlinear_i8(y, x, W, bias, M, fn);
   } else if (M <= OT_QLINEAR_GEMV_MAX) {
     const ot__qk_weight kw = kview(W);
@@ -287,7 +324,8 @@ ot_status ot_ref_qlinear_fwd(float *y, const float *x, const ot_qweight *W, cons
   float *w = malloc((size_t)K * sizeof(float));   // one dequantized row
   if (!w) return ot_error(OT_ENOMEM, "%s: out of memory for a row of %d floats", fn, K);
   for (int n = 0; n < N; n++) {
-    for (int k = 0; k < K; k++) {
+    if (W->pack) ot__qpk_row(w, W->data, W->pack, K, n);
+    for (int k = 0; k < K && !W->pack; k++) {
       const size_t i = (size_t)n * K + k;
       if (W->kind == OT_QW_F32) w[k] = ((const float *)W->data)[i];
       else if (W->kind == OT_QW_BF16) w[k] = ot_bf16_to_f32(((const uint16_t *)W->data)[i]);

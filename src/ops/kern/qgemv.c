@@ -19,6 +19,7 @@
 // activation rows, each weight vector loaded and converted once per tile.
 #include "core/simd.h"
 #include "qgemv_k.h"
+#include "qpack_k.h"
 #include <omp.h>
 
 #define AI static inline __attribute__((always_inline))
@@ -31,9 +32,6 @@
 #define QG_CHUNKS 32     // chunks of output rows the threads share dynamically
 #define QG_S 4           // M = 1: rows read side by side, each from its own stream (2 alike, 8 slower)
 #define QG_M1_CHUNKS 16  // M = 1: most chunks of rows
-#define QG_TEAM_ITEMS 4  // M = 1 on the team: items per thread ...
-#define QG_TEAM_MIN 16384 // ... of at least this many weight bytes
-#define QG_TEAM_MAX 262144 // ... and at most this many (when the rows allow)
 #define QG_M1_DIST 512   // M = 1: prefetch distance in each stream, bytes (256-1024 measured alike, 4096 slower)
 #define QG_YB (16 / QG_R) // blocks of output rows per 64 bytes of y
 
@@ -553,16 +551,8 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
     }
 #endif
     if (team) {
-      // QG_TEAM_ITEMS items per thread, each of QG_TEAM_MIN to QG_TEAM_MAX bytes of
-      // weights (a stolen item is computed twice: at most QG_TEAM_MAX bytes), a
-      // multiple of QG_S rows, at most OT_TEAM_ITEMS_MAX items
-      const size_t rb = (size_t)K * wsize(W->kind);
-      const int T = ot__team_size(), by_t = (N + QG_TEAM_ITEMS * T - 1) / (QG_TEAM_ITEMS * T);
-      const int by_b = (int)((QG_TEAM_MIN + rb - 1) / rb), most = (int)(QG_TEAM_MAX / rb);
-      int w = by_t < most ? by_t : most;
-      if (w < by_b) w = by_b;
-      if (w < (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX) w = (N + OT_TEAM_ITEMS_MAX - 1) / OT_TEAM_ITEMS_MAX;
-      w = (w + QG_S - 1) / QG_S * QG_S;
+      // items of 16 KiB to 256 KiB of weights, a multiple of QG_S rows (ot__qk_team_width)
+      const int w = ot__qk_team_width(N, (size_t)K * wsize(W->kind), ot__team_size(), QG_S);
       const m1_job job = {*W, x, bias, pp, w};
       const ot_status s = ot__team_for(y, N, w, m1_item, &job, sizeof job, ot__team_steal_get());
       ot__team_release();
@@ -600,12 +590,20 @@ ot_status OT_K(k_qgemv)(float *y, const float *x, const ot__qk_weight *W, const 
 // dst[(n - n0) * K + k] = W[n, k] dequantized to f32 for n in [n0, n1) (threaded).
 void OT_K(k_qdequant_rows)(float *dst, const ot__qk_weight *W, int n0, int n1) {
   const int K = W->cols, G = group_cols(W), ng = K / G;
+  if (W->pack == OT_K(k_qpk_width)()) {   // packed by this ISA: panels transposed back
+    OT_K(k_qpk_unpack)(dst, W->data, K, n0, n1);
+    return;
+  }
   const int kind = W->kind;
   const size_t es = wsize(kind);
 #pragma omp parallel for schedule(static) if ((size_t)(n1 - n0) * K >= QG_PAR_MIN)
   for (int n = n0; n < n1; n++) {
     const char *row = (const char *)W->data + (size_t)n * K * es;
     float *d = dst + (size_t)(n - n0) * K;
+    if (W->pack) {   // f32 in panels of another ISA's width
+      ot__qpk_row(d, W->data, W->pack, K, n);
+      continue;
+    }
     for (int g = 0; g < ng; g++) {
       const int k1 = (g + 1) * G;
       int k = g * G;
