@@ -8,7 +8,10 @@
 // once and multiplied by each row's x[m, k] broadcast (MT x NV accumulators:
 // AVX-512 8 x 2 of 32 registers, AVX2 6 x 2 of 16, portable 4 x 8 scalars).
 // With one or two rows, the two halves of k go to two sets of accumulators, so
-// that neither the FMA latency nor one stream's fetches bound the loop.
+// that the FMA latency does not bound the loop; one row (single-stream decode)
+// reads PK_S whole panels side by side, each its own stream, x[k] broadcast once
+// for all. Prefill takes the same kernel: a panel (P x K floats, L2-sized) is
+// read from memory once and multiplied by all M rows of x in tiles of MT.
 #include "core/simd.h"
 #include "qpack_k.h"
 #include <omp.h>
@@ -182,7 +185,7 @@ static void panels(const ot__qk_weight *W, int p0, int p1, const float *x, int M
                    const float *bias) {
   const int N = W->rows, K = W->cols;
   if (M == 1) {   // PK_S streams of whole panels side by side, the rest one by one
-    const int full = N / PW < p1 ? N / PW : p1, L = (full - p0) / PK_S;
+    const int full = N / PW < p1 ? N / PW : p1, L = full > p0 ? (full - p0) / PK_S : 0;
     for (int i = 0; i < L; i++) {
       const float *pp[PK_S], *bb[PK_S];
       float *yy[PK_S];
