@@ -47,11 +47,6 @@ size_t ot_gemm_convert_ws_max(void);
 // GEMM with an f32 output, with this CPU's caches and the current thread count (this
 // thread's scratch; a 16-bit output over a long contraction can take more).
 size_t ot_gemm_own_ws_max(void);
-// The most workspace (bytes) the first-use measurement of OT_GEMM=auto holds at once (a
-// slice of C, at most 8 MiB, plus the conversion tiles when 16-bit operands are converted:
-// `converting`), allocated and freed within the first call of a shape; 0 when OT_GEMM
-// forces one implementation.
-size_t ot_gemm_choice_ws_max(bool converting);
 // Whether a GEMM of `flops` (2 M N K) is measured at its first call to choose between the
 // own GEMM and oneDNN: OT_GEMM=auto and at least 1 GFLOP (smaller ones always run oneDNN);
 // never under OT_GEMM=own or onednn. The engine's choice and the planner's memory both ask it.

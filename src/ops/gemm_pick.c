@@ -230,11 +230,6 @@ int ot__gemm_pick_get(const ot_mm *m) {
   return c;
 }
 
-size_t ot_gemm_choice_ws_max(bool converting) {
-  if (mode_get() >= 0) return 0;
-  return PICK_SLICE_BYTES + 64 + (converting ? ot_gemm_convert_ws_max() : 0);
-}
-
 bool ot_gemm_may_measure(double flops) { return mode_get() < 0 && flops >= g_min_flops; }
 
 void ot_gemm_scratch_of(int M, int N, int K, ot_dtype cdt, bool converting, ot_gemm_scratch *o) {

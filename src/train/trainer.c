@@ -151,6 +151,8 @@ ot_status ot_train_plan_memory(const ot_train_config *c, int rank, ot_rank_memor
   o->slots = pm.slots;
   o->n_floats = pm.n_floats;
   o->act_saved_layer = pm.model.act_saved_layer;
+  o->vocab_rows = pm.vocab_rows;
+  o->chunk_rows = pm.chunk_rows;
   return OT_OK;
 }
 
