@@ -96,7 +96,8 @@ typedef struct {
   bool fits;
   char why[256];             // when !fits: the reason (memory, a rule of the layout)
   // memory of the fullest rank, bytes: by ot_mem_category, the ops' scratch (its stage's:
-  // ot_plan_scratch_of), the total
+  // ot_plan_scratch_of), the total (these added up, or its creation's peak where larger:
+  // ot_rank_memory.create_peak, ZeRO-3's initial weights)
   size_t mem[OT_MEM_CATEGORY_COUNT];
   size_t scratch, mem_total;
   size_t resident;           // mem_total + the machine's rank_overhead: the resident set

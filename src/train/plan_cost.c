@@ -322,6 +322,7 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
     const size_t scratch = sc.total;
     size_t tot = scratch + loaders;
     for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tot += pm.bytes[k];
+    if (pm.create_peak > tot) tot = pm.create_peak;   // (ZeRO-3's initial weights)
     if (tot > o->mem_total) {
       o->mem_total = tot;
       o->mem_rank = st * dp * tp;
@@ -407,8 +408,9 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
       ot_plan_scratch sc;
       if (ot_train_plan_memory(c, r, &pm) != OT_OK) continue;
       stage_scratch(c, &pm, &sc);
-      for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) need += (double)pm.bytes[k];
-      need += (double)(sc.total + loaders);
+      double rk = (double)(sc.total + loaders);
+      for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) rk += (double)pm.bytes[k];
+      need += fmax(rk, (double)pm.create_peak);
     }
   }
   free(stt);
