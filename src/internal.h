@@ -28,6 +28,9 @@ void *ot_scratch(size_t bytes);
 // caller's dequantized tile) takes its own slot. ot_scratch is slot OT_SCRATCH_MAIN.
 enum { OT_SCRATCH_MAIN = 0, OT_SCRATCH_GEMM = 1, OT_SCRATCH_TEAM = 2, OT_SCRATCH_SLOTS = 3 };
 void *ot_scratch_slot(int slot, size_t bytes);
+// Bytes of the block this thread's `slot` holds now (0: none, or a slot out of range); the
+// planner's tests compare it with the scratch it predicts.
+size_t ot_scratch_slot_bytes(int slot);
 // Frees this thread's scratch blocks now (tests use it to check the report returns to 0).
 void ot_scratch_release(void);
 

@@ -4,7 +4,9 @@
 // structure (its terms add up, a pipeline's bubble shrinks with micro-batches, slower links
 // cost more, a tensor group across hosts costs more than inside one), the seed's 1000B and
 // the 34B layouts evaluate, and bad input: a model that fits nowhere, impossible device
-// counts, malformed machine files.
+// counts, malformed machine files. The ops' scratch per stage: the GEMMs' block and the GEMM
+// choice's slice only where a GEMM of the stage can run the own GEMM or be measured (a
+// pipeline's small stages take neither), the GEMM block equal to the one the engine takes.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "ot/ot.h"
 #include "ot/plan.h"
 #include "dist/par.h"
+#include "ops/gemm_impl.h"
 
 static ot_train_config tiny_cfg(void) {
   ot_train_config c;
@@ -323,6 +326,145 @@ static void test_balanced_stages(void) {
   th_check(l0 == 3 && l1 == 6, "equal split of 12 over 5: stage 1 is [3, 6) (got [%d, %d))", l0, l1);
 }
 
+// The bench's model (bench/plan_check.sh: C 384, 6 blocks, V 8192, T 128), B rows per micro-batch.
+static ot_train_config bench_cfg(int B) {
+  ot_train_config c = tiny_cfg();
+  ot_model_config_preset(&c.model, "small");
+  c.model.d_model = 384;
+  c.model.n_layers = 6;
+  c.model.n_heads = c.model.n_kv_heads = 6;
+  c.model.d_ff = 1536;
+  c.model.max_seq = 128;
+  c.seq_len = 128;
+  c.batch_size = B;
+  return c;
+}
+
+static ot_plan_scratch scratch_of(const ot_train_config *c, int rank) {
+  ot_plan_scratch s;
+  memset(&s, 0, sizeof s);
+  th_check(ot_plan_scratch_of(c, rank, &s) == OT_OK, "scratch of rank %d: %s", rank, ot_last_error());
+  th_check(s.total == s.ops + s.gemm + s.choice, "rank %d: the scratch is the sum of its parts", rank);
+  return s;
+}
+
+// The fullest rank of ot_plan_eval = the largest plan + its stage's scratch + the loaders.
+static void check_fullest(const char *what, ot_train_config c, const ot_machine *m) {
+  ot_plan_result r = eval(&c, m, 1);
+  if (!th_check(ot_train_config_resolve(&c) == OT_OK, "%s: resolve", what)) return;
+  const size_t loaders = ((size_t)c.batch_size * c.grad_accum * c.data_parallel + (size_t)c.batch_size) *
+                         ((size_t)c.seq_len + 1) * sizeof(int32_t);
+  size_t best = 0;
+  int at = -1;
+  for (int st = 0; st < c.pipeline_stages; st++) {
+    const int rank = st * c.data_parallel * c.tensor_parallel;
+    ot_rank_memory pm;
+    if (!th_check(ot_train_plan_memory(&c, rank, &pm) == OT_OK, "%s: plan", what)) return;
+    size_t tot = scratch_of(&c, rank).total + loaders;
+    for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tot += pm.bytes[k];
+    if (tot > best) { best = tot; at = rank; }
+  }
+  th_check(r.mem_total == best && r.mem_rank == at, "%s: the fullest rank %d, %zu bytes = rank %d's plan + its "
+           "stage's scratch + the loaders, %zu", what, r.mem_rank, r.mem_total, at, best);
+}
+
+static void test_scratch(void) {
+  const ot_machine m = cpu_machine();
+  ot__gemm_impl_set_mode(-1);        // OT_GEMM=auto
+  ot__gemm_pick_set_min_flops(0);    // its threshold: 1 GFLOP
+  // pp2, 4 rows x 128 per micro-batch: every block GEMM below 1 GFLOP (the MLP's 2 x 512 x 1536
+  // x 384 = 0.6), the head's 3.2 above: stage 0 never takes the GEMMs' block nor the slice
+  ot_train_config c = bench_cfg(4);
+  c.grad_accum = 4;
+  c.pipeline_stages = 2;
+  ot_train_config r = c;
+  th_check(ot_train_config_resolve(&r) == OT_OK, "resolve pp2: %s", ot_last_error());
+  ot_plan_scratch s0 = scratch_of(&r, 0), s1 = scratch_of(&r, 1);
+  th_check(s0.gemm == 0 && s0.choice == 0 && s0.ops > 0, "pp2 auto, stage 0 (blocks only): no GEMM block "
+           "(%zu), no measurement slice (%zu)", s0.gemm, s0.choice);
+  th_check(s1.gemm >= 4096 && (s1.gemm & (s1.gemm - 1)) == 0 && s1.choice == ((size_t)8 << 20) + 64,
+           "pp2 auto, stage 1 (the head): the GEMM block %zu (a slot's power of two), the head's slice of C "
+           "cut to 8 MiB (%zu)", s1.gemm, s1.choice);
+  th_check(ot_gemm_may_measure(2.0 * 512 * 8192 * 384) && !ot_gemm_may_measure(2.0 * 512 * 1536 * 384),
+           "auto: the head measured, the MLP not");
+  check_fullest("pp2 auto", c, &m);
+  // a lower threshold measures the blocks too: stage 0's largest slice is the MLP up
+  // projection's whole C [512, 1536] f32
+  ot__gemm_pick_set_min_flops(1e8);
+  s0 = scratch_of(&r, 0);
+  th_check(s0.gemm > 0 && s0.choice == (size_t)512 * 1536 * 4 + 64, "pp2, threshold 0.1 GFLOP: stage 0 "
+           "takes the GEMM block (%zu) and the MLP's slice (%zu)", s0.gemm, s0.choice);
+  ot__gemm_pick_set_min_flops(0);
+  // balanced stages, dp2 x pp2, tp2 x pp2: every pipeline stage its own scratch
+  c.balanced_stages = true;
+  check_fullest("pp2 balanced", c, &m);
+  c.balanced_stages = false;
+  c.data_parallel = 2;
+  c.grad_accum = 2;
+  check_fullest("dp2 pp2", c, &m);
+  c.data_parallel = 1;
+  c.tensor_parallel = 2;
+  check_fullest("tp2 pp2", c, &m);
+  // OT_GEMM=own: every stage takes the block, nothing is measured; =onednn: neither
+  ot__gemm_impl_set_mode(1);
+  s0 = scratch_of(&r, 0);
+  s1 = scratch_of(&r, 1);
+  th_check(s0.gemm > 0 && s1.gemm >= s0.gemm && s0.choice == 0 && s1.choice == 0,
+           "OT_GEMM=own: both stages take the GEMM block (%zu, %zu), no slice", s0.gemm, s1.gemm);
+  ot__gemm_impl_set_mode(0);
+  s0 = scratch_of(&r, 0);
+  s1 = scratch_of(&r, 1);
+  th_check(s0.gemm + s0.choice + s1.gemm + s1.choice == 0 && !ot_gemm_may_measure(1e12),
+           "OT_GEMM=onednn: no GEMM block, no slice");
+  // ZeRO-3 dp2: the head's GEMMs a chunk of 2730 rows at a time (C [1024, 2730] f32: cut to
+  // 8 MiB); ZeRO-2: the forward whole
+  c = bench_cfg(8);
+  c.data_parallel = 2;
+  c.optimizer_shard = 3;
+  ot__gemm_impl_set_mode(-1);
+  r = c;
+  th_check(ot_train_config_resolve(&r) == OT_OK, "resolve z3: %s", ot_last_error());
+  s0 = scratch_of(&r, 0);
+  th_check(s0.gemm > 0 && s0.choice == ((size_t)8 << 20) + 64, "dp2 ZeRO-3: the chunked head measured (%zu)",
+           s0.choice);
+  check_fullest("dp2 ZeRO-3", c, &m);
+
+  // the engine (one process, the small preset, 2 x 32 rows): the GEMM block its step takes
+  // is the planner's. OT_GEMM=own runs every GEMM on the own GEMM: the block exactly; auto
+  // measures none of these shapes (the head's 2 x 64 x 8192 x 256 = 0.27 GFLOP): no own block
+  // (at most oneDNN's scratchpad, below it)
+  c = tiny_cfg();
+  ot_model_config_preset(&c.model, "small");
+  c.batch_size = 2;
+  c.seq_len = 32;
+  r = c;
+  th_check(ot_train_config_resolve(&r) == OT_OK, "resolve small: %s", ot_last_error());
+  int32_t rows[2 * 33];
+  for (int i = 0; i < 2 * 33; i++) rows[i] = (i * 37 + 11) % 8192;
+  size_t own_block = 0;
+  for (int mode = 1; mode >= -1; mode -= 2) {
+    ot__gemm_impl_set_mode(mode);
+    const ot_plan_scratch p = scratch_of(&r, 0);
+    ot_trainer *t = NULL;
+    if (!th_check(ot_trainer_create(&t, &r) == OT_OK, "create small: %s", ot_last_error())) break;
+    ot_scratch_release();   // this thread's blocks from nothing
+    ot_step_info info;
+    th_check(ot_trainer_step_on(t, rows, &info) == OT_OK, "step: %s", ot_last_error());
+    const size_t got = ot_scratch_slot_bytes(OT_SCRATCH_GEMM);
+    if (mode == 1) {
+      own_block = p.gemm;
+      th_check(got == p.gemm && p.gemm > 0 && p.choice == 0, "OT_GEMM=own: the step's GEMM block %zu = planned %zu",
+               got, p.gemm);
+    } else {
+      th_check(p.gemm == 0 && p.choice == 0 && got < own_block, "OT_GEMM=auto, nothing measured: planned no GEMM "
+               "block (%zu), the step's %zu (oneDNN's scratchpad) below the own GEMM's %zu", p.gemm, got, own_block);
+    }
+    ot_trainer_free(t);
+  }
+  ot_scratch_release();
+  ot__gemm_impl_set_mode(-2);   // back to the environment's choice
+}
+
 int main(void) {
   test_exact();
   test_machine();
@@ -330,5 +472,6 @@ int main(void) {
   test_search();
   test_seed_layouts();
   test_balanced_stages();
+  test_scratch();
   return th_finish();
 }

@@ -47,11 +47,22 @@ size_t ot_gemm_convert_ws_max(void);
 // GEMM with an f32 output, with this CPU's caches and the current thread count (this
 // thread's scratch; a 16-bit output over a long contraction can take more).
 size_t ot_gemm_own_ws_max(void);
-// The most workspace (bytes) the first-use measurement of OT_GEMM=auto holds at once (a
-// slice of C, at most 8 MiB, plus the conversion tiles when 16-bit operands are converted:
-// `converting`), allocated and freed within the first call of a shape; 0 when OT_GEMM
-// forces one implementation.
-size_t ot_gemm_choice_ws_max(bool converting);
+// Whether a GEMM of `flops` (2 M N K) is measured at its first call to choose between the
+// own GEMM and oneDNN: OT_GEMM=auto and at least 1 GFLOP (smaller ones always run oneDNN);
+// never under OT_GEMM=own or onednn. The engine's choice and the planner's memory both ask it.
+bool ot_gemm_may_measure(double flops);
+// The GEMM scratch a GEMM of C [M, N] (cdt) over a contraction of K takes in this process,
+// under OT_GEMM and the thread count as they are now (the layout planner counts it):
+typedef struct {
+  bool measured;      // ot_gemm_may_measure(2 M N K)
+  bool may_own;       // it may run on the own GEMM: measured (the measurement runs it), or OT_GEMM=own
+  size_t own_ws;      // the own GEMM's packing workspace (bytes) for the shape or its measured
+                      // slice, whichever is larger (this thread's GEMM scratch block); 0: !may_own
+  size_t choice_ws;   // the measurement's slice of C (at most 8 MiB), plus the conversion tiles
+                      // when 16-bit operands are converted (`converting`), allocated and freed
+                      // within the shape's first call; 0: not measured
+} ot_gemm_scratch;
+void ot_gemm_scratch_of(int M, int N, int K, ot_dtype cdt, bool converting, ot_gemm_scratch *out);
 // Which GEMM runs (OT_GEMM: the own blocked GEMM, oneDNN, or chosen per shape) and the own
 // GEMM's micro-tile and cache sizes, as one line into buf (n bytes; `ot info` prints it).
 void ot_gemm_describe(char *buf, size_t n);

@@ -66,6 +66,20 @@ ot_status ot_machine_validate(const ot_machine *m);
 // Collective under mpirun.
 ot_status ot_machine_measure(ot_machine *m, FILE *log);
 
+// The ops' transient scratch world rank `rank` of a resolved lm config's layout holds during
+// a step, on top of its planned memory (ot_train_plan_memory), by the GEMM choice and the
+// thread count of this process (the engine's OT_GEMM): bytes.
+typedef struct {
+  size_t ops;      // the ops' scratch block (the QKV projection's f32 staging and gradient,
+                   // the conversion tiles, the cross-entropy's row sums), as the slot holds it
+  size_t gemm;     // the GEMMs' block: the own GEMM's packing workspace, where a GEMM of the
+                   // rank's stage may run it (ot_gemm_scratch_of); 0 where none can (OT_GEMM=
+                   // auto with every GEMM below the measurement threshold, or =onednn)
+  size_t choice;   // the largest slice of C the first-use GEMM measurement holds (0: none measured)
+  size_t total;
+} ot_plan_scratch;
+ot_status ot_plan_scratch_of(const ot_train_config *resolved, int rank, ot_plan_scratch *out);
+
 // One layout's prediction.
 typedef struct {
   // the layout (the training keys that run it)
@@ -81,7 +95,9 @@ typedef struct {
   int hosts, ranks_per_host;
   bool fits;
   char why[256];             // when !fits: the reason (memory, a rule of the layout)
-  // memory of the fullest rank, bytes: by ot_mem_category, the ops' scratch, the total
+  // memory of the fullest rank, bytes: by ot_mem_category, the ops' scratch (its stage's:
+  // ot_plan_scratch_of), the total (these added up, or its creation's peak where larger:
+  // ot_rank_memory.create_peak, ZeRO-3's initial weights)
   size_t mem[OT_MEM_CATEGORY_COUNT];
   size_t scratch, mem_total;
   size_t resident;           // mem_total + the machine's rank_overhead: the resident set

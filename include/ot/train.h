@@ -259,6 +259,13 @@ typedef struct {
   int slots;                 // micro-batches whose activations it holds at once
   size_t n_floats;           // its stage's parameters (floats)
   size_t act_saved_layer;    // activations one block saves per micro-batch
+  int vocab_rows;            // the head's rows on this rank (vocab-parallel: its part of them)
+  int chunk_rows;            // ZeRO-2/3: the head's weight-gradient GEMMs (ZeRO-3: all its
+                             // GEMMs) take that many rows at a time (0 below ZeRO-2)
+  size_t create_peak;        // the most tracked bytes held at once during the creation: the
+                             // total of bytes[], or more under ZeRO-3, which initializes the
+                             // whole stage's weights (n_floats f32) before sharding them, before
+                             // the optimizer's moments and the batch buffers exist
 } ot_rank_memory;
 ot_status ot_train_plan_memory(const ot_train_config *resolved, int rank, ot_rank_memory *out);
 void ot_trainer_free(ot_trainer *t);    // NULL ok

@@ -93,6 +93,11 @@ static void print_detail(FILE *f, const ot_plan_result *r) {
           gib((double)r->mem[OT_MEM_PARAMS]), gib((double)r->mem[OT_MEM_GRADS]), gib((double)r->mem[OT_MEM_OPTIM]),
           gib((double)r->mem[OT_MEM_ACTIVATIONS]), gib((double)r->mem[OT_MEM_WORKSPACE]), gib((double)r->scratch),
           gib((double)r->mem[OT_MEM_OTHER]), gib((double)r->mem_total));
+  size_t sum = r->scratch;
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) sum += r->mem[k];
+  if (r->mem_total > sum)
+    fprintf(f, "  (the total: its peak while the trainer is created, ZeRO-3's whole initial weights before they "
+            "are sharded; %.3f GiB during the steps)\n", gib((double)sum));
   if (r->resident > r->mem_total)
     fprintf(f, "  resident set of that rank (+ %.3f GiB of code, libraries, MPI buffers, stacks): %.3f GiB\n",
             gib((double)(r->resident - r->mem_total)), gib((double)r->resident));

@@ -181,6 +181,10 @@ void *ot_scratch_slot(int slot, size_t bytes) {
 
 void *ot_scratch(size_t bytes) { return ot_scratch_slot(OT_SCRATCH_MAIN, bytes); }
 
+size_t ot_scratch_slot_bytes(int slot) {
+  return slot >= 0 && slot < OT_SCRATCH_SLOTS && g_scratch[slot] ? g_scratch_cap[slot] : 0;
+}
+
 void ot_scratch_release(void) {
   for (int i = 0; i < OT_SCRATCH_SLOTS; i++) {
     if (g_scratch[i] && g_scratch_keyed[i]) pthread_setspecific(g_scratch_key[i], NULL);

@@ -38,6 +38,8 @@ typedef struct {
 typedef struct {
   size_t bytes[7];            // by ot_mem_category (OT_MEM_CATEGORY_COUNT)
   int dp_rank, tp_rank, pp_rank, layer0, layer1, slots;
+  int vocab_rows;             // the embedding / head rows of this tensor rank (vocab-parallel: its part)
+  int chunk_rows;             // ZeRO-2/3's vocabulary rows per chunk (0 below ZeRO-2)
   size_t n_floats;            // the stage's parameter buffer (floats)
   size_t shard_floats;        // the part the optimizer updates (ZeRO >= 1: the shard)
   ot_mem_plan model;          // the part's own plan

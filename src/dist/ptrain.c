@@ -359,6 +359,9 @@ ot_status ot__par_plan_rank(const ot__par_config *c, int rank, ot__par_mem *o) {
   o->layer0 = part.layer0;
   o->layer1 = part.layer1;
   o->slots = part.slots;
+  const int vp = ot_model_vocab_padded(&c->model);
+  o->vocab_rows = part.vocab_parallel ? (vp + part.tp - 1) / part.tp : vp;
+  o->chunk_rows = chunk_rows;
   ot_model *m = NULL;
   OT_TRY(ot_model_create_layout(&m, &c->model, &c->run, &part));
   const ot_mem_plan *mp = ot_model_plan_of(m);

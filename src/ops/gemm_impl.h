@@ -41,6 +41,8 @@ ot_status ot__mm_run_lib(const ot_mm *m, void *ws, const char *fn);
 // slot (ot__mm_own_ws(m, threads) bytes).
 ot_status ot__mm_own_run(const ot_mm *m, const char *fn);
 size_t ot__mm_own_ws(const ot_mm *m, int threads);
+// The threads ot__mm_own_run runs m on (its workspace: ot__mm_own_ws(m, that)).
+int ot__mm_own_threads(const ot_mm *m);
 // "micro-tile MR x NR (isa), blocks from L1 .., L2 .., L3 .." into buf (n bytes).
 void ot__gemm_own_describe(char *buf, size_t n);
 // Forces the own GEMM's cache blocks: rows of A, contraction, columns of B (mc

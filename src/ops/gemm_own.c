@@ -145,13 +145,16 @@ size_t ot__mm_own_ws(const ot_mm *m, int threads) {
   return 4 * (bfl + (size_t)threads * afl);
 }
 
+int ot__mm_own_threads(const ot_mm *m) {
+  const int T = ot_threads_get();
+  // one thread beats a parallel region below ~20 us of work
+  return T < 1 || 2.0 * m->M * m->N * m->K < 4e6 ? 1 : T;
+}
+
 ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
   own_blocks b;
   choose_blocks(m, &b);
-  const double flops = 2.0 * m->M * m->N * m->K;
-  int T = ot_threads_get();
-  if (T < 1) T = 1;
-  if (flops < 4e6) T = 1;   // one thread beats a parallel region below ~20 us of work
+  const int T = ot__mm_own_threads(m);
   size_t bfl, afl;
   pack_floats(m, &b, &bfl, &afl);
   const size_t wsb = 4 * (bfl + (size_t)T * afl);   // ot__mm_own_ws(m, T), from the blocks at hand

@@ -5,8 +5,8 @@
 // dimensions, bias, GELU, beta != 0):
 //  - both run on a slice of the problem (C cut to 8 MiB and 2 GFLOP of work
 //    along its longer side, down to 256; the contraction cut only past 20
-//    GFLOP; C copied to a block of its own, freed after: ot_gemm_choice_ws_max,
-//    never written): one untimed run
+//    GFLOP; C copied to a block of its own, freed after: ot_gemm_scratch_of's
+//    choice_ws, never written): one untimed run
 //    each, then PICK_SAMPLES timed runs each, alternating;
 //  - the own GEMM is kept when its fastest run beats oneDNN's by PICK_MARGIN
 //    (the fastest: the run least disturbed by other work on the cores)
@@ -15,7 +15,8 @@
 //  - every call of the shape, the first included, then runs the chosen one, so
 //    results within a process never mix the two (recompute, repeated steps and
 //    threads give the same bits).
-// Shapes below PICK_MIN_FLOPS (1 GFLOP) are not measured (oneDNN runs them):
+// Shapes below PICK_MIN_FLOPS (1 GFLOP) are not measured (oneDNN runs them;
+// ot_gemm_may_measure decides it for the engine and the planner alike):
 // decode steps and short prompts pay no measurement in their latency, timings of
 // a few milliseconds decide little, and small models stay reproducible bit for
 // bit from one process to the next. Across processes a choice can differ where
@@ -124,13 +125,11 @@ static void decide(const pick_key *k, int choice) {
   pthread_mutex_unlock(&g_mu);
 }
 
-// Times oneDNN (0) and the own GEMM (1) on a slice of m (see the file comment);
-// returns the choice. On any failure (memory, an implementation refusing the
-// slice) oneDNN is kept.
-static int measure(const ot_mm *m, double t[2], int sl[3]) {
-  t[0] = t[1] = 0.0;
+// The slice of m the measurement times (see the file comment): the first rows / columns /
+// contraction terms of m, at the same pointers, C [s.M, s.N] of its own (ldc s.N).
+static ot_mm slice_of(const ot_mm *m) {
   const size_t ces = ot_dtype_size(m->cdt);
-  ot_mm s = *m;   // the slice: the first rows / columns / contraction terms, at the same pointers
+  ot_mm s = *m;
   // C within PICK_SLICE_BYTES: cut the longer side (the shorter keeps the shape's character)
   const size_t cap = PICK_SLICE_BYTES / ces;
   if ((size_t)s.M * s.N > cap) {
@@ -153,6 +152,16 @@ static int measure(const ot_mm *m, double t[2], int sl[3]) {
     s.K = k < 256 ? (s.K < 256 ? s.K : 256) : k;
   }
   s.ldc = s.N;
+  return s;
+}
+
+// Times oneDNN (0) and the own GEMM (1) on a slice of m (see the file comment);
+// returns the choice. On any failure (memory, an implementation refusing the
+// slice) oneDNN is kept.
+static int measure(const ot_mm *m, double t[2], int sl[3]) {
+  t[0] = t[1] = 0.0;
+  const size_t ces = ot_dtype_size(m->cdt);
+  ot_mm s = slice_of(m);
   sl[0] = s.M; sl[1] = s.N; sl[2] = s.K;
   const size_t cbytes = (size_t)s.M * s.N * ces, wbytes = ot__mm_ws(&s);
   char *c = ot_mem_alloc(cbytes + wbytes + 64, OT_MEM_WORKSPACE);
@@ -179,7 +188,7 @@ static int measure(const ot_mm *m, double t[2], int sl[3]) {
 static int pick(const ot_mm *m) {
   const int mode = mode_get();
   if (mode >= 0) return mode;
-  if (2.0 * m->M * m->N * m->K < g_min_flops) return 0;
+  if (!ot_gemm_may_measure(2.0 * m->M * m->N * m->K)) return 0;
   pick_key k;
   make_key(&k, m);
   int c = lookup(&k);
@@ -211,7 +220,7 @@ void ot__gemm_pick_set_min_flops(double flops) {
 int ot__gemm_pick_get(const ot_mm *m) {
   const int mode = mode_get();
   if (mode >= 0) return mode;
-  if (2.0 * m->M * m->N * m->K < g_min_flops) return 0;
+  if (!ot_gemm_may_measure(2.0 * m->M * m->N * m->K)) return 0;
   pick_key k;
   make_key(&k, m);
   pthread_mutex_lock(&g_mu);
@@ -221,9 +230,23 @@ int ot__gemm_pick_get(const ot_mm *m) {
   return c;
 }
 
-size_t ot_gemm_choice_ws_max(bool converting) {
-  if (mode_get() >= 0) return 0;
-  return PICK_SLICE_BYTES + 64 + (converting ? ot_gemm_convert_ws_max() : 0);
+bool ot_gemm_may_measure(double flops) { return mode_get() < 0 && flops >= g_min_flops; }
+
+void ot_gemm_scratch_of(int M, int N, int K, ot_dtype cdt, bool converting, ot_gemm_scratch *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  o->measured = ot_gemm_may_measure(2.0 * M * N * K);
+  o->may_own = o->measured || mode_get() == 1;
+  if (!o->may_own) return;
+  // (the own GEMM's blocks depend on the shape and C's dtype only: it packs f32)
+  const ot_mm m = {OT_F32, OT_F32, cdt, false, false, M, N, K, 1.0f, 0.0f, NULL, K, NULL, N, NULL, N, NULL, false};
+  o->own_ws = ot__mm_own_ws(&m, ot__mm_own_threads(&m));
+  if (!o->measured) return;
+  const ot_mm s = slice_of(&m);
+  const size_t sw = ot__mm_own_ws(&s, ot__mm_own_threads(&s));
+  if (sw > o->own_ws) o->own_ws = sw;
+  o->choice_ws = (size_t)s.M * s.N * ot_dtype_size(cdt) + 64 + (converting ? ot_gemm_convert_ws_max() : 0);
 }
 
 ot_status ot__mm_run(const ot_mm *m, void *ws, const char *fn) {

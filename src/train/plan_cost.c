@@ -1,16 +1,13 @@
 // The layout planner's prediction of one layout (ot_plan_eval, ot/plan.h): the memory
-// of every rank from the engine's own plan (ot_train_plan_memory) plus the ops' scratch
-// and the data loaders, and the step time from the cost model the header describes.
+// of every rank from the engine's own plan (ot_train_plan_memory) plus its stage's ops'
+// scratch (ot_plan_scratch_of) and the data loaders, and the step time from the cost
+// model the header describes.
 #include "train/train_impl.h"
 #include "ot/plan.h"
 #include <math.h>
 #include <stdlib.h>
 
 // ------------------------------------------------------------------ memory ---
-// The largest blocks of ops' scratch one step asks for (each slot grows by doubling from
-// 4 KiB and keeps its block), and the GEMMs' packing workspace: the QKV projection's f32 output staging [B*T, (Hq + 2 Hkv)
-// D / tp] (forward) and its gathered gradient (backward), with a 16-bit run's conversion
-// tiles (ot_gemm_convert_ws_max) when the GEMMs convert.
 // The block a scratch slot holds for a request of `want` bytes: 4 KiB doubled until it fits.
 static size_t slot_cap(size_t want) {
   size_t cap = 4096;
@@ -18,20 +15,80 @@ static size_t slot_cap(size_t want) {
   return cap;
 }
 
-static size_t scratch_bytes(const ot_train_config *c) {
+// Adds one GEMM (C [M, N] of cdt over K) to a stage's GEMM scratch: the largest own-GEMM
+// workspace and measurement slice so far.
+static void add_gemm(int M, int N, int K, ot_dtype cdt, bool cvt, size_t *own, size_t *choice) {
+  ot_gemm_scratch g;
+  ot_gemm_scratch_of(M, N, K, cdt, cvt, &g);
+  if (g.own_ws > *own) *own = g.own_ws;
+  if (g.choice_ws > *choice) *choice = g.choice_ws;
+}
+// A linear layer of `rows` tokens, `out` x `in` weights: its forward (C [rows, out] of
+// fwd_cdt), its backward's dx (C [rows, in], dt) and dW (C [out, in] f32, over the rows;
+// wrows at a time when ZeRO chunks it).
+static void add_linear(int rows, int out, int in, int wrows, ot_dtype dt, ot_dtype fwd_cdt, bool cvt,
+                       size_t *own, size_t *choice) {
+  add_gemm(rows, out, in, fwd_cdt, cvt, own, choice);
+  add_gemm(rows, in, out, dt, cvt, own, choice);
+  add_gemm(wrows, in, rows, OT_F32, cvt, own, choice);
+}
+
+// The scratch of the rank whose plan is pm (see ot_plan_scratch_of).
+static void stage_scratch(const ot_train_config *c, const ot_rank_memory *pm, ot_plan_scratch *o) {
+  memset(o, 0, sizeof *o);
   const ot_model_config *mc = &c->model;
-  const size_t N = (size_t)c->batch_size * c->seq_len;
-  const size_t Nt = (size_t)(mc->n_heads + 2 * mc->n_kv_heads) / (size_t)c->tensor_parallel *
-                    (size_t)ot_model_head_dim(mc);
-  size_t want = ot_align64(N * Nt * 4);
-  const bool cvt = c->dtype == OT_F16 || (c->dtype == OT_BF16 && !ot_gemm_bf16_native());
+  const int tp = c->tensor_parallel, C = mc->d_model, D = ot_model_head_dim(mc);
+  const int rows = c->batch_size * c->seq_len;
+  const int qkv = (mc->n_heads + 2 * mc->n_kv_heads) / tp * D, att = mc->n_heads / tp * D;
+  const int ff = mc->d_ff / tp, up = mc->mlp == OT_MLP_SWIGLU ? 2 * ff : ff;
+  const bool last = pm->layer1 == ot_model_n_blocks(mc);
+  const ot_dtype dt = c->dtype;
+  const bool cvt = dt == OT_F16 || (dt == OT_BF16 && !ot_gemm_bf16_native());
+  // the ops' slot: the QKV projection's f32 output staging [rows, qkv] (forward) and its
+  // gathered gradient (backward), with the conversion tiles when the GEMMs convert; the
+  // cross-entropy's row sums (the last stage)
+  size_t want = ot_align64((size_t)rows * qkv * 4);
   if (cvt) want += ot_gemm_convert_ws_max();
-  const size_t xent = ot_align64(N * sizeof(double));
-  if (xent > want) want = xent;
-  // the GEMMs' own block (OT_SCRATCH_GEMM): the own GEMM's packing workspace, taken by
-  // its run or by the measurement that chooses it (OT_GEMM=auto), and that measurement's
-  // slice of C (held while it runs, at the first call of each shape)
-  return slot_cap(want) + slot_cap(ot_gemm_own_ws_max()) + ot_gemm_choice_ws_max(cvt);
+  const size_t xent = ot_align64((size_t)rows * sizeof(double));
+  if (last && xent > want) want = xent;
+  o->ops = slot_cap(want);
+  // the GEMMs the stage runs, forward and backward: each block's QKV (f32 output), attention
+  // output, MLP up and down projections; the last stage's head (ZeRO-3: chunk_rows of the
+  // vocabulary at a time in every GEMM, ZeRO-2 in the weight gradient only)
+  size_t own = 0, choice = 0;
+  if (pm->layer1 > pm->layer0) {
+    add_linear(rows, qkv, C, qkv, dt, OT_F32, cvt, &own, &choice);
+    add_linear(rows, C, att, C, dt, dt, cvt, &own, &choice);
+    add_linear(rows, up, C, up, dt, dt, cvt, &own, &choice);
+    add_linear(rows, C, ff, C, dt, dt, cvt, &own, &choice);
+  }
+  if (last) {
+    const int V = pm->vocab_rows, R = pm->chunk_rows > 0 && pm->chunk_rows < V ? pm->chunk_rows : V;
+    if (c->optimizer_shard == 3) {   // forward C: a column block of the logits; dx summed in f32
+      add_gemm(rows, R, C, dt, cvt, &own, &choice);
+      add_gemm(rows, C, R, OT_F32, cvt, &own, &choice);
+      add_gemm(R, C, rows, OT_F32, cvt, &own, &choice);
+    } else {
+      add_linear(rows, V, C, c->optimizer_shard == 2 ? R : V, dt, dt, cvt, &own, &choice);
+    }
+  }
+  // the GEMMs' own block (OT_SCRATCH_GEMM): taken where a GEMM runs the own GEMM or is
+  // measured (OT_GEMM=auto, ot_gemm_may_measure: a stage whose GEMMs all stay below the
+  // threshold never takes it); the measurement's slice of C, held during its first call
+  o->gemm = own ? slot_cap(own) : 0;
+  o->choice = choice;
+  o->total = o->ops + o->gemm + o->choice;
+}
+
+ot_status ot_plan_scratch_of(const ot_train_config *c, int rank, ot_plan_scratch *o) {
+  static const char fn[] = "ot_plan_scratch_of";
+  OT_CHECK_PTR(c, fn);
+  OT_CHECK_PTR(o, fn);
+  memset(o, 0, sizeof *o);
+  ot_rank_memory pm;
+  OT_TRY(ot_train_plan_memory(c, rank, &pm));
+  stage_scratch(c, &pm, o);
+  return OT_OK;
 }
 
 // The loaders' buffers: one global batch of [T + 1] rows for training, one micro-batch for
@@ -249,7 +306,7 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
   // every pipeline stage (tensor rank 0, data rank 0: the fullest shard)
   stage_time *stt = calloc((size_t)pp, sizeof *stt);
   if (!stt) return ot_error(OT_ENOMEM, "%s: out of memory", fn);
-  const size_t scratch = scratch_bytes(c), loaders = loader_bytes(c);
+  const size_t loaders = loader_bytes(c);
   double tmax = 0.0, tsum = 0.0, busy_host = 0.0;
   int slowest = 0;
   for (int st = 0; st < pp; st++) {
@@ -260,8 +317,12 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
       return OT_OK;
     }
     if (st == 0) o->first_stage_blocks = pm.layer1 - pm.layer0;
+    ot_plan_scratch sc;
+    stage_scratch(c, &pm, &sc);
+    const size_t scratch = sc.total;
     size_t tot = scratch + loaders;
     for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) tot += pm.bytes[k];
+    if (pm.create_peak > tot) tot = pm.create_peak;   // (ZeRO-3's initial weights)
     if (tot > o->mem_total) {
       o->mem_total = tot;
       o->mem_rank = st * dp * tp;
@@ -344,9 +405,12 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
     need = 0.0;
     for (int r = 0; r < rph && r < world; r++) {
       ot_rank_memory pm;
+      ot_plan_scratch sc;
       if (ot_train_plan_memory(c, r, &pm) != OT_OK) continue;
-      for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) need += (double)pm.bytes[k];
-      need += (double)(scratch + loaders);
+      stage_scratch(c, &pm, &sc);
+      double rk = (double)(sc.total + loaders);
+      for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) rk += (double)pm.bytes[k];
+      need += fmax(rk, (double)pm.create_peak);
     }
   }
   free(stt);

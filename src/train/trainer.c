@@ -151,6 +151,17 @@ ot_status ot_train_plan_memory(const ot_train_config *c, int rank, ot_rank_memor
   o->slots = pm.slots;
   o->n_floats = pm.n_floats;
   o->act_saved_layer = pm.model.act_saved_layer;
+  o->vocab_rows = pm.vocab_rows;
+  o->chunk_rows = pm.chunk_rows;
+  // (ot__par_init_params: ZeRO-3's whole initial weights, then the moments and x, y)
+  size_t total = 0;
+  for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) total += o->bytes[k];
+  o->create_peak = total;
+  if (pc.zero == 3 && ot__par_wanted(c->data_parallel, c->tensor_parallel, c->pipeline_stages)) {
+    const size_t init = total - (o->bytes[OT_MEM_OPTIM] - pm.bytes[OT_MEM_OPTIM]) - 2 * io_bytes(c) +
+                        (pm.n_floats ? pm.n_floats : 1) * sizeof(float);
+    if (init > total) o->create_peak = init;
+  }
   return OT_OK;
 }
 

@@ -149,16 +149,21 @@ static ot_train_config config_of(const variant *v) {
 }
 
 // The memory plan of this rank (ot_train_plan_memory) equals what creating the trainer
-// allocated, category by category, to the byte.
+// allocated, category by category, to the byte, and the most it held at once (the peak
+// reset before the creation) its create_peak (ZeRO-3: the whole initial weights).
 static void check_plan(const char *name, const ot_train_config *resolved, const size_t *before) {
   ot_rank_memory pm;
   if (!th_check(ot_train_plan_memory(resolved, g_rank, &pm) == OT_OK, "%s: plan: %s", name, ot_last_error()))
     return;
+  size_t held = 0;
   for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) {
     const size_t got = ot_mem_current((ot_mem_category)k) - before[k];
+    held += before[k];
     th_check(got == pm.bytes[k], "%s rank %d: planned %s %zu bytes = allocated %zu", name, g_rank,
              ot_mem_category_name((ot_mem_category)k), pm.bytes[k], got);
   }
+  th_check(ot_mem_peak_total() - held == pm.create_peak, "%s rank %d: the creation's peak %zu bytes = planned %zu",
+           name, g_rank, ot_mem_peak_total() - held, pm.create_peak);
 }
 
 // Trains variant v for steps [from, to) (resuming from `resume` when set) and
@@ -169,6 +174,7 @@ static void run_variant(const variant *v, const ref_run *ref, int from, int to, 
   ot_trainer *t = NULL;
   size_t before[OT_MEM_CATEGORY_COUNT];
   for (int k = 0; k < OT_MEM_CATEGORY_COUNT; k++) before[k] = ot_mem_current((ot_mem_category)k);
+  ot_mem_reset_peak();
   if (!th_check(ot_trainer_create(&t, &c) == OT_OK, "%s: create: %s", v->name, ot_last_error())) return;
   check_plan(v->name, ot_trainer_config(t), before);
   if (resume) th_check(ot_trainer_load(t, resume, false) == OT_OK, "%s: load: %s", v->name, ot_last_error());
@@ -412,9 +418,14 @@ int main(int argc, char **argv) {
   }
   MPI_Bcast(g_tmp, sizeof g_tmp, MPI_CHAR, 0, MPI_COMM_WORLD);
   // layouts of this world size: (dp, tp, pp)
-  int lay[3][3], nl = 0;
+  // (dp4: ZeRO-3's initial weights outgrow its moments, the creation's peak above the plan)
+  int lay[4][3], nl = 0;
   if (g_world == 2) { int l[3][3] = {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}}; memcpy(lay, l, sizeof l); nl = 3; }
-  if (g_world == 4) { int l[3][3] = {{2, 2, 1}, {2, 1, 2}, {1, 2, 2}}; memcpy(lay, l, sizeof l); nl = 3; }
+  if (g_world == 4) {
+    int l[4][3] = {{2, 2, 1}, {2, 1, 2}, {1, 2, 2}, {4, 1, 1}};
+    memcpy(lay, l, sizeof l);
+    nl = 4;
+  }
   if (g_world == 8) { int l[1][3] = {{2, 2, 2}}; memcpy(lay, l, sizeof l); nl = 1; }
   for (int i = 0; i < nl; i++) {
     const int dp = lay[i][0], tp = lay[i][1], pp = lay[i][2], M = pp;
