@@ -2,7 +2,7 @@
 # `ot quantize --calibrate` and `ot train --qat` end to end on a tiny model: a QAT run
 # (group 32) whose checkpoint `ot quantize` exports with its own group by default (and
 # warns for another one), a QAT fine-tune of an f32 run (--resume --qat --out elsewhere;
-# --steps below the checkpoint's refused), calibrated int8 per row and per group (the search's report),
+# --steps below the checkpoint's refused; --init-from: a new run from its weights), calibrated int8 per row and per group (the search's report),
 # clipping only; the refusals: --calibrate with bf16, shards that do not exist, a
 # calibration sequence beyond the model, --qat with bf16, --qat-group 48.
 # Usage: tests/cli_quantize.sh PATH/TO/ot   (run from the repository root)
@@ -43,6 +43,18 @@ out=$("$ot" train --resume "$tmp/f32" --qat --steps 8 --out "$tmp/qat_none" 2>&1
 check "--steps at the checkpoint's: nothing to train (rc $rc): $out" \
   grep -q "nothing to train, no checkpoint written" <<<"$out"
 fails 2 "--qat trains in f32" train --resume "$tmp/f32" --qat --dtype bf16 --steps 12 --out "$tmp/bad"
+# or as a new run from the f32 weights: the checkpoint's model, step 0, a fresh optimizer
+out=$("$ot" train --init-from "$tmp/f32" --qat --qat-group 32 --steps 4 --lr 1e-4 --lr-decay constant \
+  --data "$tmp/data" --seq-len 32 --batch-size 4 --eval-every 0 --eval-batches 2 --out "$tmp/qat_new" 2>&1); rc=$?
+check "--init-from the f32 run with --qat (rc $rc): $(tail -2 <<<"$out")" test "$rc" = 0
+check "it says so" grep -q "weights from .*f32/step_000008; a new run: step 0" <<<"$out"
+check "the checkpoint's model (d-model 64, not the preset's)" grep -q "model tiny .*d_model 64" <<<"$out"
+check "its own steps" test -d "$tmp/qat_new/step_000004"
+out=$("$ot" quantize --model "$tmp/qat_new" --out "$tmp/qat_new.st" --dtype int8 2>&1); rc=$?
+check "quantize the new run with its group (rc $rc): $out" grep -q "int8 (group 32)" <<<"$out"
+fails 2 "--init-from starts a new run from a checkpoint's weights" train --init-from "$tmp/f32" --resume "$tmp/f32" \
+  --steps 12 --out "$tmp/bad"
+fails 1 "--init-from $tmp/nowhere" train --init-from "$tmp/nowhere" --steps 2 --out "$tmp/bad"
 
 for g in 0 32; do
   out=$("$ot" quantize --model "$tmp/f32" --out "$tmp/cal$g.st" --dtype int8 --group $g --calibrate "$tmp/data" \

@@ -9,6 +9,7 @@
 //    text as its fake-quantized forward does;
 //  - QAT as a fine-tune: a resume of an f32 checkpoint with QAT on continues the run on
 //    the fake-quantized weights of its masters and writes a QAT checkpoint elsewhere;
+//    a new run from a checkpoint's (or a Hugging Face directory's) weights, fresh optimizer;
 //  - calibrated PTQ (ot_qmodel_calibrate) on models with outlier activation channels:
 //    the int8 engine's logits are closer to f32 than plain PTQ's; the model's own
 //    weights are untouched; bad input.
@@ -230,6 +231,76 @@ out:
   remove_tree(dir);
 }
 
+// QAT as a fine-tune in a new run (`ot train --init-from DIR --qat`): ot_train_run with
+// init_from a checkpoint, or the same weights as a Hugging Face directory, trains from
+// those weights with a fresh optimizer from step 0: its checkpoint holds the weights of a
+// trainer that loaded them (weights only) and stepped, the export equals its forward;
+// init_from with resume is refused.
+static void test_qat_init_from(int group) {
+  char dir[64], ck[600], hf[600], ft[1100], p[1400], text[8192];
+  if (!make_data(dir, sizeof dir, 50, 20000, 2000)) return;
+  ot_train_config c = tiny_config(dir);
+  c.steps = 30;
+  snprintf(c.out, sizeof c.out, "%s/f32", dir);
+  ot_trainer *t = make_trainer(&c);
+  ot_step_info si = {0};
+  for (int s = 0; t && s < (int)c.steps; s++) th_check(ot_trainer_step(t, &si) == OT_OK, "f32 step");
+  const double trained = si.loss;
+  snprintf(hf, sizeof hf, "%s/hf", dir);
+  snprintf(p, sizeof p, "%s/model.safetensors", hf);
+  if (!t || !th_check(ot_trainer_checkpoint(t, ck, sizeof ck) == OT_OK && mkdir(hf, 0755) == 0 &&
+                      ot_model_export(ot_trainer_model(t), p) == OT_OK, "checkpoint, HF export: %s", ot_last_error()))
+    goto out;
+  snprintf(p, sizeof p, "cp '%s/config.json' '%s/'", ck, hf);
+  th_check(system(p) == 0, "config.json of the HF directory");
+  for (int k = 0; k < 2; k++) {
+    ot_train_config cf = c;
+    cf.qat = true;
+    cf.qat_group = group;
+    cf.steps = 4;
+    cf.lr = 1e-3f;
+    cf.warmup = 0;
+    cf.lr_decay = OT_LR_CONSTANT;
+    snprintf(cf.out, sizeof cf.out, "%s/ft%d", dir, k);
+    ot_train_config ch = cf;   // by hand: the weights loaded into a fresh trainer
+    snprintf(cf.init_from, sizeof cf.init_from, "%s", k ? hf : c.out);
+    FILE *sink = tmpfile();
+    text[0] = 0;
+    if (sink && th_check(ot_train_run(&cf, sink, NULL, NULL) == OT_OK, "run from %s: %s", cf.init_from,
+                         ot_last_error())) {
+      rewind(sink);
+      text[fread(text, 1, sizeof text - 1, sink)] = 0;
+    }
+    if (sink) fclose(sink);
+    th_check(strstr(text, "weights from ") && strstr(text, k ? "/hf;" : "/f32/step_000030;"),
+             "the run says where its weights are from: %.300s", text);
+    ot_trainer *e = make_trainer(&ch), *g = make_trainer(&ch);
+    ot_step_info s1 = {0};
+    if (e && th_check(ot_trainer_load(e, k ? hf : ck, true) == OT_OK, "load: %s", ot_last_error()))
+      for (int s = 0; s < 4; s++) th_check(ot_trainer_step(e, s ? &si : &s1) == OT_OK, "step");
+    snprintf(ft, sizeof ft, "%s/step_000004", cf.out);
+    if (e && g && th_check(ot_trainer_load(g, ft, true) == OT_OK, "%s: %s", ft, ot_last_error())) {
+      ot_model *mg = ot_trainer_model(g), *me = ot_trainer_model(e);
+      th_check(!memcmp(ot_model_params(mg), ot_model_params(me), ot_model_n_floats(me) * sizeof(float)),
+               "%s: the weights of a fresh optimizer's 4 steps from the loaded weights", ft);
+      th_check(s1.loss < trained + 0.2, "step 1 starts from the trained model: loss %.4f (trained %.4f)", s1.loss,
+               trained);
+      char what[64];
+      snprintf(what, sizeof what, "QAT g%d fine-tune from %s", group, k ? "HF" : "a checkpoint");
+      check_export(mg, group, what);
+    }
+    ot_trainer_free(e);
+    ot_trainer_free(g);
+    if (k) {
+      snprintf(cf.resume, sizeof cf.resume, "%s", ck);
+      th_check_error(ot_train_run(&cf, stdout, NULL, NULL), OT_EINVAL, "give one of them", "--init-from --resume");
+    }
+  }
+out:
+  ot_trainer_free(t);
+  remove_tree(dir);
+}
+
 // ----------------------------------------------------------- calibration ----
 // Outlier activation channels without changing the function: in every block, the norm
 // gains and biases of channels k % 7 == 3 times 12 and the columns k of the matrix the
@@ -347,6 +418,8 @@ int main(void) {
   test_qat_train_export(32);
   test_qat_resume(0);
   test_qat_resume(32);
+  test_qat_init_from(0);
+  test_qat_init_from(32);
   compare_calibrated(&g, 0);
   compare_calibrated(&g, 32);
   compare_calibrated(&l, 0);

@@ -277,6 +277,15 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
               "--decay-steps %lld to stretch the decay over the longer run\n", rc->min_lr,
               (long long)rc->decay_steps, (long long)rc->steps);
   }
+  if (s == OT_OK && c.init_from[0]) {   // a new run from a checkpoint's weights
+    char from[OT_PATH_MAX + 64], note[2 * OT_PATH_MAX + 256];
+    s = ot_ckpt_find(c.init_from, from, sizeof from, note, sizeof note);
+    if (s == OT_OK && note[0]) fprintf(out, "note: %s\n", note);
+    if (s == OT_OK) s = ot_trainer_load(t, from, true);
+    if (s == OT_OK)
+      fprintf(out, "weights from %s; a new run: step 0, a fresh optimizer, the learning rate schedule from its "
+              "start\n", from);
+  }
   run_ctx r = {out, NULL, ot_trainer_config(t), 0.0};
   double peak_all = 0, peak_one = 0;
   if (s == OT_OK && c.measure_peak) {
