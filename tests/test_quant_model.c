@@ -264,6 +264,10 @@ static void test_qat_init_from(int group) {
     snprintf(cf.out, sizeof cf.out, "%s/ft%d", dir, k);
     ot_train_config ch = cf;   // by hand: the weights loaded into a fresh trainer
     snprintf(cf.init_from, sizeof cf.init_from, "%s", k ? hf : c.out);
+    ot_train_config hc;   // from an HF directory, `ot train` takes the model of its config.json
+    if (k && th_check(ot_ckpt_train_config(hf, &hc) == OT_OK && !strcmp(hc.model.name, "hf-gpt2"),
+                      "HF config: %s", ot_last_error()))
+      cf.model = ch.model = hc.model;
     FILE *sink = tmpfile();
     text[0] = 0;
     if (sink && th_check(ot_train_run(&cf, sink, NULL, NULL) == OT_OK, "run from %s: %s", cf.init_from,
@@ -288,6 +292,14 @@ static void test_qat_init_from(int group) {
       char what[64];
       snprintf(what, sizeof what, "QAT g%d fine-tune from %s", group, k ? "HF" : "a checkpoint");
       check_export(mg, group, what);
+      // its checkpoint reads back (the model of an HF directory is stored as hf-gpt2 + shape keys)
+      ot_train_config rb;
+      const ot_model_config *a = &rb.model, *b = &ch.model;
+      th_check(ot_ckpt_train_config(ft, &rb) == OT_OK && !strcmp(a->name, b->name) && a->vocab == b->vocab &&
+               a->vocab_pad == b->vocab_pad && a->d_model == b->d_model && a->n_layers == b->n_layers &&
+               a->n_heads == b->n_heads && a->d_ff == b->d_ff && a->max_seq == b->max_seq && a->mlp == b->mlp &&
+               a->tied == b->tied && a->bias == b->bias && a->eps == b->eps && a->arch == b->arch,
+               "%s: its settings read back to the same model (%s): %s", ft, a->name, ot_last_error());
     }
     ot_trainer_free(e);
     ot_trainer_free(g);

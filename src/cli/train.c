@@ -115,6 +115,11 @@ static ot_status init_model(ot_train_config *c, const char *dir) {
   if (!ic) return ot_error(OT_ENOMEM, "--init-from: out of memory");
   ot_status s = ot_ckpt_find(dir, from, sizeof from, note, sizeof note);   // its note comes with the load
   if (s == OT_OK) s = ot_ckpt_train_config(from, ic);
+  ot_model_config base;   // its checkpoints store the model by name + shape keys: the name must read back
+  if (s == OT_OK && ot_model_config_preset(&base, ic->model.name) != OT_OK)
+    s = ot_error(OT_EUNSUPPORTED, "a %s model cannot start a new run yet: its settings are not all training "
+                 "keys, so its checkpoints could not be read back (GPT-2 and Llama directories can)",
+                 ic->model.name);
   if (s == OT_OK) {
     c->model = ic->model;
     c->task = ic->task;
