@@ -74,7 +74,7 @@ summary() {  # summary MODEL: the criteria of the int8 perplexity table
   echo "   calibrated                       $(gap calibrated_row f32 "$t") | $(gap calibrated_g32 f32 "$t")"
   echo "   f32 fine-tune ($ft steps), PTQ    $(gap ft_f32_ptq_row ft_f32 "$t") | $(gap ft_f32_ptq_g32 ft_f32 "$t")"
   echo "   QAT fine-tune, to the f32 one    $(gap ft_qat_row ft_f32 "$t") | $(gap ft_qat_g32 ft_f32 "$t")"
-  echo "   QAT fine-tune, to the model      $(gap ft_qat_row f32 "$t") | $(gap ft_qat_g32 f32 "$t")"
+  echo "   QAT fine-tune, to its f32 weights $(gap ft_qat_row ft_qat_row_f32_weights "$t") | $(gap ft_qat_g32 ft_qat_g32_f32_weights "$t")"
   echo "   QAT int8 against the f32 fine-tune's PTQ  $(gap ft_qat_row ft_f32_ptq_row "$t") | $(gap ft_qat_g32 ft_f32_ptq_g32 "$t")"
 }
 echo "== the trained model ($steps steps; fine-tunes: $ft more steps from its weights at lr $ftlr);" \
