@@ -7,6 +7,9 @@
 //  - a tiny QAT training run converges, ot_qmodel_from_model with its group stores
 //    exactly the weights its forward ran with, and the int8 engine scores held-out
 //    text as its fake-quantized forward does;
+//  - QAT as a fine-tune: a resume of an f32 checkpoint with QAT on continues the run on
+//    the fake-quantized weights of its masters and writes a QAT checkpoint elsewhere;
+//    a new run from a checkpoint's (or a Hugging Face directory's) weights, fresh optimizer;
 //  - calibrated PTQ (ot_qmodel_calibrate) on models with outlier activation channels:
 //    the int8 engine's logits are closer to f32 than plain PTQ's; the model's own
 //    weights are untouched; bad input.
@@ -89,6 +92,41 @@ static void engine_logits(ot_qmodel *q, const int32_t *seq, int n, float *out, i
   ot_engine_free(e);
 }
 
+// The int8 export of m (ot_qmodel_from_model with group) stores exactly the weights m's QAT
+// forward runs with, and the int8 engine scores held-out text as that forward does.
+static void check_export(ot_model *m, int group, const char *what) {
+  ot_qmodel *q = NULL;
+  th_check(ot_qmodel_from_model(&q, m, OT_QW_INT8, group) == OT_OK, "%s: export: %s", what, ot_last_error());
+  // the export's matrices are the fake-quantized masters, bit for bit
+  size_t bad = 0;
+  for (int i = 0; q && i < q->n; i++) {
+    const ot_qtensor *x = &q->t[i];
+    if (x->w.kind != OT_QW_INT8) continue;
+    const ot_param *p = ot_model_param_at(m, ot_model_param_find(m, x->name));
+    const size_t n = (size_t)x->w.rows * x->w.cols;
+    float *a = th_falloc(n), *b = th_falloc(n);
+    ot_qweight_dequantize(&x->w, a);
+    ot_ref_qweight_fake_quant(b, ot_model_params(m) + p->offset, x->w.rows, x->w.cols, group, NULL);
+    for (size_t k = 0; k < n; k++) bad += a[k] != b[k];
+    free(a); free(b);
+  }
+  th_check(q && !bad, "%s: %zu exported weights differ from the fake-quantized forward's", what, bad);
+  // held-out logits: the QAT model's forward against the int8 engine; a prompt of
+  // fewer than OT_QLINEAR_I8_MIN tokens, so the engine's linears take the GEMV with
+  // f32 activations (from 4 rows on, the int8 GEMM quantizes them: tested in test_quant_i8)
+  const int T = OT_QLINEAR_I8_MIN - 1, V = 50;
+  int32_t seq[16];
+  random_tokens(seq, 16, V, 77);
+  int ld = 0;
+  th_check(ot_model_forward(m, seq, NULL, 1, T, 0, false, NULL) == OT_OK, "fwd: %s", ot_last_error());
+  const float *L = ot_model_logits(m, &ld);
+  float want[50], got[50];
+  memcpy(want, L + (size_t)(T - 1) * ld, sizeof want);
+  if (q) engine_logits(q, seq, T, got, V);
+  const double e = th_nerr(got, want, (size_t)V);
+  th_check(e <= 1e-5, "%s: int8 engine logits vs the QAT forward: nerr %.3g", what, e);
+}
+
 static void test_qat_train_export(int group) {
   char dir[64];
   if (!make_data(dir, sizeof dir, 50, 20000, 2000)) return;
@@ -107,37 +145,170 @@ static void test_qat_train_export(int group) {
   }
   printf("QAT g%d: loss %.4f -> %.4f in %d steps\n", group, first, last, (int)c.steps);
   th_check(last < first - 1.0, "QAT g%d converges: loss %.4f -> %.4f", group, first, last);
-  ot_model *m = ot_trainer_model(t);
-  ot_qmodel *q = NULL;
-  th_check(ot_qmodel_from_model(&q, m, OT_QW_INT8, group) == OT_OK, "export: %s", ot_last_error());
-  // the export's matrices are the fake-quantized masters, bit for bit
-  size_t bad = 0;
-  for (int i = 0; q && i < q->n; i++) {
-    const ot_qtensor *x = &q->t[i];
-    if (x->w.kind != OT_QW_INT8) continue;
-    const ot_param *p = ot_model_param_at(m, ot_model_param_find(m, x->name));
-    const size_t n = (size_t)x->w.rows * x->w.cols;
-    float *a = th_falloc(n), *b = th_falloc(n);
-    ot_qweight_dequantize(&x->w, a);
-    ot_ref_qweight_fake_quant(b, ot_model_params(m) + p->offset, x->w.rows, x->w.cols, group, NULL);
-    for (size_t k = 0; k < n; k++) bad += a[k] != b[k];
-    free(a); free(b);
+  char what[32];
+  snprintf(what, sizeof what, "QAT g%d", group);
+  check_export(ot_trainer_model(t), group, what);
+  ot_trainer_free(t);
+  remove_tree(dir);
+}
+
+// QAT as a fine-tune of a trained f32 run (`ot train --resume F32 --qat --out NEW`): the
+// resumed trainer's masters are the checkpoint's, its fake-quantized copy is made from them
+// (the export matches its forward before any step), its steps continue the run's count
+// and differ from the f32 continuation's; the new checkpoint goes to NEW (the f32 run is
+// untouched), records qat / qat-group, and a trainer made from its settings runs the
+// forward that its int8 export computes. --steps below the checkpoint's is refused.
+static void test_qat_resume(int group) {
+  char dir[64], ck[600], ck2[600], p[700];
+  if (!make_data(dir, sizeof dir, 50, 20000, 2000)) return;
+  ot_train_config c = tiny_config(dir);
+  c.steps = 12;
+  snprintf(c.out, sizeof c.out, "%s/f32", dir);
+  ot_trainer *t = make_trainer(&c), *q = NULL, *e = NULL;
+  ot_step_info si;
+  for (int s = 0; t && s < (int)c.steps; s++) th_check(ot_trainer_step(t, &si) == OT_OK, "f32 step");
+  if (!t || !th_check(ot_trainer_checkpoint(t, ck, sizeof ck) == OT_OK, "checkpoint: %s", ot_last_error()))
+    goto out;
+  ot_train_config cq = c;
+  cq.qat = true;
+  cq.qat_group = group;
+  cq.steps = 16;
+  snprintf(cq.out, sizeof cq.out, "%s/qat", dir);
+  q = make_trainer(&cq);
+  if (!q || !th_check(ot_trainer_load(q, ck, false) == OT_OK, "resume with QAT: %s", ot_last_error())) goto out;
+  ot_model *mq = ot_trainer_model(q), *mf = ot_trainer_model(t);
+  th_check(ot_trainer_steps_done(q) == 12 && ot_model_qat_group(mq) == group, "resumed at step %lld, QAT group %d",
+           (long long)ot_trainer_steps_done(q), ot_model_qat_group(mq));
+  th_check(!memcmp(ot_model_params(mq), ot_model_params(mf), ot_model_n_floats(mf) * sizeof(float)),
+           "the resumed masters are the f32 checkpoint's");
+  char what[48];
+  snprintf(what, sizeof what, "QAT g%d resumed from f32", group);
+  check_export(mq, group, what);
+  // the first step after the checkpoint: same batch, same optimizer state, QAT on or off
+  ot_step_info sq, sf;
+  th_check(ot_trainer_step(q, &sq) == OT_OK && ot_trainer_step(t, &sf) == OT_OK, "step 13");
+  printf("QAT g%d fine-tune from an f32 checkpoint: step 13 loss %.6f (f32 continuation %.6f)\n", group, sq.loss,
+         sf.loss);
+  th_check(sq.step == 13 && sq.loss != sf.loss && fabs(sq.loss - sf.loss) < 0.05 * sf.loss,
+           "step %lld: QAT loss %.6f vs f32 %.6f (quantized, and close)", (long long)sq.step, sq.loss, sf.loss);
+  for (int s = 13; s < (int)cq.steps; s++) th_check(ot_trainer_step(q, &si) == OT_OK, "QAT step");
+  if (!th_check(ot_trainer_checkpoint(q, ck2, sizeof ck2) == OT_OK, "QAT checkpoint: %s", ot_last_error())) goto out;
+  snprintf(p, sizeof p, "%s/f32/step_000016", dir);
+  th_check(strstr(ck2, "/qat/step_000016") && !file_exists(p), "the QAT checkpoint %s is in its own run", ck2);
+  // a trainer from the new checkpoint's settings: QAT with its group, the forward its export computes
+  ot_settings *l = calloc(1, sizeof *l);
+  ot_train_config ce;
+  ot_train_config_default(&ce);
+  th_check(l && ot_ckpt_read_config(ck2, l) == OT_OK && ot_train_config_apply(&ce, l, NULL) == OT_OK, "settings: %s",
+           ot_last_error());
+  free(l);
+  th_check(ce.qat && ce.qat_group == group, "the checkpoint records qat %d qat-group %d", ce.qat, ce.qat_group);
+  ce.threads = 1;
+  e = make_trainer(&ce);
+  if (e && th_check(ot_trainer_load(e, ck2, true) == OT_OK, "load: %s", ot_last_error())) {
+    snprintf(what, sizeof what, "the QAT g%d fine-tune's checkpoint", group);
+    check_export(ot_trainer_model(e), group, what);
   }
-  th_check(q && !bad, "g%d: %zu exported weights differ from the fake-quantized forward's", group, bad);
-  // held-out logits: the QAT model's forward against the int8 engine; a prompt of
-  // fewer than OT_QLINEAR_I8_MIN tokens, so the engine's linears take the GEMV with
-  // f32 activations (from 4 rows on, the int8 GEMM quantizes them: tested in test_quant_i8)
-  const int T = OT_QLINEAR_I8_MIN - 1, V = 50;
-  int32_t seq[16];
-  random_tokens(seq, 16, V, 77);
-  int ld = 0;
-  th_check(ot_model_forward(m, seq, NULL, 1, T, 0, false, NULL) == OT_OK, "fwd: %s", ot_last_error());
-  const float *L = ot_model_logits(m, &ld);
-  float want[50], got[50];
-  memcpy(want, L + (size_t)(T - 1) * ld, sizeof want);
-  if (q) engine_logits(q, seq, T, got, V);
-  const double e = th_nerr(got, want, (size_t)V);
-  th_check(e <= 1e-5, "g%d: int8 engine logits vs the QAT forward: nerr %.3g", group, e);
+  // --steps is the total: below the checkpoint's step is refused, equal trains nothing
+  ot_train_config cr = cq;
+  snprintf(cr.resume, sizeof cr.resume, "%s", ck);
+  cr.steps = 4;
+  FILE *sink = tmpfile();
+  th_check_error(ot_train_run(&cr, sink, NULL, NULL), OT_EINVAL, "at step 12 and --steps is 4: --steps counts from "
+                 "the run's start (--steps 16 trains 4 more)", "resume with --steps below the checkpoint's");
+  cr.steps = 12;
+  char text[8192] = "";
+  if (sink && th_check(ot_train_run(&cr, sink, NULL, NULL) == OT_OK, "resume at its step: %s", ot_last_error())) {
+    rewind(sink);
+    text[fread(text, 1, sizeof text - 1, sink)] = 0;
+  }
+  th_check(strstr(text, "nothing to train, no checkpoint written") != NULL, "a finished run says so: %.300s", text);
+  if (sink) fclose(sink);
+out:
+  ot_trainer_free(t);
+  ot_trainer_free(q);
+  ot_trainer_free(e);
+  remove_tree(dir);
+}
+
+// QAT as a fine-tune in a new run (`ot train --init-from DIR --qat`): ot_train_run with
+// init_from a checkpoint, or the same weights as a Hugging Face directory, trains from
+// those weights with a fresh optimizer from step 0: its checkpoint holds the weights of a
+// trainer that loaded them (weights only) and stepped, the export equals its forward;
+// init_from with resume is refused.
+static void test_qat_init_from(int group) {
+  char dir[64], ck[600], hf[600], ft[1100], p[1400], text[8192];
+  if (!make_data(dir, sizeof dir, 50, 20000, 2000)) return;
+  ot_train_config c = tiny_config(dir);
+  c.steps = 30;
+  snprintf(c.out, sizeof c.out, "%s/f32", dir);
+  ot_trainer *t = make_trainer(&c);
+  ot_step_info si = {0};
+  for (int s = 0; t && s < (int)c.steps; s++) th_check(ot_trainer_step(t, &si) == OT_OK, "f32 step");
+  const double trained = si.loss;
+  snprintf(hf, sizeof hf, "%s/hf", dir);
+  snprintf(p, sizeof p, "%s/model.safetensors", hf);
+  if (!t || !th_check(ot_trainer_checkpoint(t, ck, sizeof ck) == OT_OK && mkdir(hf, 0755) == 0 &&
+                      ot_model_export(ot_trainer_model(t), p) == OT_OK, "checkpoint, HF export: %s", ot_last_error()))
+    goto out;
+  snprintf(p, sizeof p, "cp '%s/config.json' '%s/'", ck, hf);
+  th_check(system(p) == 0, "config.json of the HF directory");
+  for (int k = 0; k < 2; k++) {
+    ot_train_config cf = c;
+    cf.qat = true;
+    cf.qat_group = group;
+    cf.steps = 4;
+    cf.lr = 1e-3f;
+    cf.warmup = 0;
+    cf.lr_decay = OT_LR_CONSTANT;
+    snprintf(cf.out, sizeof cf.out, "%s/ft%d", dir, k);
+    ot_train_config ch = cf;   // by hand: the weights loaded into a fresh trainer
+    snprintf(cf.init_from, sizeof cf.init_from, "%s", k ? hf : c.out);
+    ot_train_config hc;   // from an HF directory, `ot train` takes the model of its config.json
+    if (k && th_check(ot_ckpt_train_config(hf, &hc) == OT_OK && !strcmp(hc.model.name, "hf-gpt2"),
+                      "HF config: %s", ot_last_error()))
+      cf.model = ch.model = hc.model;
+    FILE *sink = tmpfile();
+    text[0] = 0;
+    if (sink && th_check(ot_train_run(&cf, sink, NULL, NULL) == OT_OK, "run from %s: %s", cf.init_from,
+                         ot_last_error())) {
+      rewind(sink);
+      text[fread(text, 1, sizeof text - 1, sink)] = 0;
+    }
+    if (sink) fclose(sink);
+    th_check(strstr(text, "weights from ") && strstr(text, k ? "/hf;" : "/f32/step_000030;"),
+             "the run says where its weights are from: %.300s", text);
+    ot_trainer *e = make_trainer(&ch), *g = make_trainer(&ch);
+    ot_step_info s1 = {0};
+    if (e && th_check(ot_trainer_load(e, k ? hf : ck, true) == OT_OK, "load: %s", ot_last_error()))
+      for (int s = 0; s < 4; s++) th_check(ot_trainer_step(e, s ? &si : &s1) == OT_OK, "step");
+    snprintf(ft, sizeof ft, "%s/step_000004", cf.out);
+    if (e && g && th_check(ot_trainer_load(g, ft, true) == OT_OK, "%s: %s", ft, ot_last_error())) {
+      ot_model *mg = ot_trainer_model(g), *me = ot_trainer_model(e);
+      th_check(!memcmp(ot_model_params(mg), ot_model_params(me), ot_model_n_floats(me) * sizeof(float)),
+               "%s: the weights of a fresh optimizer's 4 steps from the loaded weights", ft);
+      th_check(s1.loss < trained + 0.2, "step 1 starts from the trained model: loss %.4f (trained %.4f)", s1.loss,
+               trained);
+      char what[64];
+      snprintf(what, sizeof what, "QAT g%d fine-tune from %s", group, k ? "HF" : "a checkpoint");
+      check_export(mg, group, what);
+      // its checkpoint reads back (the model of an HF directory is stored as hf-gpt2 + shape keys)
+      ot_train_config rb;
+      const ot_model_config *a = &rb.model, *b = &ch.model;
+      th_check(ot_ckpt_train_config(ft, &rb) == OT_OK && !strcmp(a->name, b->name) && a->vocab == b->vocab &&
+               a->vocab_pad == b->vocab_pad && a->d_model == b->d_model && a->n_layers == b->n_layers &&
+               a->n_heads == b->n_heads && a->d_ff == b->d_ff && a->max_seq == b->max_seq && a->mlp == b->mlp &&
+               a->tied == b->tied && a->bias == b->bias && a->eps == b->eps && a->arch == b->arch,
+               "%s: its settings read back to the same model (%s): %s", ft, a->name, ot_last_error());
+    }
+    ot_trainer_free(e);
+    ot_trainer_free(g);
+    if (k) {
+      snprintf(cf.resume, sizeof cf.resume, "%s", ck);
+      th_check_error(ot_train_run(&cf, stdout, NULL, NULL), OT_EINVAL, "give one of them", "--init-from --resume");
+    }
+  }
+out:
   ot_trainer_free(t);
   remove_tree(dir);
 }
@@ -257,6 +428,10 @@ int main(void) {
   test_qat_fwd_bwd(&l, 32);
   test_qat_train_export(0);
   test_qat_train_export(32);
+  test_qat_resume(0);
+  test_qat_resume(32);
+  test_qat_init_from(0);
+  test_qat_init_from(32);
   compare_calibrated(&g, 0);
   compare_calibrated(&g, 32);
   compare_calibrated(&l, 0);

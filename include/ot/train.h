@@ -91,6 +91,8 @@ typedef struct {
   char plot[OT_PATH_MAX];      // "" = <out>/loss.svg
   char profile[OT_PATH_MAX];   // "" = off; else the Chrome trace path (+ summary printed)
   char resume[OT_PATH_MAX];    // "" = fresh run; a checkpoint dir or a run dir (uses <dir>/latest)
+  char init_from[OT_PATH_MAX]; // "" = initialized by seed; else a new run (step 0, fresh optimizer)
+                               // from the weights of this checkpoint / run dir / HF directory
   bool quiet;                  // no progress lines (warnings and errors still)
   bool measure_peak;           // measure the FMA peak at start for MFU (tests turn it off)
   bool eval_only;              // trainer for evaluation: no optimizer state, no training data
@@ -438,7 +440,8 @@ ot_status ot_ckpt_average(const char *run_dir, int last_k, const char *out_dir);
 // -------------------------------------------------------------- the run ---
 
 // The whole training run of a config: creates the trainer (resumes when
-// c->resume is set), prints the settings and the memory plan to `out`, then
+// c->resume is set; loads c->init_from's weights, ot_trainer_load weights-only, when that
+// is), prints the settings and the memory plan to `out`, then
 // per step one progress line (step, loss, lr, grad norm, tokens/s, MFU
 // against the measured f32 FMA peak (bf16 runs are rated against it too),
 // tracked memory) and a JSONL record to the log;

@@ -24,8 +24,8 @@ const cli_command cli_average_command = {
     "average the weights of the last K checkpoints of a run into a new checkpoint",
     "Writes the element-wise mean of the model weights (f32, summed in double in step order)\n"
     "of several checkpoints of one model into a new checkpoint directory, written atomically.\n"
-    "It holds no optimizer state: evaluate, generate, serve or quantize from it; a\n"
-    "--resume from it is refused.\n",
+    "It holds no optimizer state: evaluate, generate, serve or quantize from it, or start a\n"
+    "new run from its weights (ot train --init-from); a --resume from it is refused.\n",
     k_flags, sizeof k_flags / sizeof k_flags[0],
     "example: ot average --run out/train --last 5 --out out/train/avg_last5\n", NULL, false};
 
@@ -54,8 +54,8 @@ int ot_cmd_average(int argc, char **argv) {
     for (int i = 0; i < ot_st_count(f); i++) n += ot_st_get(f, i)->nbytes / sizeof(float);
     printf("ot average: %s (%d tensors, %zu weights, step %s) = mean of %s; %.2f s\n", o.out, ot_st_count(f),
            n, step ? step : "?", from ? from : "?", ot_now() - t0);
-    printf("  no optimizer state: evaluate or generate with --model %s (a --resume from it is refused)\n",
-           o.out);
+    printf("  no optimizer state: evaluate or generate with --model %s, fine-tune with ot train --init-from "
+           "%s (a --resume from it is refused)\n", o.out, o.out);
     ot_st_close(f);
   }
   ot_clear_error();

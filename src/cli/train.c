@@ -24,6 +24,8 @@ static void train_more_help(FILE *f) {
           "  --resume DIR         continue a run bit-exactly from a checkpoint (or from DIR/latest; without\n"
           "                       a usable one, DIR's newest complete checkpoint); its settings are the\n"
           "                       base, flags and --config override them (log and plot follow --out)\n"
+          "  --init-from DIR      a new run from the weights of a checkpoint (or DIR/latest, or a Hugging\n"
+          "                       Face directory): its model is the base, step 0, a fresh optimizer\n"
           "Keys (flags and config files; '-' and '_' are the same; Megatron / MindSpore / nanoGPT /\n"
           "Hugging Face names are accepted as aliases and reported with ours):\n");
   ot_train_config_help(f);
@@ -33,6 +35,8 @@ static void train_more_help(FILE *f) {
           "  ot train --steps 50 --eval-every 10 --profile out/trace.json\n"
           "  ot train --micro_batch_size 4 --global_batch_size 16 --lr 6e-4 --dtype bf16\n"          "  mpirun -np 4 ot train --data_parallel 2 --model_parallel 2 --optimizer_shard true\n"
           "  ot train --resume out/train --steps 600    # continue (and extend) the run\n"
+          "  ot train --init-from out/train --qat --steps 100 --lr 6e-5 --lr-decay constant --out out/qat\n"
+          "                                             # quantization-aware fine-tune of a trained model\n"
           "  ot train --task translate --steps 200      # transformer-small on data/translate (En-Fr)\n"
           "  ot train --task translate --model transformer-base --max-tokens 4096 --update-freq 2\n");
 }
@@ -103,6 +107,30 @@ static void vocab_from_data(ot_train_config *c, const ot_settings *user) {
   }
 }
 
+// --init-from DIR: the model (shape keys, task) of the checkpoint DIR names, ours or a Hugging
+// Face directory, is the base of the new run; the flags override it (the weights must fit).
+static ot_status init_model(ot_train_config *c, const char *dir) {
+  char from[OT_PATH_MAX + 64], note[2 * OT_PATH_MAX + 256];
+  ot_train_config *ic = malloc(sizeof *ic);
+  if (!ic) return ot_error(OT_ENOMEM, "--init-from: out of memory");
+  ot_status s = ot_ckpt_find(dir, from, sizeof from, note, sizeof note);   // its note comes with the load
+  if (s == OT_OK) s = ot_ckpt_train_config(from, ic);
+  ot_model_config base;   // its checkpoints store the model by name + shape keys: the name must read back
+  if (s == OT_OK && ot_model_config_preset(&base, ic->model.name) != OT_OK)
+    s = ot_error(OT_EUNSUPPORTED, "a %s model cannot start a new run yet: its settings are not all training "
+                 "keys, so its checkpoints could not be read back (GPT-2 and Llama directories can)",
+                 ic->model.name);
+  if (s == OT_OK) {
+    c->model = ic->model;
+    c->task = ic->task;
+  }
+  free(ic);
+  if (s == OT_OK) return OT_OK;
+  char why[1024];
+  snprintf(why, sizeof why, "%s", ot_last_error());
+  return ot_error(s, "--init-from %s: %s", dir, why);
+}
+
 static int fail(const char *cmd) {
   if (ot_dist_world_size() > 1)
     fprintf(stderr, "ot %s: rank %d: %s\n", cmd, ot_dist_world_rank(), ot_last_error());
@@ -151,6 +179,7 @@ int ot_cmd_train(int argc, char **argv) {
     else if (probe.resume[0] && (ot_ckpt_find(probe.resume, from, sizeof from, note, sizeof note) != OT_OK ||
                                  ot_ckpt_read_config(from, ck) != OT_OK ||
                                  ot_train_config_apply(&c, ck, NULL) != OT_OK)) rc = fail("train");
+    else if (!probe.resume[0] && probe.init_from[0] && init_model(&c, probe.init_from) != OT_OK) rc = fail("train");
     if (note[0] && speaks()) printf("note: %s\n", note);
   }
   if (!rc && ot_train_config_apply(&c, user, speaks() ? stderr : NULL) != OT_OK) {
@@ -165,7 +194,7 @@ int ot_cmd_train(int argc, char **argv) {
     ot_dist_allreduce_max_int(&any);
     if (any && !bad) rc = 2;
   }
-  if (!rc && !c.resume[0]) vocab_from_data(&c, user);
+  if (!rc && !c.resume[0] && !c.init_from[0]) vocab_from_data(&c, user);
   // resolved once, here: the run takes the resolved config as it is
   if (!rc && ot_train_config_resolve(&c) != OT_OK) {
     rc = 2;

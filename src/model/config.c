@@ -86,7 +86,7 @@ static void shape(ot_model_config *c, const char *name, int V, int pad, int C, i
 static const char *const k_presets = "gpt2, llama-tiny, tiny, small, llama-34b, gpt-1t, transformer-base, "
                                      "transformer-big, transformer-seed, transformer-small, "
                                      "transformer-tiny, vit-tiny/16, vit-small/16, vit-base/16, "
-                                     "vit-long, vit-digits";
+                                     "vit-long, vit-digits, hf-gpt2, hf-llama";
 
 ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
   OT_CHECK_PTR(c, "ot_model_config_preset");
@@ -97,6 +97,11 @@ ot_status ot_model_config_preset(ot_model_config *c, const char *name) {
   } else if (strcmp(name, "llama-tiny") == 0) {
     *c = base_llama();
     shape(c, name, 32000, 64, 288, 6, 6, 2, 768, 256);
+  } else if (strcmp(name, "hf-gpt2") == 0 || strcmp(name, "hf-llama") == 0) {
+    // the base of a model read from a Hugging Face config.json of that type (hf.c), the name
+    // its checkpoints store: every field the file sets is a stored shape key
+    OT_TRY(ot_model_config_preset(c, name[3] == 'g' ? "gpt2" : "llama-tiny"));
+    snprintf(c->name, sizeof c->name, "%s", name);
   } else if (strcmp(name, "llama-34b") == 0) {   // CodeLlama-34B's shape (planning)
     *c = base_llama();
     shape(c, name, 32000, 64, 8192, 48, 64, 8, 22016, 16384);

@@ -226,7 +226,7 @@ static ot_status read_file(const char *path, char **out, size_t *len) {
 }
 
 static ot_status cfg_gpt2(cfgj *j, ot_model_config *c) {
-  ot_model_config_preset(c, "gpt2");
+  ot_model_config_preset(c, "hf-gpt2");
   c->vocab = jint(j, "vocab_size", 0, true);
   c->d_model = jint(j, "n_embd", 0, true);
   c->n_layers = jint(j, "n_layer", 0, true);
@@ -283,7 +283,7 @@ static ot_status cfg_vit(cfgj *j, ot_model_config *c) {
 }
 
 static ot_status cfg_llama(cfgj *j, ot_model_config *c) {
-  ot_model_config_preset(c, "llama-tiny");
+  ot_model_config_preset(c, "hf-llama");
   c->vocab = jint(j, "vocab_size", 0, true);
   c->d_model = jint(j, "hidden_size", 0, true);
   c->n_layers = jint(j, "num_hidden_layers", 0, true);

@@ -426,7 +426,8 @@ static ot_status open_state(const char *dir, ot_st_file **f, bool tensors) {
   OT_TRY(ot__join(path, sizeof path, dir, "optimizer.safetensors"));
   if (!ot__exists(path))
     return ot_error(OT_EIO, "checkpoint %s: no optimizer.safetensors (a weights-only or Hugging Face "
-                    "directory cannot be resumed; `ot eval` reads it)", dir);
+                    "directory cannot be resumed; `ot eval` reads it, `ot train --init-from` starts a new "
+                    "run from its weights)", dir);
   OT_TRY(ot_st_open(f, path));
   const char *fmt = ot_st_meta(*f, "format"), *ver = ot_st_meta(*f, "format_version");
   ot_status s = OT_OK;

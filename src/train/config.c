@@ -144,6 +144,10 @@ static const key_def k_keys[] = {
   {"profile", K_STR, O(profile), 0, 0, F_NOSAVE, "trace", "write the profiler's Chrome trace here and print its summary"},
   {"resume", K_STR, O(resume), 0, 0, F_NOSAVE, "load resume_from_checkpoint",
    "continue from a checkpoint directory (or a run directory: its latest)"},
+  {"init-from", K_STR, O(init_from), 0, 0, F_NOSAVE, "pretrained_checkpoint finetune_from",
+   "start a new run from the weights of a checkpoint (or a run directory: its latest; or a "
+   "Hugging Face directory): its model, a fresh optimizer, step 0 (fine-tuning; --resume "
+   "continues a run instead)"},
   {"quiet", K_BOOL, O(quiet), 0, 0, F_NOSAVE, "", "no progress lines"},
   // parallel layout (mpirun -np dp*tp*pp); a checkpoint loads into any layout
   {"data-parallel", K_INT, O(data_parallel), 1, 1 << 16, F_NOSAVE, "data_parallel_size dp",
@@ -1016,6 +1020,9 @@ ot_status ot_train_config_resolve(ot_train_config *c) {
         "cannot be saved yet)");
   if (c->qat && (c->tensor_parallel > 1 || c->optimizer_shard == 3))
     BAD("--qat needs whole matrices on every rank (no --tensor-parallel, no --optimizer-shard 3)");
+  if (c->init_from[0] && c->resume[0])
+    BAD("--init-from starts a new run from a checkpoint's weights (step 0, fresh optimizer) and --resume "
+        "continues a run: give one of them");
   if (!isfinite(c->grad_clip)) BAD("--grad-clip %g must be finite (<= 0: off)", c->grad_clip);
   if (c->eval_every < 0) BAD("--eval-every %d must be >= 0", c->eval_every);
   if (c->eval_batches < 1) BAD("--eval-batches %d must be >= 1", c->eval_batches);

@@ -260,13 +260,31 @@ ot_status ot__train_run_hooks(const ot_train_config *rc0, const ot_train_hooks *
     if (s == OT_OK && note[0]) fprintf(out, "note: %s\n", note);
     if (s == OT_OK) s = ot_trainer_load(t, from, false);
     const ot_train_config *rc = ot_trainer_config(t);
+    const long long at = (long long)ot_trainer_steps_done(t);
+    // --steps is the run's total: fewer than the checkpoint's is a mistake, the same is a finished run
+    if (s == OT_OK && rc->steps < at)
+      s = ot_error(OT_EINVAL, "%s is at step %lld and --steps is %lld: --steps counts from the run's start "
+                   "(--steps %lld trains %lld more)", from, at, (long long)rc->steps, at + rc->steps,
+                   (long long)rc->steps);
     if (s == OT_OK)
-      fprintf(out, "resumed from %s at step %lld\n", from, (long long)ot_trainer_steps_done(t));
+      fprintf(out, "resumed from %s at step %lld\n", from, at);
+    if (s == OT_OK && rc->steps == at)
+      fprintf(out, "note: the checkpoint is at --steps %lld already: nothing to train, no checkpoint written "
+              "(--steps counts from the run's start: pass more than %lld to train on)\n", at, at);
     if (s == OT_OK && rc->lr_decay != OT_LR_CONSTANT && rc->lr_decay != OT_LR_INVSQRT &&
         rc->steps > rc->decay_steps)
       fprintf(out, "note: the learning rate stays at --min-lr %g after step %lld (--decay-steps); pass "
               "--decay-steps %lld to stretch the decay over the longer run\n", rc->min_lr,
               (long long)rc->decay_steps, (long long)rc->steps);
+  }
+  if (s == OT_OK && c.init_from[0]) {   // a new run from a checkpoint's weights
+    char from[OT_PATH_MAX + 64], note[2 * OT_PATH_MAX + 256];
+    s = ot_ckpt_find(c.init_from, from, sizeof from, note, sizeof note);
+    if (s == OT_OK && note[0]) fprintf(out, "note: %s\n", note);
+    if (s == OT_OK) s = ot_trainer_load(t, from, true);
+    if (s == OT_OK)
+      fprintf(out, "weights from %s; a new run: step 0, a fresh optimizer, the learning rate schedule from its "
+              "start\n", from);
   }
   run_ctx r = {out, NULL, ot_trainer_config(t), 0.0};
   double peak_all = 0, peak_one = 0;
