@@ -6,7 +6,8 @@
 // sequential stream gets. Packed, each panel is one sequential stream, and the
 // broadcast form needs no horizontal sums: per k, NV weight vectors are loaded
 // once and multiplied by each row's x[m, k] broadcast (MT x NV accumulators:
-// AVX-512 8 x 2 of 32 registers, AVX2 6 x 2 of 16, portable 4 x 8 scalars).
+// AVX-512 8 x 2 of 32 registers, AVX2 6 x 2 of 16, portable 4 x 4 scalars). The
+// panels are the own GEMM's packed B for the whole contraction (k_sg_pack_b).
 // With one or two rows, the two halves of k go to two sets of accumulators, so
 // that the FMA latency does not bound the loop; one row (single-stream decode)
 // reads PK_S whole panels side by side, each its own stream, x[k] broadcast once
@@ -14,6 +15,7 @@
 // read from memory once and multiplied by all M rows of x in tiles of MT.
 #include "core/simd.h"
 #include "qpack_k.h"
+#include "sgemm_k.h"
 #include <omp.h>
 #include <string.h>
 
@@ -24,7 +26,7 @@
 #  define NV 2
 #  define MT 6
 #else
-#  define NV 8
+#  define NV 4
 #  define MT 4
 #endif
 #define PW (NV * VL)            // panel width
@@ -34,21 +36,11 @@
 
 int OT_K(k_qpk_width)(void) { return PW; }
 
+// The own GEMM's B panels for the whole contraction (kern/sgemm.c, B stored transposed).
 void OT_K(k_qpk_pack)(float *dst, const float *W, int N, int K) {
   const int np = (N + PW - 1) / PW;
 #pragma omp parallel for schedule(static) if ((size_t)N * K >= PK_PAR_MIN)
-  for (int p = 0; p < np; p++) {
-    float *d = dst + (size_t)p * PW * K;
-    for (int c = 0; c < PW; c++) {
-      const int n = p * PW + c;
-      if (n < N) {
-        const float *s = W + (size_t)n * K;
-        for (int k = 0; k < K; k++) d[(size_t)k * PW + c] = s[k];
-      } else {
-        for (int k = 0; k < K; k++) d[(size_t)k * PW + c] = 0.0f;
-      }
-    }
-  }
+  for (int p = 0; p < np; p++) OT_K(k_sg_pack_b)(dst, W, OT_SK_F32, (size_t)K, 1, K, N, p, p + 1);
 }
 
 void OT_K(k_qpk_unpack)(float *dst, const float *D, int K, int n0, int n1) {

@@ -23,7 +23,8 @@ static inline void ot__qpk_row(float *dst, const float *D, int P, int K, int n) 
   for (int k = 0; k < K; k++) dst[k] = s[(size_t)k * P];
 }
 
-// The panel width of this ISA's kernel (2 vectors: AVX-512 32, AVX2 16; portable 8).
+// The panel width of this ISA's kernel (2 vectors: AVX-512 32, AVX2 16; portable 4), the own
+// GEMM's NR (k_sg_tile).
 OT_KDECL(int, k_qpk_width, (void));
 // dst (ot__qpk_floats(N, K, P) floats) = W [N, K] row-major packed with this ISA's width (threaded).
 OT_KDECL(void, k_qpk_pack, (float *dst, const float *W, int N, int K));
