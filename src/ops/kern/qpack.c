@@ -1,9 +1,9 @@
 // The linear layer over f32 weights packed in panels (layout: qpack_k.h), one
 // source for every ISA (see simd.h). Decode with a few sequences is bound by
 // how fast the weights stream in; the row-major dot-product form (kern/qgemv.c)
-// reads several rows side by side and, at 8 rows of x, reached 10 GB/s on the
-// GPT-2 logits matrix here (`bench_qgemv --m 8`), far from the 25-30 GB/s one
-// sequential stream gets. Packed, each panel is one sequential stream, and the
+// reads several rows side by side and, at 8 rows of x, reached 55-61% of STREAM
+// on GPT-2's shapes here (quiet, `bench_qgemv --no-prefill --only f32`: logits
+// 5906 us), this form 85-100% (3632 us). Packed, each panel is one sequential stream, and the
 // broadcast form needs no horizontal sums: per k, NV weight vectors are loaded
 // once and multiplied by each row's x[m, k] broadcast (MT x NV accumulators:
 // AVX-512 8 x 2 of 32 registers, AVX2 6 x 2 of 16, portable 4 x 4 scalars). The
