@@ -112,3 +112,52 @@ def check_hf(model, out_dir, special, transformers):
     err = float((ours - theirs).abs().max())
     print(f"reloaded with transformers {transformers.__version__} MarianMTModel: max |logit diff| {err:.2e}")
     model.train(was)
+
+
+@torch.no_grad()
+def load_hf(model, path):
+    """The inverse of state_dict_hf: loads a MarianMTModel model.safetensors (a directory holding
+    one: a --save-hf directory, an `ot train` checkpoint or an `ot export` directory) into the
+    Seq2Seq model; q/k/v join into in_proj. Refuses a file whose names or shapes do not fit."""
+    from safetensors.torch import load_file
+    f = os.path.join(path, "model.safetensors") if os.path.isdir(path) else path
+    sd = load_file(f)
+    want = state_dict_hf(model)
+    missing = sorted(set(want) - set(sd))
+    if missing:
+        raise SystemExit(f"--load-hf {f}: tensors missing: {', '.join(missing[:4])}"
+                         f"{' ...' if len(missing) > 4 else ''}")
+    for k, v in want.items():
+        if tuple(sd[k].shape) != tuple(v.shape):
+            raise SystemExit(f"--load-hf {f}: {k} is {tuple(sd[k].shape)}, the model's is {tuple(v.shape)}")
+    d, V = model.d, model.V
+    model.emb.weight[:V] = sd["model.shared.weight"]
+    model.emb.weight[V:] = 0
+    if getattr(model, "lbias", None) is not None:
+        model.lbias[:] = sd["final_logits_bias"][0]
+
+    def attn(pre, m):
+        m.in_proj_weight[:] = torch.cat([sd[f"{pre}.{n}_proj.weight"] for n in "qkv"])
+        m.in_proj_bias[:] = torch.cat([sd[f"{pre}.{n}_proj.bias"] for n in "qkv"])
+        m.out_proj.weight[:] = sd[f"{pre}.out_proj.weight"]
+        m.out_proj.bias[:] = sd[f"{pre}.out_proj.bias"]
+
+    def copy(pre, m):
+        m.weight[:] = sd[pre + ".weight"]
+        m.bias[:] = sd[pre + ".bias"]
+
+    for i, l in enumerate(model.enc.layers):
+        p = f"model.encoder.layers.{i}"
+        attn(p + ".self_attn", l.self_attn)
+        copy(p + ".self_attn_layer_norm", l.norm1)
+        copy(p + ".fc1", l.linear1), copy(p + ".fc2", l.linear2)
+        copy(p + ".final_layer_norm", l.norm2)
+    for i, l in enumerate(model.dec.layers):
+        p = f"model.decoder.layers.{i}"
+        attn(p + ".self_attn", l.self_attn)
+        copy(p + ".self_attn_layer_norm", l.norm1)
+        attn(p + ".encoder_attn", l.multihead_attn)
+        copy(p + ".encoder_attn_layer_norm", l.norm2)
+        copy(p + ".fc1", l.linear1), copy(p + ".fc2", l.linear2)
+        copy(p + ".final_layer_norm", l.norm3)
+    print(f"loaded {f}")

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from translate_util import Vocab, median, one_line, read_dump  # noqa: E402
 from translate_decode import check_incremental, translate  # noqa: E402
-from translate_hf import save_hf  # noqa: E402
+from translate_hf import load_hf, save_hf  # noqa: E402
 
 # name: (enc layers, dec layers, d, heads, ff, max_len), as ot's presets
 PRESETS = {
@@ -350,6 +350,8 @@ def args():
     p.add_argument("--save-dir", help="--save-every's directory (step_<N>.pt)")
     p.add_argument("--load", help="start from these weights (a --save-every file); with --steps 0 "
                                   "only evaluates and decodes")
+    p.add_argument("--load-hf", help="start from the weights of a MarianMTModel directory (a --save-hf "
+                   "one, an `ot train` checkpoint, `ot export`): both sides from the same values")
     p.add_argument("--resume", help="continue a run from a --save-every file (weights, Adam, step, "
                                     "random state) up to --steps, the same flags given")
     p.add_argument("--hf-limit", action="store_true",
@@ -399,6 +401,10 @@ def main():
     if a.load or a.resume:
         start = load_state(model, opt, a.resume or a.load, bool(a.resume))
         print(f"loaded {a.resume or a.load}" + (f", continuing after step {start}" if a.resume else ""))
+    if a.load_hf:
+        if a.resume or a.load:
+            raise SystemExit("--load-hf: not with --load or --resume (one source of weights)")
+        load_hf(model, a.load_hf)
     step = make_step(model, opt, a)
     load = lambda f, n: make_pairs(read_dump(f, V), pad, a.src_eos, a.max_len, n) if f else None
     train_p = load(a.train, "train")
