@@ -161,3 +161,61 @@ def load_hf(model, path):
         copy(p + ".fc1", l.linear1), copy(p + ".fc2", l.linear2)
         copy(p + ".final_layer_norm", l.norm3)
     print(f"loaded {f}")
+
+
+def _param_names(model):
+    """(HF name, parameter, rows) for every trained tensor of the Seq2Seq model; attention
+    in_proj as ot's fused qkv_proj (rows q, k, v), the embedding's first V rows."""
+    out = [("model.shared.weight", model.emb.weight, model.V)]
+    if getattr(model, "lbias", None) is not None:
+        out.append(("final_logits_bias", model.lbias, None))
+    def attn(pre, m):
+        out.extend([(pre + ".qkv_proj.weight", m.in_proj_weight, None), (pre + ".qkv_proj.bias", m.in_proj_bias, None),
+                    (pre + ".out_proj.weight", m.out_proj.weight, None), (pre + ".out_proj.bias", m.out_proj.bias, None)])
+    def lin(pre, m):
+        out.extend([(pre + ".weight", m.weight, None), (pre + ".bias", m.bias, None)])
+    for i, l in enumerate(model.enc.layers):
+        p = f"model.encoder.layers.{i}"
+        attn(p + ".self_attn", l.self_attn)
+        for n, m in (("self_attn_layer_norm", l.norm1), ("fc1", l.linear1), ("fc2", l.linear2),
+                     ("final_layer_norm", l.norm2)):
+            lin(f"{p}.{n}", m)
+    for i, l in enumerate(model.dec.layers):
+        p = f"model.decoder.layers.{i}"
+        attn(p + ".self_attn", l.self_attn)
+        attn(p + ".encoder_attn", l.multihead_attn)
+        for n, m in (("self_attn_layer_norm", l.norm1), ("encoder_attn_layer_norm", l.norm2), ("fc1", l.linear1),
+                     ("fc2", l.linear2), ("final_layer_norm", l.norm3)):
+            lin(f"{p}.{n}", m)
+    return out
+
+
+@torch.no_grad()
+def load_ot_state(model, opt, ckpt):
+    """Continues an `ot train` run in torch: the weights of checkpoint directory ckpt
+    (load_hf) and its Adam moments (optimizer.safetensors: exp_avg.<name>, exp_avg_sq.<name>)
+    as torch.optim.Adam's state at the checkpoint's step. Returns that step."""
+    from safetensors import safe_open
+    load_hf(model, ckpt)
+    f = safe_open(os.path.join(ckpt, "optimizer.safetensors"), "pt")
+    meta = f.metadata() or {}
+    step = int(meta.get("step", meta.get("train.step", "0")))
+    if step <= 0:
+        raise SystemExit(f"--resume-ot {ckpt}: no step in optimizer.safetensors' metadata "
+                         f"(keys: {', '.join(sorted(meta)[:6])} ...)")
+    keys = set(f.keys())
+    for name, p, rows in _param_names(model):
+        st = {"step": torch.tensor(float(step))}
+        for k in ("exp_avg", "exp_avg_sq"):
+            if f"{k}.{name}" not in keys:
+                raise SystemExit(f"--resume-ot {ckpt}: {k}.{name} missing")
+            t = f.get_tensor(f"{k}.{name}").float().reshape(-1)
+            z = torch.zeros_like(p)
+            z.reshape(-1)[: t.numel()] = t
+            if t.numel() != (p.numel() if rows is None else rows * p.shape[1]):
+                raise SystemExit(f"--resume-ot {ckpt}: {k}.{name} has {t.numel()} values, the model's "
+                                 f"{p.numel()}")
+            st[k] = z
+        opt.state[p] = st
+    print(f"continuing ot's run from {ckpt}: weights and Adam moments at step {step}")
+    return step

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from translate_util import Vocab, median, one_line, read_dump  # noqa: E402
 from translate_decode import check_incremental, translate  # noqa: E402
-from translate_hf import load_hf, save_hf  # noqa: E402
+from translate_hf import load_hf, load_ot_state, save_hf  # noqa: E402
 
 # name: (enc layers, dec layers, d, heads, ff, max_len), as ot's presets
 PRESETS = {
@@ -352,6 +352,8 @@ def args():
                                   "only evaluates and decodes")
     p.add_argument("--load-hf", help="start from the weights of a MarianMTModel directory (a --save-hf "
                    "one, an `ot train` checkpoint, `ot export`): both sides from the same values")
+    p.add_argument("--resume-ot", help="continue an `ot train` run from its checkpoint directory: "
+                   "weights, Adam moments and step (torch's own batch stream and dropout draws)")
     p.add_argument("--resume", help="continue a run from a --save-every file (weights, Adam, step, "
                                     "random state) up to --steps, the same flags given")
     p.add_argument("--hf-limit", action="store_true",
@@ -401,6 +403,10 @@ def main():
     if a.load or a.resume:
         start = load_state(model, opt, a.resume or a.load, bool(a.resume))
         print(f"loaded {a.resume or a.load}" + (f", continuing after step {start}" if a.resume else ""))
+    if a.resume_ot:
+        if a.resume or a.load or a.load_hf:
+            raise SystemExit("--resume-ot: not with --load, --load-hf or --resume (one source of weights)")
+        start = load_ot_state(model, opt, a.resume_ot)
     if a.load_hf:
         if a.resume or a.load:
             raise SystemExit("--load-hf: not with --load or --resume (one source of weights)")
