@@ -261,7 +261,7 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every, start=0):
     returns (per-step tok/s, last losses)."""
     rates, losses, s, epoch, seen = [], [], start, 0, 0
     while s < steps:
-        for b in batches(pairs, a.tokens, a.bucket, a.seed, epoch):
+        for b in batches(pairs, a.tokens, a.bucket, a.seed, epoch, a.shuffle):
             if s >= steps:
                 break
             seen += 1
@@ -327,6 +327,9 @@ def args():
     p.add_argument("--no-src-eos", dest="src_eos", action="store_false")
     p.add_argument("--tokens", type=int, default=4096, help="token budget per batch")
     p.add_argument("--bucket", type=int, default=8, help="length-bucket width in tokens")
+    p.add_argument("--no-shuffle", dest="shuffle", action="store_false",
+                   help="batches in ot's --no-shuffle order (longest bucket first, pairs in file order): "
+                        "with dropout 0 both sides take the same steps")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--lr", type=float, default=7e-4)
     p.add_argument("--warmup", type=int, default=4000)
