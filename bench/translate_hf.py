@@ -130,36 +130,16 @@ def load_hf(model, path):
     for k, v in want.items():
         if tuple(sd[k].shape) != tuple(v.shape):
             raise SystemExit(f"--load-hf {f}: {k} is {tuple(sd[k].shape)}, the model's is {tuple(v.shape)}")
-    d, V = model.d, model.V
-    model.emb.weight[:V] = sd["model.shared.weight"]
-    model.emb.weight[V:] = 0
-    if getattr(model, "lbias", None) is not None:
-        model.lbias[:] = sd["final_logits_bias"][0]
-
-    def attn(pre, m):
-        m.in_proj_weight[:] = torch.cat([sd[f"{pre}.{n}_proj.weight"] for n in "qkv"])
-        m.in_proj_bias[:] = torch.cat([sd[f"{pre}.{n}_proj.bias"] for n in "qkv"])
-        m.out_proj.weight[:] = sd[f"{pre}.out_proj.weight"]
-        m.out_proj.bias[:] = sd[f"{pre}.out_proj.bias"]
-
-    def copy(pre, m):
-        m.weight[:] = sd[pre + ".weight"]
-        m.bias[:] = sd[pre + ".bias"]
-
-    for i, l in enumerate(model.enc.layers):
-        p = f"model.encoder.layers.{i}"
-        attn(p + ".self_attn", l.self_attn)
-        copy(p + ".self_attn_layer_norm", l.norm1)
-        copy(p + ".fc1", l.linear1), copy(p + ".fc2", l.linear2)
-        copy(p + ".final_layer_norm", l.norm2)
-    for i, l in enumerate(model.dec.layers):
-        p = f"model.decoder.layers.{i}"
-        attn(p + ".self_attn", l.self_attn)
-        copy(p + ".self_attn_layer_norm", l.norm1)
-        attn(p + ".encoder_attn", l.multihead_attn)
-        copy(p + ".encoder_attn_layer_norm", l.norm2)
-        copy(p + ".fc1", l.linear1), copy(p + ".fc2", l.linear2)
-        copy(p + ".final_layer_norm", l.norm3)
+    for name, p, rows in _param_names(model):   # the fused qkv_proj from the file's q/k/v
+        if ".qkv_proj." in name:
+            t = torch.cat([sd[name.replace("qkv_proj", n + "_proj")] for n in "qkv"])
+        else:
+            t = sd[name].reshape(-1) if name == "final_logits_bias" else sd[name]
+        if rows is None:
+            p[:] = t
+        else:
+            p[:rows] = t
+            p[rows:] = 0
     print(f"loaded {f}")
 
 
