@@ -32,8 +32,14 @@ Data: the special id (<|endoftext|>) is eos = decoder start = source pad. Source
 (+ eos unless --no-src-eos); decoder input = start + tgt; labels = tgt + eos, padding -1.
 Token-budget batches as ot's batcher: length max(S, T) in buckets of --bucket tokens, longest
 first, shuffled inside each bucket, cut greedily into B rows with B * max(S, T) <= --tokens,
-batch order shuffled (seeded; the same scheme, not the same random draws). Reported tokens/s counts real source + target tokens (source incl. its eos,
-target incl. eos) per second of forward + backward + optimizer step.
+batch order shuffled (seeded; the same scheme, not the same random draws; --ot-order: ot's own
+draws, the very batches `ot train --seed S` takes, in its order). Reported tokens/s counts real
+source + target tokens (source incl. its eos, target incl. eos) per second of forward + backward
++ optimizer step. Progress lines carry the global gradient norm, as ot's do.
+
+Comparing with ot step by step: --load-hf DIR starts from an ot checkpoint's weights,
+--resume-ot DIR continues an ot run (weights, Adam moments, step), --ot-order takes its batches,
+--dtype f64 runs the same recipe in double precision as a reference.
 """
 import argparse
 import math
@@ -155,21 +161,22 @@ def make_pairs(pairs, eos, src_eos, max_len, name):
     return out
 
 
-def batches(pairs, tokens, bucket, seed, epoch, shuffle=True):
-    """Token-budget batches (lists of pair indices) for one epoch, as ot's batcher plans them:
-    length max(S, T) (S with the source eos, T = target + 1) in buckets of `bucket` tokens,
-    longest bucket first, pairs shuffled inside each bucket, cut greedily into batches of B
-    rows with B * max(S, T) <= tokens, the batch order shuffled (its shuffles are not ot's)."""
-    rng = random.Random(seed * 1000003 + epoch)
-    length = lambda i: max(len(pairs[i][0]), len(pairs[i][1]) + 1)
-    groups = {}
-    for i in range(len(pairs)):
-        groups.setdefault((length(i) - 1) // bucket, []).append(i)
-    idx = []
-    for k in sorted(groups, reverse=True):
-        if shuffle:
-            rng.shuffle(groups[k])
-        idx += groups[k]
+M64 = (1 << 64) - 1
+PHI = 0x9e3779b97f4a7c15
+
+
+def mix64(x):
+    """splitmix64's finalizer, as ot's batcher uses it (src/io/data_impl.h)."""
+    x ^= x >> 30
+    x = (x * 0xbf58476d1ce4e5b9) & M64
+    x ^= x >> 27
+    x = (x * 0x94d049bb133111eb) & M64
+    return x ^ (x >> 31)
+
+
+def greedy_cut(idx, length, tokens):
+    """Pair indices idx (in plan order) -> batches: a new batch whenever one more row would make
+    rows * (longest length in the batch) exceed tokens (ot's cut, src/io/bitext_batch.c)."""
     out, cur, L = [], [], 0
     for i in idx:
         L2 = max(L, length(i))
@@ -180,6 +187,48 @@ def batches(pairs, tokens, bucket, seed, epoch, shuffle=True):
         L = L2
     if cur:
         out.append(cur)
+    return out
+
+
+def ot_batches(pairs, tokens, bucket, seed, epoch):
+    """ot's own seeded plan for one epoch (src/io/bitext_batch.c, one rank): the same batches in
+    the same order as `ot train --seed S`: a key per pair (bucket, longest first, then a hash of
+    the epoch key and the pair index), a stable sort, the greedy cut, then a Fisher-Yates shuffle
+    of the batch order driven by the same hash chain."""
+    length = lambda i: max(len(pairs[i][0]), len(pairs[i][1]) + 1)
+    ek = mix64(seed ^ mix64((epoch * PHI + 0x62617463) & M64))
+    mask40 = (1 << 40) - 1
+    key = [((0xffffff - min((length(i) - 1) // bucket, 0xffffff)) << 40) | (mix64(ek ^ i) & mask40)
+           for i in range(len(pairs))]
+    idx = sorted(range(len(pairs)), key=lambda i: key[i])
+    out = greedy_cut(idx, length, tokens)
+    r = mix64(ek ^ 0x7368756666)
+    for k in range(len(out) - 1, 0, -1):
+        r = mix64((r + PHI) & M64)
+        j = r % (k + 1)
+        out[k], out[j] = out[j], out[k]
+    return out
+
+
+def batches(pairs, tokens, bucket, seed, epoch, shuffle=True, ot_order=False):
+    """Token-budget batches (lists of pair indices) for one epoch, as ot's batcher plans them:
+    length max(S, T) (S with the source eos, T = target + 1) in buckets of `bucket` tokens,
+    longest bucket first, pairs shuffled inside each bucket, cut greedily into batches of B
+    rows with B * max(S, T) <= tokens, the batch order shuffled (its shuffles are not ot's;
+    ot_order: ot's own, see ot_batches)."""
+    if shuffle and ot_order:
+        return ot_batches(pairs, tokens, bucket, seed, epoch)
+    rng = random.Random(seed * 1000003 + epoch)
+    length = lambda i: max(len(pairs[i][0]), len(pairs[i][1]) + 1)
+    groups = {}
+    for i in range(len(pairs)):
+        groups.setdefault((length(i) - 1) // bucket, []).append(i)
+    idx = []
+    for k in sorted(groups, reverse=True):
+        if shuffle:
+            rng.shuffle(groups[k])
+        idx += groups[k]
+    out = greedy_cut(idx, length, tokens)
     if shuffle:
         rng.shuffle(out)
     return out
@@ -261,7 +310,7 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every, start=0):
     returns (per-step tok/s, last losses)."""
     rates, losses, s, epoch, seen = [], [], start, 0, 0
     while s < steps:
-        for b in batches(pairs, a.tokens, a.bucket, a.seed, epoch, a.shuffle):
+        for b in batches(pairs, a.tokens, a.bucket, a.seed, epoch, a.shuffle, a.ot_order):
             if s >= steps:
                 break
             seen += 1
@@ -280,6 +329,7 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every, start=0):
                 save_state(model, opt, a, s)
             if log_every and (s % log_every == 0 or s == steps):
                 print(f"step {s:5d}  loss {median(losses[-log_every:]):.4f}  lr {lr_at(a, s - 1):.2e}"
+                      f"  norm {getattr(step_fn, 'norm', 0.0):.4f}"
                       f"  B {t[0].shape[0]} S {t[0].shape[1]} T {t[2].shape[1]}  {t[4] / dt:.0f} tok/s",
                       flush=True)
         epoch += 1
@@ -294,14 +344,17 @@ def make_step(model, opt, a):
         src, spad, dec, lab, _ = t
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
             logits = fwd(src, spad, dec)
-        s = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), lab.reshape(-1),
+        s = F.cross_entropy(logits.to(torch.float64 if a.dtype == "f64" else torch.float32)
+                            .reshape(-1, logits.shape[-1]), lab.reshape(-1),
                             ignore_index=-1, label_smoothing=a.label_smoothing, reduction="sum")
         loss = s / int((lab != -1).sum())
         loss.backward()
-        if a.clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+        # the global gradient norm (before clipping), as ot's progress line reports it
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip if a.clip > 0 else float("inf"))
+        step.norm = float(norm)
         opt.step()
         return loss.item()
+    step.norm = 0.0
     return step
 
 
@@ -330,6 +383,8 @@ def args():
     p.add_argument("--no-shuffle", dest="shuffle", action="store_false",
                    help="batches in ot's --no-shuffle order (longest bucket first, pairs in file order): "
                         "with dropout 0 both sides take the same steps")
+    p.add_argument("--ot-order", action="store_true",
+                   help="shuffled batches in ot's own seeded plan: the batches `ot train --seed S` takes")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--lr", type=float, default=7e-4)
     p.add_argument("--warmup", type=int, default=4000)
@@ -362,7 +417,8 @@ def args():
     p.add_argument("--hf-limit", action="store_true",
                    help="length limit as `ot translate` / HF max_length: floor(a * (source + eos) "
                         "+ b) counting the decoder start")
-    p.add_argument("--dtype", choices=("f32", "bf16"), default="f32", help="bf16 = CPU autocast")
+    p.add_argument("--dtype", choices=("f32", "bf16", "f64"), default="f32",
+                   help="bf16 = CPU autocast; f64 = the whole model and loss in double (a reference run)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--beam", type=int, default=1, help="1 = greedy")
@@ -414,6 +470,12 @@ def main():
         if a.resume or a.load:
             raise SystemExit("--load-hf: not with --load or --resume (one source of weights)")
         load_hf(model, a.load_hf)
+    if a.dtype == "f64":   # after loading: the Adam state (if any) follows the parameters' dtype
+        model.double()
+        for st in opt.state.values():
+            for k, v in st.items():
+                if torch.is_tensor(v) and v.is_floating_point() and k != "step":
+                    st[k] = v.double()
     step = make_step(model, opt, a)
     load = lambda f, n: make_pairs(read_dump(f, V), pad, a.src_eos, a.max_len, n) if f else None
     train_p = load(a.train, "train")
