@@ -174,6 +174,11 @@ def mix64(x):
     return x ^ (x >> 31)
 
 
+def pair_length(pairs):
+    """The batcher's length of pair i: max(S, T), S with the source eos, T = target + 1."""
+    return lambda i: max(len(pairs[i][0]), len(pairs[i][1]) + 1)
+
+
 def greedy_cut(idx, length, tokens):
     """Pair indices idx (in plan order) -> batches: a new batch whenever one more row would make
     rows * (longest length in the batch) exceed tokens (ot's cut, src/io/bitext_batch.c)."""
@@ -195,7 +200,7 @@ def ot_batches(pairs, tokens, bucket, seed, epoch):
     the same order as `ot train --seed S`: a key per pair (bucket, longest first, then a hash of
     the epoch key and the pair index), a stable sort, the greedy cut, then a Fisher-Yates shuffle
     of the batch order driven by the same hash chain."""
-    length = lambda i: max(len(pairs[i][0]), len(pairs[i][1]) + 1)
+    length = pair_length(pairs)
     ek = mix64(seed ^ mix64((epoch * PHI + 0x62617463) & M64))
     mask40 = (1 << 40) - 1
     key = [((0xffffff - min((length(i) - 1) // bucket, 0xffffff)) << 40) | (mix64(ek ^ i) & mask40)
@@ -219,7 +224,7 @@ def batches(pairs, tokens, bucket, seed, epoch, shuffle=True, ot_order=False):
     if shuffle and ot_order:
         return ot_batches(pairs, tokens, bucket, seed, epoch)
     rng = random.Random(seed * 1000003 + epoch)
-    length = lambda i: max(len(pairs[i][0]), len(pairs[i][1]) + 1)
+    length = pair_length(pairs)
     groups = {}
     for i in range(len(pairs)):
         groups.setdefault((length(i) - 1) // bucket, []).append(i)
@@ -256,11 +261,14 @@ def to_tensors(pairs, b, pad):
 
 
 def loss_of(model, batch, eps, autocast):
+    """(summed label-smoothed cross-entropy, target count) of one batch (to_tensors); the
+    logits stay in f64 for an f64 model, else f32 (bf16 autocast included)."""
     src, spad, dec, lab, _ = batch
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         logits = model(src, spad, dec)
     V = logits.shape[-1]
-    s = F.cross_entropy(logits.float().reshape(-1, V), lab.reshape(-1), ignore_index=-1,
+    logits = logits if logits.dtype == torch.float64 else logits.float()
+    s = F.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), ignore_index=-1,
                         label_smoothing=eps, reduction="sum")
     return s, int((lab != -1).sum())
 
@@ -328,8 +336,12 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every, start=0):
             if a.save_every and a.save_dir and s % a.save_every == 0:
                 save_state(model, opt, a, s)
             if log_every and (s % log_every == 0 or s == steps):
+                norm = step_fn.norm
+                if norm is None:   # opt.step leaves the gradients in place
+                    norm = float(torch.linalg.vector_norm(torch.stack(
+                        [torch.linalg.vector_norm(p.grad) for p in model.parameters() if p.grad is not None])))
                 print(f"step {s:5d}  loss {median(losses[-log_every:]):.4f}  lr {lr_at(a, s - 1):.2e}"
-                      f"  norm {getattr(step_fn, 'norm', 0.0):.4f}"
+                      f"  norm {norm:.4f}"
                       f"  B {t[0].shape[0]} S {t[0].shape[1]} T {t[2].shape[1]}  {t[4] / dt:.0f} tok/s",
                       flush=True)
         epoch += 1
@@ -341,20 +353,16 @@ def make_step(model, opt, a):
 
     def step(t):
         opt.zero_grad(set_to_none=True)
-        src, spad, dec, lab, _ = t
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
-            logits = fwd(src, spad, dec)
-        s = F.cross_entropy(logits.to(torch.float64 if a.dtype == "f64" else torch.float32)
-                            .reshape(-1, logits.shape[-1]), lab.reshape(-1),
-                            ignore_index=-1, label_smoothing=a.label_smoothing, reduction="sum")
-        loss = s / int((lab != -1).sum())
+        s, n = loss_of(fwd, t, a.label_smoothing, a.dtype == "bf16")
+        loss = s / n
         loss.backward()
-        # the global gradient norm (before clipping), as ot's progress line reports it
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip if a.clip > 0 else float("inf"))
-        step.norm = float(norm)
+        # clipping measures the global norm anyway (before clipping, as ot reports it); without
+        # it, train() measures it outside the timed step, and only on lines it prints
+        step.norm = (float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip))
+                     if a.clip > 0 else None)
         opt.step()
         return loss.item()
-    step.norm = 0.0
+    step.norm = None
     return step
 
 
