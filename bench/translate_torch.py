@@ -39,7 +39,9 @@ source + target tokens (source incl. its eos, target incl. eos) per second of fo
 
 Comparing with ot step by step: --load-hf DIR starts from an ot checkpoint's weights,
 --resume-ot DIR continues an ot run (weights, Adam moments, step), --ot-order takes its batches,
---dtype f64 runs the same recipe in double precision as a reference.
+--dtype f64 runs the same recipe in double precision as a reference, and --save-ot DIR
+--ot-template CKPT writes the state after the last step as an ot checkpoint (bench/ot_ckpt.py)
+that `ot train --resume DIR` continues: the hand-over in the other direction.
 """
 import argparse
 import math
@@ -420,6 +422,10 @@ def args():
                    "one, an `ot train` checkpoint, `ot export`): both sides from the same values")
     p.add_argument("--resume-ot", help="continue an `ot train` run from its checkpoint directory: "
                    "weights, Adam moments and step (torch's own batch stream and dropout draws)")
+    p.add_argument("--save-ot", help="after the last step, write the weights and Adam moments as an "
+                   "`ot train` checkpoint directory (needs --ot-template)")
+    p.add_argument("--ot-template", help="an ot checkpoint of the same recipe at the same step, whose "
+                   "settings and data position --save-ot keeps")
     p.add_argument("--resume", help="continue a run from a --save-every file (weights, Adam, step, "
                                     "random state) up to --steps, the same flags given")
     p.add_argument("--hf-limit", action="store_true",
@@ -444,6 +450,8 @@ def args():
     p.add_argument("--bench-len", type=int, default=32, help="pair length without --train")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     a = p.parse_args()
+    if bool(a.save_ot) != bool(a.ot_template):
+        p.error("--save-ot and --ot-template go together (the template: an ot checkpoint at step --steps)")
     for k, v in zip(("enc_layers", "dec_layers", "d", "heads", "ff", "max_len"), PRESETS[a.preset]):
         if getattr(a, k) is None:
             setattr(a, k, v)
@@ -515,6 +523,9 @@ def main():
               f"train wall {wall:.1f} s")
     if a.save_hf:
         save_hf(model, a, voc, pad, a.save_hf)
+    if a.save_ot:
+        from ot_ckpt import save_ot_state
+        save_ot_state(model, opt, a.steps, a.ot_template, a.save_ot)
     if a.test:
         decode_test(model, a, voc, pad)
 
