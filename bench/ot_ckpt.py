@@ -63,12 +63,18 @@ def hash_floats(x):
     return _fold(h, n)
 
 
-def _mix64(x):
-    x ^= x >> 31
+def finalize64(x, s1, s2, s3):
+    """The xor-shift-multiply finalizer ot's hashes share; shifts (30, 27, 31) are splitmix64's
+    (the batcher, translate_torch.mix64), (31, 29, 32) the checkpoint checksums'."""
+    x ^= x >> s1
     x = (x * 0xbf58476d1ce4e5b9) & M64
-    x ^= x >> 29
+    x ^= x >> s2
     x = (x * 0x94d049bb133111eb) & M64
-    return x ^ (x >> 32)
+    return x ^ (x >> s3)
+
+
+def _mix64(x):
+    return finalize64(x, 31, 29, 32)
 
 
 def meta_checksum(meta):

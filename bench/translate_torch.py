@@ -57,6 +57,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from translate_util import Vocab, median, one_line, read_dump  # noqa: E402
 from translate_decode import check_incremental, translate  # noqa: E402
+from ot_ckpt import finalize64  # noqa: E402
 from translate_hf import load_hf, load_ot_state, save_hf  # noqa: E402
 
 # name: (enc layers, dec layers, d, heads, ff, max_len), as ot's presets
@@ -169,11 +170,7 @@ PHI = 0x9e3779b97f4a7c15
 
 def mix64(x):
     """splitmix64's finalizer, as ot's batcher uses it (src/io/data_impl.h)."""
-    x ^= x >> 30
-    x = (x * 0xbf58476d1ce4e5b9) & M64
-    x ^= x >> 27
-    x = (x * 0x94d049bb133111eb) & M64
-    return x ^ (x >> 31)
+    return finalize64(x, 30, 27, 31)
 
 
 def pair_length(pairs):
