@@ -60,8 +60,9 @@ def main():
     names = th._param_names(model)
     ck = lambda k: os.path.join(o.run, "step_%06d" % k)
 
+    m = tt.Seq2Seq(a, V, Vp)   # holds ot's checkpoints as they are read
+
     def ot_state(k):   # ot's weights (fused names) and first moments at step k, flat f64
-        m = tt.Seq2Seq(a, V, Vp)
         with contextlib.redirect_stdout(io.StringIO()):
             th.load_hf(m, ck(k))
         out = {}
@@ -80,11 +81,7 @@ def main():
         with contextlib.redirect_stdout(io.StringIO()):
             th.load_ot_state(model, opt, ck(k))
         if o.dtype == "f64":
-            model.double()
-            for st in opt.state.values():
-                for kk, v in st.items():
-                    if torch.is_tensor(v) and v.is_floating_point() and kk != "step":
-                        st[kk] = v.double()
+            tt.to_f64(model, opt)
         for g in opt.param_groups:
             g["lr"] = tt.lr_at(a, k)
         loss = tt.make_step(model, opt, a)(tt.to_tensors(pairs, plan[k], pad))

@@ -347,6 +347,15 @@ def train(model, step_fn, opt, pairs, a, pad, steps, log_every, start=0):
     return rates, losses
 
 
+def to_f64(model, opt):
+    """The model and its Adam moments in float64 (the step counters stay as they are)."""
+    model.double()
+    for st in opt.state.values():
+        for k, v in st.items():
+            if torch.is_tensor(v) and v.is_floating_point() and k != "step":
+                st[k] = v.double()
+
+
 def make_step(model, opt, a):
     fwd = torch.compile(model, dynamic=True) if a.compile else model
 
@@ -484,11 +493,7 @@ def main():
             raise SystemExit("--load-hf: not with --load or --resume (one source of weights)")
         load_hf(model, a.load_hf)
     if a.dtype == "f64":   # after loading: the Adam state (if any) follows the parameters' dtype
-        model.double()
-        for st in opt.state.values():
-            for k, v in st.items():
-                if torch.is_tensor(v) and v.is_floating_point() and k != "step":
-                    st[k] = v.double()
+        to_f64(model, opt)
     step = make_step(model, opt, a)
     load = lambda f, n: make_pairs(read_dump(f, V), pad, a.src_eos, a.max_len, n) if f else None
     train_p = load(a.train, "train")
