@@ -12,6 +12,10 @@ translate_torch.py --save-every file (.pt); all are read by their HF tensor name
       an ot checkpoint OUT holding SRC's model (an ot checkpoint) with every matrix w plus
       SCALE * std(w) * N(0, 1) (numpy seed SEED), for `ot train --init-from OUT` and
       `translate_torch.py --load-hf OUT`
+  python bench/translate_states.py swap A B REGEX OUT
+      an ot checkpoint OUT: training state A (an ot checkpoint: weights and Adam moments) with
+      the tensors whose ot name (fused qkv_proj) matches REGEX taken from B (another ot
+      checkpoint at the same step), for `ot train --resume OUT`
 """
 import os
 import shutil
@@ -80,6 +84,42 @@ def perturb(src, out, seed, scale):
     print(f"wrote {out}: {len(new)} matrices of {src} perturbed by {scale} of their std (seed {seed})")
 
 
+def torch_model():
+    """translate_torch.py's Seq2Seq at transformer-small with its Adam (the recipe's settings)."""
+    import torch
+    import translate_torch as tt
+    argv, sys.argv = sys.argv, ["translate_torch", "--tokenizer", os.environ.get("TOKENIZER", "out/translate"),
+                                "--preset", "transformer-small", "--logits-bias"]
+    a = tt.args()
+    sys.argv = argv
+    V = tt.Vocab(a.tokenizer).size
+    m = tt.Seq2Seq(a, V, (V + a.vocab_pad - 1) // a.vocab_pad * a.vocab_pad)
+    return m, torch.optim.Adam(m.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
+
+
+def swap(a, b, regex, out):
+    import re
+    import torch
+    from ot_ckpt import save_ot_state
+    from translate_hf import _param_names, load_ot_state
+    (ma, oa), (mb, ob) = torch_model(), torch_model()
+    sa, sb = load_ot_state(ma, oa, a), load_ot_state(mb, ob, b)
+    if sa != sb:
+        raise SystemExit(f"swap: {a} is at step {sa}, {b} at {sb}")
+    taken = []
+    with torch.no_grad():
+        for (n, pa, _), (_, pb, _) in zip(_param_names(ma), _param_names(mb)):
+            if re.search(regex, n):
+                pa.copy_(pb)
+                for k in ("exp_avg", "exp_avg_sq"):
+                    oa.state[pa][k].copy_(ob.state[pb][k])
+                taken.append(n)
+    if not taken:
+        raise SystemExit(f"swap: no tensor name matches {regex!r}")
+    save_ot_state(ma, oa, sa, a, out)
+    print(f"{out}: {len(taken)} tensors from {b}: {', '.join(taken[:6])}{' ...' if len(taken) > 6 else ''}")
+
+
 def main():
     cmd, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if cmd == "diff" and len(args) >= 3 and len(args) % 2 == 1:
@@ -88,6 +128,8 @@ def main():
         qk(args)
     elif cmd == "perturb" and len(args) == 4:
         perturb(args[0], args[1], int(args[2]), float(args[3]))
+    elif cmd == "swap" and len(args) == 4:
+        swap(*args)
     else:
         raise SystemExit(__doc__)
 

@@ -8,6 +8,8 @@
 # needs: build/ot, and `ot prepare --task translate ... --out out/translate --dump-ids out/translate/ids`
 # (the same tokenizer and ids on both sides). Same recipe on both sides: dropout 0.1 on residuals
 # and the embedding, none on attention probabilities or after the activation, label smoothing 0.1.
+# Same batches on both sides: seed 1, and the torch script draws ot's batch plan (--ot-order), so
+# both time the very same steps. Extra ot environment (e.g. OT_GEMM=onednn) passes through.
 set -eu
 PY=${1:?usage: bench/translate_train_speed.sh PYTHON [ROUNDS] [PRESET] [TOKENS] [THREADS]}
 R=${2:-3}; PRESET=${3:-transformer-base}; TOK=${4:-4096}; TH=${5:-2}
@@ -24,7 +26,7 @@ median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if
 ot_round() {
   rm -rf "$tmp/ot"
   "$OT" train --task translate --data "$DATA" --model "$PRESET" --tokens-per-batch "$TOK" --steps "$STEPS" \
-    --threads "$TH" --dropout 0.1 --attention-dropout 0 --activation-dropout 0 --label-smoothing 0.1 \
+    --seed 1 --threads "$TH" --dropout 0.1 --attention-dropout 0 --activation-dropout 0 --label-smoothing 0.1 \
     --eval-every 0 --eval-bleu-sentences 0 --eval-batches 1 --save-every 0 --print-every 1 --quiet \
     --out "$tmp/ot" >"$tmp/ot.log" 2>&1 || { tail -n 5 "$tmp/ot.log" >&2; exit 1; }
   sed -n 's/.*"step": \([0-9]*\),.*"tok_per_s": \([0-9.e+]*\).*/\1 \2/p' "$tmp/ot/log.jsonl" |
@@ -32,7 +34,7 @@ ot_round() {
 }
 torch_round() {
   env -u OPENBLAS_CORETYPE "$PY" bench/translate_torch.py --bench --preset "$PRESET" --tokenizer "$DATA" \
-    --train "$DATA/ids.train.tsv" --tokens "$TOK" --bench-steps $((STEPS - 3)) --threads "$TH" \
+    --train "$DATA/ids.train.tsv" --tokens "$TOK" --bench-steps $((STEPS - 3)) --threads "$TH" --seed 1 --ot-order \
     --dropout 0.1 --attn-dropout 0 --act-dropout 0 --label-smoothing 0.1 >"$tmp/torch.log" 2>&1 ||
     { tail -n 5 "$tmp/torch.log" >&2; exit 1; }
   sed -n 's/^RESULT.*tokens_per_s \([0-9.]*\).*/\1/p' "$tmp/torch.log"

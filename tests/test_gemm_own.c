@@ -156,6 +156,17 @@ static void test_pick(void) {
   th_check(pick == 0 || pick == 1, "auto: a choice is made at the first call (%d)", pick);
   th_check(bad == 0, "auto: every call, the first included, equals the chosen one (%s) bitwise (%d do not)",
            pick ? "own" : "oneDNN", bad);
+  // M and K count by powers of two: a shorter contraction over the same operands (a weight
+  // gradient over a batch of other length) takes the choice made, a longer one past the
+  // next power of two is a shape of its own
+  ot_mm m2 = m;
+  m2.K = 900;
+  th_check(ot__gemm_pick_get(&m2) == pick, "auto: K 900 shares K 1000's choice (%d, %d)",
+           ot__gemm_pick_get(&m2), pick);
+  m2.M = 70;
+  th_check(ot__gemm_pick_get(&m2) == pick, "auto: M 70, K 900 share M 96, K 1000's choice");
+  m2.K = 1025;
+  th_check(ot__gemm_pick_get(&m2) == -1, "auto: K 1025 is measured on its own (%d)", ot__gemm_pick_get(&m2));
   for (int mode = 0; mode < 2; mode++) {
     ot__gemm_impl_set_mode(mode);
     th_check(ot__gemm_pick_get(&m) == mode, "mode %d reported", mode);

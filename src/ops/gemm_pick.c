@@ -1,8 +1,11 @@
 // Which GEMM runs a given shape: the own blocked GEMM (gemm_own.c) or oneDNN
 // (gemm.c, with its conversion path for bf16 on CPUs without native bf16).
 // By default (OT_GEMM=auto) the choice is measured at the first call of each
-// (M rounded up to a power of two past 64, N, K, dtypes, transposes, leading
-// dimensions, bias, GELU, beta != 0):
+// (M and K each rounded up to a power of two past 64, N, dtypes, transposes,
+// leading dimensions, bias, GELU, beta != 0; M and K are the dimensions that
+// follow the batch: rows in the forward and the input gradient, the
+// contraction over rows in the weight gradient, so a run whose batches vary
+// in length measures a few shapes, not one per batch):
 //  - both run on a slice of the problem (C cut to 8 MiB and 2 GFLOP of work
 //    along its longer side, down to 256; the contraction cut only past 20
 //    GFLOP; C copied to a block of its own, freed after: ot_gemm_scratch_of's
@@ -71,12 +74,18 @@ void ot__gemm_impl_set_mode(int mode) {
   __atomic_store_n(&g_mode, mode < -1 ? -2 : mode > 1 ? 1 : mode, __ATOMIC_RELAXED);
 }
 
+// n, or past 64 the power of two at or above it.
+static int32_t pow2_bucket(int n) {
+  int b = n;
+  if (b > 64) { b = 64; while (b < n && b < (1 << 30)) b *= 2; }
+  return b;
+}
+
 static void make_key(pick_key *k, const ot_mm *m) {
   memset(k, 0, sizeof *k);
-  // M by powers of two past 64: a server's prompt lengths share a few measurements
-  int mb = m->M;
-  if (mb > 64) { mb = 64; while (mb < m->M && mb < (1 << 30)) mb *= 2; }
-  k->M = mb; k->N = m->N; k->K = m->K; k->lda = m->lda; k->ldb = m->ldb; k->ldc = m->ldc;
+  // M and K by powers of two past 64: a server's prompt lengths and a translation run's
+  // batches (tokens per batch vary with the lengths) share a few measurements
+  k->M = pow2_bucket(m->M); k->N = m->N; k->K = pow2_bucket(m->K); k->lda = m->lda; k->ldb = m->ldb; k->ldc = m->ldc;
   k->adt = (uint8_t)m->adt; k->bdt = (uint8_t)m->bdt; k->cdt = (uint8_t)m->cdt;
   k->ta = m->ta; k->tb = m->tb; k->bias = m->bias != NULL; k->gelu = m->gelu; k->beta = m->beta != 0.0f;
 }
