@@ -31,13 +31,7 @@ def load(path):
     if path.endswith(".pt"):
         import torch
         import translate_hf as th
-        import translate_torch as tt
-        argv, sys.argv = sys.argv, ["translate_torch", "--tokenizer", os.environ.get("TOKENIZER", "out/translate"),
-                                    "--preset", "transformer-small", "--logits-bias"]
-        a = tt.args()
-        sys.argv = argv
-        V = tt.Vocab(a.tokenizer).size
-        m = tt.Seq2Seq(a, V, (V + a.vocab_pad - 1) // a.vocab_pad * a.vocab_pad)
+        m, _ = torch_model()
         ck = torch.load(path)
         sd = ck["model"] if "model" in ck else ck
         if any(v.dtype == torch.float64 for v in sd.values()):
