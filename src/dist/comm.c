@@ -3,6 +3,7 @@
 #include "dist_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +24,9 @@ ot_status ot_dist_init(int *argc, char ***argv) {
     setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
     setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "5", 0);
     setenv("OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "1048576", 0);
+    // the ring all-gather: 40 MiB over 4 ranks on 2 simulated hosts at 1 Gb/s 286 ms against
+    // the default decision's 622 (on one host 24 against 33 ms)
+    setenv("OMPI_MCA_coll_tuned_allgatherv_algorithm", "3", 0);
     int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       return ot_error(OT_EINTERNAL, "MPI_Init_thread failed (is this mpirun's Open MPI?)");
@@ -285,5 +289,36 @@ ot_status ot__allgather_f32(const ot__grid *g, MPI_Comm comm, float *buf, const 
   ot__wd_begin(g, what, -1);
   int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, comm);
   ot__wd_end();
+  return rc == MPI_SUCCESS ? OT_OK : ot__mpi_error(rc, what);
+}
+
+// A ring of point-to-point exchanges: n - 1 steps, each sending the block received last to
+// the right neighbour. Polled like poll_wait but gently (50 us asleep between tests), so a
+// helper thread waiting on it leaves the cores to the compute (libnbc's MPI_Iallgatherv is a
+// linear exchange: 40 MiB over 4 ranks on 2 simulated hosts 477 ms against the ring's 286).
+ot_status ot__allgatherv_ring(MPI_Comm comm, const float *src, float *dst, const int *cnt, const int *dsp,
+                              int tag, const char *what) {
+  int n = 1, r = 0;
+  MPI_Comm_size(comm, &n);
+  MPI_Comm_rank(comm, &r);
+  if (cnt[r] && src != dst + dsp[r]) memmove(dst + dsp[r], src, (size_t)cnt[r] * sizeof(float));
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  int rc = MPI_SUCCESS;
+  for (int k = 0; k < n - 1 && rc == MPI_SUCCESS; k++) {
+    const int sb = (r - k + n) % n, rb = (r - k - 1 + 2 * n) % n;
+    MPI_Request q[2];
+    rc = MPI_Irecv(dst + dsp[rb], cnt[rb], MPI_FLOAT, left, tag, comm, &q[0]);
+    if (rc != MPI_SUCCESS) break;
+    rc = MPI_Isend(dst + dsp[sb], cnt[sb], MPI_FLOAT, right, tag, comm, &q[1]);
+    if (rc != MPI_SUCCESS) {
+      MPI_Cancel(&q[0]);
+      MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+      break;
+    }
+    for (int done = 0; rc == MPI_SUCCESS && !done;) {
+      rc = MPI_Testall(2, q, &done, MPI_STATUSES_IGNORE);
+      if (rc == MPI_SUCCESS && !done) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+  }
   return rc == MPI_SUCCESS ? OT_OK : ot__mpi_error(rc, what);
 }

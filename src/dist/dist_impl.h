@@ -64,6 +64,11 @@ ot_status ot__wait(const ot__grid *g, MPI_Request *req, const char *what);
 // Gathers shards [counts[r]] of every dp rank into buf (in place: rank r's shard at displs[r]).
 ot_status ot__allgather_f32(const ot__grid *g, MPI_Comm comm, float *buf, const int *counts,
                             const int *displs, const char *what);
+// All-gather of the blocks [cnt[r]] at dst + dsp[r] over comm, rank r's from src (copied
+// into place unless it is there): a ring of point-to-point steps, polled with sleeps between
+// tests (for a helper thread that must not spin on the compute's cores). Messages use tag.
+ot_status ot__allgatherv_ring(MPI_Comm comm, const float *src, float *dst, const int *cnt, const int *dsp,
+                              int tag, const char *what);
 ot_status ot__mpi_error(int rc, const char *what);
 
 // ------------------------------------------------------ parallel runtime ----

@@ -26,14 +26,13 @@
 #include "dist_impl.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 // All-gather of layout range [a, b) from the dp ranks' shards into dst (contiguous
 // storage of the range). Collective over the dp group, on the runtime's duplicate of
 // the dp communicator (zcomm: the gather thread's, or the main thread's when no
 // gather is in flight), never on dp_comm, where the reduction thread may be working.
-// polite (the gather thread): non-blocking, tested every 50 us with the core given away
-// in between.
+// polite (the gather thread): the point-to-point ring (ot__allgatherv_ring), tested every
+// 50 us with the core given away in between; else Open MPI's all-gather (its ring, comm.c).
 static ot_status gather_range(ot__par *p, size_t a, size_t b, float *dst, bool polite, const char *what) {
   MPI_Comm comm = p->zcomm;
   const int dp = p->g.dp;
@@ -50,20 +49,16 @@ static ot_status gather_range(ot__par *p, size_t a, size_t b, float *dst, bool p
   const size_t lo = a > p->s0 ? a : p->s0;
   const float *src = mine ? p->ps + (lo - p->s0) : p->ps;
   ot__wd_begin(&p->g, what, -1);
-  int rc;
+  ot_status s = OT_OK;
   if (polite) {   // the gather thread: a blocking call would spin on a core the compute needs
-    MPI_Request rq;
-    rc = MPI_Iallgatherv(src, mine, MPI_FLOAT, dst, cnt, dsp, MPI_FLOAT, comm, &rq);
-    for (int done = 0; rc == MPI_SUCCESS && !done;) {
-      rc = MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
-      if (rc == MPI_SUCCESS && !done) nanosleep(&(struct timespec){0, 50000}, NULL);
-    }
+    s = ot__allgatherv_ring(comm, src, dst, cnt, dsp, 3, what);
   } else {
-    rc = MPI_Allgatherv(src, mine, MPI_FLOAT, dst, cnt, dsp, MPI_FLOAT, comm);
+    const int rc = MPI_Allgatherv(src, mine, MPI_FLOAT, dst, cnt, dsp, MPI_FLOAT, comm);
+    if (rc != MPI_SUCCESS) s = ot__mpi_error(rc, what);
   }
   ot__wd_end();
   free(cnt);
-  return rc == MPI_SUCCESS ? OT_OK : ot__mpi_error(rc, what);
+  return s;
 }
 
 // Gathers block l into its slot (and its 16-bit copy); *sec: the seconds it took.
