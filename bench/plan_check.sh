@@ -19,8 +19,8 @@
 # runs tests/netns/netdelay, which takes CPU from the ranks). The model keys common to all rows are $MODEL (default below). The machine
 # of this host is out/machine.conf (measure it first: `mpirun -np 8 --oversubscribe ot plan --measure`); the
 # simulated hosts' machine is derived from it: the host's cores split evenly over the simulated
-# hosts (they share this machine's cores), their link measured by `ot plan --measure` over 2
-# ranks on 2 hosts. Needs root for the simulated hosts. Timing: run on a quiet machine.
+# hosts (each host's processes bound to its part: hosts.sh up --cpus split; hosts beyond the
+# cores share one), their link measured by `ot plan --measure` over 2 ranks on 2 hosts. Needs root for the simulated hosts. Timing: run on a quiet machine.
 set -u
 OT=$(readlink -f "$1")
 LIST=${2:-}
@@ -85,7 +85,7 @@ sim_machine() {
     up=""
     local d=()
     [ "$delay" = - ] || d=(--delay "$delay")   # (-: no delay: the kernel bridge, rate shaping only)
-    bash "$H" up --prefix "$P" --hosts "$hosts" --rate "$rate" "${d[@]}" --slots 8 --tcp-retries 3 >/dev/null </dev/null ||
+    bash "$H" up --prefix "$P" --hosts "$hosts" --rate "$rate" "${d[@]}" --slots 8 --tcp-retries 3 --cpus split >/dev/null </dev/null ||
       return 1
     up=1
     cur="$hosts $rate $delay"

@@ -3,7 +3,7 @@
 # across them over TCP. Needs root and iproute2 (`ip`, `tc`) and util-linux (`nsenter`, `unshare`).
 #
 #   hosts.sh up --hosts N [--rate R --delay D] [--slots S] [--tcp-retries K] [--prefix P]
-#               [--delay-by netem|netdelay] [--netdelay PATH]
+#               [--delay-by netem|netdelay] [--netdelay PATH] [--cpus split]
 #       Makes namespaces P-h1 .. P-hN (the hosts) and P-br (the switch). Host k has hostname P-hk
 #       (its own UTS namespace, kept for every process started in it), address 10.77.0.k/24 on its
 #       interface eth0, and /etc/hosts naming every host. Each eth0's peer is a port of the
@@ -20,7 +20,11 @@
 #       in HOST's namespaces) and env (what `info` prints). Removes a previous run's leftovers
 #       of the same prefix first. --tcp-retries K sets the hosts' net.ipv4.tcp_retries2 (Linux's
 #       default 15: a connection to a host whose link is cut gives up after ~15 minutes; 3: ~3 s,
-#       so that mpirun ends soon after a link cut ends the job).
+#       so that mpirun ends soon after a link cut ends the job). --cpus split gives each host its
+#       own part of this machine's CPUs (host k: CPUs (k-1)C/N .. kC/N - 1 of the C this script may
+#       use; hosts beyond the CPUs share one): everything started in a host (`exec`, `mpirun`,
+#       the rsh agent's commands) is bound to them, as on separate machines. Without it every
+#       host runs on every CPU.
 #   hosts.sh mpirun [--prefix P] [MPIRUN ARGS] [--] PROGRAM ARGS
 #       Runs mpirun in host 1 across the hosts: --hostfile, the rsh agent, btl self,vader,tcp (shared
 #       memory only inside a host: each host is its own Open MPI node), btl_tcp_if_include and
@@ -139,7 +143,7 @@ shape() {
 }
 
 cmd_up() {
-  local n="" slots=1 retries="" by="" k d
+  local n="" slots=1 retries="" by="" cpus="" k d
   rate="" delay="" netdelay=${OT_NETDELAY:-$(dirname "$me")/../../build/netdelay}
   while [ $# -gt 0 ]; do
     case $1 in
@@ -150,7 +154,8 @@ cmd_up() {
       --tcp-retries) retries=${2:-}; shift 2 ;;
       --netdelay) netdelay=${2:-}; shift 2 ;;
       --delay-by) by=${2:-}; shift 2 ;;
-      *) die "up: unknown argument '$1' (up --hosts N [--rate R] [--delay D] [--slots S] [--tcp-retries K] [--prefix P])" ;;
+      --cpus) cpus=${2:-}; shift 2 ;;
+      *) die "up: unknown argument '$1' (up --hosts N [--rate R] [--delay D] [--slots S] [--tcp-retries K] [--cpus split] [--prefix P])" ;;
     esac
   done
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up: --hosts N with N in 1..200 (got '${n}')"
@@ -163,6 +168,7 @@ cmd_up() {
     netdelay) [ -x "$netdelay" ] || die "up: --delay-by netdelay: no netdelay at '$netdelay' (build it, or --netdelay PATH)" ;;
     *) die "up: --delay-by '$by': netem or netdelay" ;;
   esac
+  case $cpus in "" | split) ;; *) die "up: --cpus '$cpus': split (each host its own CPUs), or leave it out" ;; esac
   [ -z "$delay" ] || [[ $delay =~ ^[0-9.]+(us|ms|s)$ ]] || die "up: --delay '$delay': give NUMBER us|ms|s (e.g. 50us)"
   can_netns
   cmd_down 2>/dev/null
@@ -221,6 +227,22 @@ cmd_up() {
     printf '%s' "$hosts_file" >"/etc/netns/$h/hosts"
     echo "$h slots=$slots" >>"$d/hostfile"
   done
+  if [ "$cpus" = split ]; then   # host k's CPUs into cpus/HOST, read by in_host and the rsh agent
+    local all=() c0 c1
+    local r a b
+    for r in $(grep '^Cpus_allowed_list:' /proc/self/status | cut -f2 | tr ',' ' '); do   # 0-3,8 ...
+      a=${r%-*} b=${r#*-}
+      for ((k = a; k <= b; k++)); do all+=("$k"); done
+    done
+    [ ${#all[@]} -ge 1 ] || die "up --cpus split: cannot read this process's CPUs (/proc/self/status)"
+    mkdir -p "$d/cpus"
+    for ((k = 1; k <= n; k++)); do
+      c0=$(((k - 1) * ${#all[@]} / n))
+      c1=$((k * ${#all[@]} / n - 1))
+      [ $c1 -ge $c0 ] || c1=$c0
+      echo "${all[@]:c0:c1-c0+1}" | tr ' ' ',' >"$d/cpus/$prefix-h$k"
+    done
+  fi
   cat >"$d/rsh" <<EOF
 #!/bin/sh
 # Open MPI's rsh agent for the simulated hosts of $prefix: rsh [OPTIONS] HOST COMMAND...
@@ -229,12 +251,15 @@ h=\$1
 shift
 case \$h in $prefix-h[0-9]*) ;; *) echo "rsh: '\$h' is not a host of $prefix" >&2; exit 255 ;; esac
 [ -e "$d/uts/\$h" ] || { echo "rsh: no host \$h" >&2; exit 255; }
-exec ip netns exec "\$h" nsenter --uts="$d/uts/\$h" -- sh -c "\$*"
+pin=""
+[ -f "$d/cpus/\$h" ] && pin="taskset -c \$(cat "$d/cpus/\$h")"
+exec ip netns exec "\$h" nsenter --uts="$d/uts/\$h" -- \$pin sh -c "\$*"
 EOF
   chmod +x "$d/rsh"
   {
     echo "hosts=$n"
     echo "slots=$slots"
+    echo "cpus=$([ "$cpus" = split ] && for ((k = 1; k <= n; k++)); do printf 'h%d:%s ' $k "$(cat "$d/cpus/$prefix-h$k")"; done || echo all)"
     echo "subnet=$SUBNET.0/24"
     echo "rate=${rate:-unshaped}"
     echo "delay=$delay_applied"
@@ -268,7 +293,9 @@ in_host() {  # in_host HOST COMMAND...: COMMAND in HOST's namespaces, with its h
   local h
   h=$(ns_of "$1")
   shift
-  ip netns exec "$h" nsenter --uts="$(state)/uts/$h" -- "$@"
+  local pin=()
+  [ -f "$(state)/cpus/$h" ] && pin=(taskset -c "$(cat "$(state)/cpus/$h")")
+  ip netns exec "$h" nsenter --uts="$(state)/uts/$h" -- "${pin[@]}" "$@"
 }
 
 cmd_mpirun() {

@@ -9,7 +9,9 @@
 #    16 MB transfer runs at 50-105% of the rate;
 # 5. link-down cuts a host off (a connection attempt fails), link-up restores it;
 # 6. after `down`, no namespace, file or link of the prefix is left; `down` again does nothing.
-# Then two hosts on the kernel bridge without delay at 500mbit (4's throughput, 6), and, where
+# 7. up --cpus split: each host's processes (exec, mpirun's ranks) run on its own CPUs.
+# Then two hosts on the kernel bridge without delay at 500mbit, split over the CPUs (4's
+# throughput, 7, 6), and, where
 # the first part used netem, two hosts through netdelay at 1gbit / 1ms (4, 6).
 # Exit 77 (CTest SKIP_RETURN_CODE) where network namespaces cannot be made here.
 set -u
@@ -109,10 +111,22 @@ wait $server
 # 6.
 gone
 
-# the kernel bridge, no delay
-up --hosts 2 --rate 500mbit
+# the kernel bridge, no delay; each host on its own CPUs
+up --hosts 2 --rate 500mbit --cpus split
 check "without a delay: the kernel bridge (by: $by)" [ "$by" = none ]
 link 500 0
+# 7.
+ncpu=$(nproc)
+for k in 1 2; do
+  want=$(hosts info | sed -n "s/^cpus=.*h$k:\([^ ]*\).*/\1/p")
+  got=$(in_host $k grep Cpus_allowed_list /proc/self/status | cut -f2)
+  check "host $k runs on its CPUs ($want; got '$got')" [ "${want:-none}" = "$got" ]
+done
+out=$(timeout 60 bash "$H" mpirun --prefix "$prefix" -np 2 --map-by node -- sh -c 'echo "$(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' 2>&1 | sort)
+want="$prefix-h1 $(hosts info | sed -n 's/^cpus=.*h1:\([^ ]*\).*/\1/p')"
+check "an mpirun rank on host 1 runs on host 1's CPUs (got: $(echo $out))" grep -qx "$want" <<<"$out"
+[ "$ncpu" -lt 2 ] ||
+  check "the 2 hosts' CPUs differ on a machine of $ncpu" [ "$(in_host 1 grep Cpus_allowed_list /proc/self/status)" != "$(in_host 2 grep Cpus_allowed_list /proc/self/status)" ]
 gone
 
 # netdelay where the first part had netem
