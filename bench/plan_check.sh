@@ -20,7 +20,8 @@
 # of this host is out/machine.conf (measure it first: `mpirun -np 8 --oversubscribe ot plan --measure`); the
 # simulated hosts' machine is derived from it: the host's cores split evenly over the simulated
 # hosts (each host's processes bound to its part: hosts.sh up --cpus split; hosts beyond the
-# cores share one), their link measured by `ot plan --measure` over 2 ranks on 2 hosts. Needs root for the simulated hosts. Timing: run on a quiet machine.
+# cores share one), their link measured by `ot plan --measure` over 4 ranks spread over the hosts
+# (a pair on 2 hosts: inter_bw; the 4: inter_bw4). Needs root for the simulated hosts. Timing: run on a quiet machine.
 set -u
 OT=$(readlink -f "$1")
 LIST=${2:-}
@@ -91,12 +92,12 @@ sim_machine() {
     cur="$hosts $rate $delay"
   fi
   [ -f "$mach" ] && return 0
-  bash "$H" mpirun --prefix "$P" -np 2 --map-by node -- "$OT" plan --measure --out "$tmp/link.conf" >"$tmp/link.log" 2>&1 </dev/null ||
+  bash "$H" mpirun --prefix "$P" -np 4 --map-by node -- "$OT" plan --measure --out "$tmp/link.conf" >"$tmp/link.log" 2>&1 </dev/null ||
     { cat "$tmp/link.log" >&2; return 1; }
   # (inside a simulated host, k ranks moving data compete with the other hosts' ranks for the
   # same cores: the bandwidth this machine measured for k x H ranks)
   awk -v h="$hosts" -v c="$cores" -v link="$tmp/link.conf" '
-    BEGIN { while ((getline l < link) > 0) { split(l, kv, " = "); if (kv[1] == "inter_bw" || kv[1] == "inter_lat") L[kv[1]] = kv[2] } }
+    BEGIN { while ((getline l < link) > 0) { split(l, kv, " = "); if (kv[1] ~ /^inter_(bw|lat|bw4)$/) L[kv[1]] = kv[2] } }
     /^#/ { next }
     { split($0, kv, " = "); K[++n] = kv[1]; V[kv[1]] = kv[2] }
     function T(k) { return k <= 2 ? V["intra_bw"] : k <= 4 ? V["intra_bw4"] : k <= 8 ? V["intra_bw8"] : V["intra_bw8"] * 8 / k }
@@ -111,11 +112,12 @@ sim_machine() {
         else if (k == "intra_bw") v = T(2 * h)
         else if (k == "intra_bw4") v = T(4 * h)
         else if (k == "intra_bw8") v = T(8 * h)
-        else if (k in L) v = L[k]
+        else if (k in L) { v = L[k]; delete L[k] }
         else if (k == "name") v = h " simulated hosts"
-        else if (k == "source") v = "this host (" v ") split over " h " simulated hosts; their link measured by ot plan --measure over 2 ranks on 2 hosts"
-        print k " = " v } }' "$MACHINE" >"$mach"
-  grep -E "^(inter_bw|inter_lat)" "$mach" | tr '\n' ' ' >&2; echo "(measured between 2 of $hosts hosts at $rate / $delay)" >&2
+        else if (k == "source") v = "this host (" v ") split over " h " simulated hosts; their link measured by ot plan --measure over 4 ranks spread over the hosts"
+        print k " = " v }
+      for (k in L) print k " = " L[k] }' "$MACHINE" >"$mach"
+  grep -E "^(inter_bw|inter_lat|inter_bw4)" "$mach" | tr '\n' ' ' >&2; echo "(measured by 4 ranks on $hosts hosts, one a host first, at $rate / $delay)" >&2
 }
 
 if [ -n "$BEST" ]; then   # the planner's best layout of every shape, in its order

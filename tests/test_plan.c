@@ -92,11 +92,12 @@ static void test_machine(void) {
   th_check(ot_machine_preset("ascend-910", &m) == OT_OK, "preset ascend-910");
   th_check_error(ot_machine_preset("h100", &m), OT_EINVAL, "a100-80gb, ascend-910", "unknown preset lists them");
   m = cpu_machine();
+  m.inter_bw4 = 250e6;
   const char *path = "/tmp/ot_test_plan_machine.conf";
   th_check(ot_machine_write(path, &m) == OT_OK, "machine file written: %s", ot_last_error());
   th_check(ot_machine_read(path, &back) == OT_OK, "machine file read: %s", ot_last_error());
-  th_check(back.shared && back.cores == 2 && fabs(back.inter_bw - 125e6) < 1 && fabs(back.core_gemm_flops - 100e9) < 1e3,
-           "machine file round trip");
+  th_check(back.shared && back.cores == 2 && fabs(back.inter_bw - 125e6) < 1 && fabs(back.core_gemm_flops - 100e9) < 1e3 &&
+           fabs(back.inter_bw4 - 250e6) < 1, "machine file round trip");
   FILE *f = fopen(path, "w");
   fprintf(f, "name = bad\nshared = true\ncores = 2\ndevices_per_host = 2\nhosts = 1\nmem_bytes = 1e9\n"
           "gemm_flops = -5\n");
@@ -153,9 +154,30 @@ static void test_cost(void) {
   th_check(d2.t_comm > d1.t_comm && d1.t_comm > d0.t_comm,
            "dp2 gradient all-reduce: 2 hosts at 1/10 the bandwidth %.3f s > 2 hosts %.3f s > one host %.4f s",
            d2.t_comm, d1.t_comm, d0.t_comm);
+  // a group of 4 across hosts moves at inter_bw4 where it was measured; a pair at inter_bw
+  ot_machine ring4 = m;
+  ring4.inter_bw4 = 2.0 * m.inter_bw;
+  const ot_plan_result p2m = eval(&c, &m, 2), p2r = eval(&c, &ring4, 2);
+  c.data_parallel = 4;
+  c.batch_size = 2;
+  const ot_plan_result p4m = eval(&c, &m, 2), p4r = eval(&c, &ring4, 2);
+  th_check(p2r.t_comm == p2m.t_comm && p4r.t_comm < p4m.t_comm && p4m.t_comm > 0,
+           "inter_bw4: dp4 over 2 hosts %.3f s -> %.3f s, dp2 over 2 hosts %.3f s = %.3f s", p4m.t_comm,
+           p4r.t_comm, p2m.t_comm, p2r.t_comm);
+  c.batch_size = 4;
   c.data_parallel = 2;
   c.tensor_parallel = 2;
-  ot_plan_result in = eval(&c, &m, 2);   // 4 ranks, 2 per host: tp pairs inside a host
+  ot_plan_result in = eval(&c, &m, 2);
+  // two data-parallel pairs over one link (tp pairs inside the hosts) split it, each at most
+  // at a pair's own rate: a link measured to carry 4x a pair's rate leaves each its own
+  {
+    ot_machine wide = m;
+    wide.inter_bw4 = 4.0 * m.inter_bw;
+    const ot_plan_result sh = eval(&c, &m, 2), wd = eval(&c, &wide, 2);
+    th_check(sh.t_comm > 0 && fabs(wd.t_comm - sh.t_comm / 2) < 0.05 * sh.t_comm,
+             "two pairs on a link: %.3f s each at half the pair's rate, %.3f s on a link of 4x its rate",
+             sh.t_comm, wd.t_comm);
+  }   // 4 ranks, 2 per host: tp pairs inside a host
   c.data_parallel = 1;
   c.pipeline_stages = 1;
   c.tensor_parallel = 2;

@@ -46,6 +46,9 @@ typedef struct {
   double rank_overhead;      // bytes a rank holds beyond the library's tracked allocations
                              // (code, libraries, MPI's buffers, thread stacks): measured as the
                              // resident set minus the tracked bytes of a measuring rank
+  double inter_bw4;          // between hosts: the all-reduce bus bandwidth of a group of 4 or more
+                             // ranks that spans hosts (inter_bw: a pair, one rank a host); 0:
+                             // unmeasured (inter_bw)
 } ot_machine;
 
 // Built-in machines: "this" needs a measured file (ot_machine_measure); presets

@@ -47,6 +47,7 @@ const cli_command cli_plan_command = {
     "examples:\n"
     "  ot plan --measure                              # this machine -> out/machine.conf\n"
     "  mpirun -np 2 ot plan --measure                 # ... with its all-reduce\n"
+    "  mpirun -np 4 --map-by node -H a:2,b:2 ot plan --measure   # ... between 2 hosts (1 and 2 a host)\n"
     "  ot plan --model gpt2 --global-batch 16 --seq-len 256 --devices 2\n"
     "  ot plan --machine a100-80gb --hosts 128 --model gpt-1t --global-batch 256 --seq-len 2048 --only \\\n"
     "      --data_parallel 8 --model_parallel 16 --pipeline_stage 8 --micro_batch_num 32 --optimizer_shard true\n",

@@ -82,12 +82,23 @@ ot_status ot_dist_measure_allreduce(int group, size_t n, int reps, double *sec, 
   if (group < 2 || group > g_size)
     return ot_error(OT_EINVAL, "all-reduce measurement: a group of %d of %d processes", group, g_size);
   const bool in = g_rank < group;
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rc = MPI_Comm_split(MPI_COMM_WORLD, in ? 0 : MPI_UNDEFINED, g_rank, &comm);
-  if (rc != MPI_SUCCESS) return ot__mpi_error(rc, "all-reduce measurement: splitting the world");
   char name[MPI_MAX_PROCESSOR_NAME] = "", first[MPI_MAX_PROCESSOR_NAME] = "";
   int len = 0;
   MPI_Get_processor_name(name, &len);
+  // the group's ring in host order (a host's ranks next to each other, as the engine's groups
+  // of consecutive ranks are placed), so that it crosses each link between hosts once each way
+  char *names = malloc((size_t)g_size * MPI_MAX_PROCESSOR_NAME);
+  if (!names) return ot_error(OT_ENOMEM, "all-reduce measurement: out of memory");
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+  int key = 0;
+  for (int j = 0; j < group && j < g_size; j++) {
+    const int c = strcmp(names + (size_t)j * MPI_MAX_PROCESSOR_NAME, name);
+    key += c < 0 || (c == 0 && j < g_rank);
+  }
+  free(names);
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(MPI_COMM_WORLD, in ? 0 : MPI_UNDEFINED, key, &comm);
+  if (rc != MPI_SUCCESS) return ot__mpi_error(rc, "all-reduce measurement: splitting the world");
   memcpy(first, name, sizeof first);
   MPI_Bcast(first, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
   int differ = in && strcmp(first, name) != 0;

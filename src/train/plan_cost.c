@@ -102,6 +102,7 @@ static size_t loader_bytes(const ot_train_config *c) {
 typedef struct {
   double bw, lat;
   bool network;   // a link the host's cores do not drive (a GPU fabric, a network)
+  bool wire;      // between hosts: its time is spent waiting on the wire, not on the cores
 } link;
 
 // Ranks fill hosts in rank order (rph per host).
@@ -127,7 +128,7 @@ static link group_link(const ot_machine *m, int world, int rph, int n, int strid
   for (int i = 1; i < n; i++) span |= host_of(r0 + i * stride, rph) != h0;
   // inside a shared host every rank of it moves data at about the same time (the groups of
   // one kind communicate together), on the cores the ranks share
-  link l = {m->shared ? shared_bw(m, rph < world ? rph : world) : m->intra_bw, m->intra_lat, !m->shared};
+  link l = {m->shared ? shared_bw(m, rph < world ? rph : world) : m->intra_bw, m->intra_lat, !m->shared, false};
   if (!span) return l;
   int share = 0;
   for (int blk = 0; blk * n * stride < world; blk++)
@@ -141,9 +142,19 @@ static link group_link(const ot_machine *m, int world, int rph, int n, int strid
       }
       share += on && sp;
     }
-  l.bw = m->inter_bw / (share > 0 ? share : 1);
+  // a group of 4 or more: its own measured rate where there is one. Groups sharing the link
+  // split the most it was measured to carry, each at most its own rate (a pair's all-reduce
+  // may not fill the link: between 2 simulated hosts at 1 Gb/s the engine's all-reduce of 64
+  // MiB runs at 62 MB/s for one pair, 112 for a group of 4, and 54 each for two pairs at once)
+  const double own = n >= 4 && m->inter_bw4 > 0 ? m->inter_bw4 : m->inter_bw;
+  const double most = fmax(m->inter_bw, m->inter_bw4);
+  l.bw = share > 1 ? fmin(own, most / share) : own;
   l.lat = m->inter_lat;
-  l.network = true;
+  // a CPU host's cores drive its network too (the TCP stack, MPI's progress): with every core
+  // computing, a transfer between hosts is not hidden behind the compute (measured, dp4 over 2
+  // simulated hosts of one core at 1 Gb/s: overlap saved 0.2 of the 0.43 s this would hide)
+  l.network = !m->shared;
+  l.wire = true;
   return l;
 }
 
@@ -229,8 +240,10 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
   // tensor parallel: 4 all-reduces of [N, C] f32 per block (6 when the forward reruns),
   // the vocabulary-parallel embedding and head's
   double tcomm = 0.0, tcomm_bwd = 0.0;
+  bool tcomm_wire = false;
   if (tp > 1) {
     const link l = group_link(m, world, rph, tp, 1, rank);
+    tcomm_wire = l.wire;
     const double k = c->recompute == OT_RECOMPUTE_FULL ? 6.0 : 4.0;
     const double one = allreduce_s(N * C * 4.0, tp, l);
     tcomm = k * L * one;
@@ -250,7 +263,10 @@ static ot_status stage_eval(const ot_train_config *c, const ot_machine *m, int r
   }
   o->t_mb = comp + tcomm + p2p;
   o->t_bwd = comp_bwd + tcomm_bwd + p2p / 2;
-  o->busy = alone + tcomm;   // (its core time: the host bound divides it over the cores)
+  // (its core time: the host bound divides it over the cores; a tensor group between hosts
+  // waits on the wire: GPT-2 tp4 over 2 simulated hosts of one core at 1 Gb/s, counted as core
+  // time, was predicted 8.0 s a step against 6.3-6.6 measured)
+  o->busy = alone + (tcomm_wire ? 0.0 : tcomm);
   o->stage_floats = (double)pm->n_floats;
   o->layers = pm->layer1 - pm->layer0;
   return OT_OK;
@@ -343,7 +359,11 @@ static ot_status eval(ot_train_config *c, const ot_machine *m, int hosts, ot_pla
   o->t_bubble = t_pipe - o->t_compute;
   // a shared host: its ranks' work on at most `cores` cores at once
   if (m->shared && rph > m->cores) {
-    for (int r = 0; r < rph && r < world; r++) busy_host += M * stt[(r / (dp * tp)) % pp].busy;
+    for (int h0 = 0; h0 < world; h0 += rph) {   // the busiest host (a pipeline's last holds the head)
+      double busy = 0.0;
+      for (int r = h0; r < h0 + rph && r < world; r++) busy += M * stt[(r / (dp * tp)) % pp].busy;
+      busy_host = fmax(busy_host, busy);
+    }
     const double bound = busy_host / m->cores;
     if (bound > t_pipe) o->t_compute += bound - t_pipe;
   }

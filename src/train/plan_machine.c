@@ -88,6 +88,7 @@ static const field k_fields[] = {
     F("intra_bw8", K_DBL, intra_bw8, "shared: the same with 8 ranks"),
     F("inter_bw", K_DBL, inter_bw, "bandwidth between hosts (per host), bytes/s"),
     F("inter_lat", K_DBL, inter_lat, "latency between hosts, s"),
+    F("inter_bw4", K_DBL, inter_bw4, "between hosts: all-reduce bus bandwidth of 4+ ranks spanning hosts (0: as inter_bw)"),
 };
 #undef F
 #define N_FIELDS ((int)(sizeof k_fields / sizeof k_fields[0]))
@@ -144,7 +145,7 @@ static ot_status set_field(ot_machine *m, const char *key, const char *val, cons
   return ot_error(OT_EFORMAT, "%s: '%.60s' is not a machine key (name, shared, cores, devices_per_host, "
                   "hosts, mem_bytes, gemm_flops, core_gemm_flops, attn_flops, core_attn_flops, gemm_rows_half, attn_len_half, "
                   "peak_flops, mem_bw, rank_overhead, intra_bw, intra_bw4, intra_bw8, "
-                  "intra_lat, inter_bw, inter_lat, source)", path, key);
+                  "intra_lat, inter_bw, inter_lat, inter_bw4, source)", path, key);
 }
 
 ot_status ot_machine_read(const char *path, ot_machine *m) {
@@ -176,6 +177,8 @@ ot_status ot_machine_validate(const ot_machine *m) {
   const char *k[] = {"mem_bytes", "gemm_flops", "peak_flops", "mem_bw", "intra_bw", "inter_bw"};
   for (int i = 0; i < 6; i++)
     if (!(v[i] > 0) || !isfinite(v[i])) return ot_error(OT_EINVAL, "%s: %s = %g must be > 0", n, k[i], v[i]);
+  if (!(m->inter_bw4 >= 0) || !isfinite(m->inter_bw4))
+    return ot_error(OT_EINVAL, "%s: inter_bw4 = %g must be >= 0 (0: as inter_bw)", n, m->inter_bw4);
   if (!(m->intra_lat >= 0) || !(m->inter_lat >= 0))
     return ot_error(OT_EINVAL, "%s: latencies must be >= 0 s", n);
   if (m->shared && !(m->core_gemm_flops > 0)) return ot_error(OT_EINVAL, "%s: core_gemm_flops must be > 0", n);
@@ -356,6 +359,7 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
   m->intra_lat = 20e-6;
   m->inter_bw = 1.25e9;
   m->inter_lat = 50e-6;
+  m->inter_bw4 = 0.0;
   const char *links = "links not measured (run `mpirun -np 8 --oversubscribe ot plan --measure` for them): 3.9 GB/s, "
                       "20 us inside the host; 1.25 GB/s, 50 us between hosts";
   char lbuf[400] = "";
@@ -369,10 +373,12 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
     if (ms != OT_OK) return ms;
     const double ring = 2.0 * (g - 1.0) / g, lat = small / (2.0 * (g - 1.0));
     const double bw = ring * 4.0 * (double)n / (big - 2.0 * (g - 1.0) * lat);
-    if (apart) {   // 2 processes on different hosts: the link between hosts
+    if (apart) {   // processes on different hosts: the link between hosts
       if (g == 2) {
         m->inter_bw = bw;
         m->inter_lat = lat;
+      } else {
+        m->inter_bw4 = bw;
       }
     } else if (g == 2) {
       m->intra_bw = bw;
@@ -389,7 +395,7 @@ ot_status ot_machine_measure(ot_machine *m, FILE *log) {
       fprintf(log, "measured: all-reduce over %d processes %s: %.1f ms for 64 MiB (bus bandwidth %.2f GB/s), %.1f us "
               "for 8 bytes (latency %.1f us)\n", g, apart ? "on different hosts" : "on one host", big * 1e3,
               bw / 1e9, small * 1e6, lat * 1e6);
-    if (apart) break;   // (the link between hosts: one pair tells)
+    if (apart && g >= 4) break;   // (the link between hosts: a pair and a group of 4 tell)
   }
   snprintf(m->source, sizeof m->source, "measured by `ot plan --measure` on %.40s: GEMM (oneDNN f32, M=2048 "
            "C=768 projections), causal flash attention (T=256, D=64), STREAM triad, FMA peak; %s", host, links);
