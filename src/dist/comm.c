@@ -24,8 +24,8 @@ ot_status ot_dist_init(int *argc, char ***argv) {
     setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
     setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "5", 0);
     setenv("OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "1048576", 0);
-    // the ring all-gather: 40 MiB over 4 ranks on 2 simulated hosts at 1 Gb/s 286 ms against
-    // the default decision's 622 (on one host 24 against 33 ms)
+    // the ring all-gather: 40 MiB over 4 ranks on 2 simulated hosts at 1 Gb/s 274 ms against
+    // the default decision's 622 (on one host 19.5 against 26.1 ms; bench/mpi_coll.c)
     setenv("OMPI_MCA_coll_tuned_allgatherv_algorithm", "3", 0);
     int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
@@ -88,7 +88,12 @@ ot_status ot_dist_measure_allreduce(int group, size_t n, int reps, double *sec, 
   // the group's ring in host order (a host's ranks next to each other, as the engine's groups
   // of consecutive ranks are placed), so that it crosses each link between hosts once each way
   char *names = malloc((size_t)g_size * MPI_MAX_PROCESSOR_NAME);
-  if (!names) return ot_error(OT_ENOMEM, "all-reduce measurement: out of memory");
+  int nomem = !names;   // (every rank returns together: none is left in the all-gather)
+  MPI_Allreduce(MPI_IN_PLACE, &nomem, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (nomem) {
+    free(names);
+    return ot_error(OT_ENOMEM, "all-reduce measurement: out of memory for the host names");
+  }
   MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
   int key = 0;
   for (int j = 0; j < group && j < g_size; j++) {
@@ -306,7 +311,8 @@ ot_status ot__allgather_f32(const ot__grid *g, MPI_Comm comm, float *buf, const 
 // A ring of point-to-point exchanges: n - 1 steps, each sending the block received last to
 // the right neighbour. Polled like poll_wait but gently (50 us asleep between tests), so a
 // helper thread waiting on it leaves the cores to the compute (libnbc's MPI_Iallgatherv is a
-// linear exchange: 40 MiB over 4 ranks on 2 simulated hosts 477 ms against the ring's 286).
+// linear exchange: 40 MiB over 4 ranks on 2 simulated hosts 370 ms against the ring's 274,
+// bench/mpi_coll.c).
 ot_status ot__allgatherv_ring(MPI_Comm comm, const float *src, float *dst, const int *cnt, const int *dsp,
                               int tag, const char *what) {
   int n = 1, r = 0;

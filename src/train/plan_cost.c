@@ -145,7 +145,8 @@ static link group_link(const ot_machine *m, int world, int rph, int n, int strid
   // a group of 4 or more: its own measured rate where there is one. Groups sharing the link
   // split the most it was measured to carry, each at most its own rate (a pair's all-reduce
   // may not fill the link: between 2 simulated hosts at 1 Gb/s the engine's all-reduce of 64
-  // MiB runs at 62 MB/s for one pair, 112 for a group of 4, and 54 each for two pairs at once)
+  // MiB runs at 62 MB/s for one pair, 110 for a group of 4, and 50 each for two pairs at once:
+  // bench/mpi_coll.c)
   const double own = n >= 4 && m->inter_bw4 > 0 ? m->inter_bw4 : m->inter_bw;
   const double most = fmax(m->inter_bw, m->inter_bw4);
   l.bw = share > 1 ? fmin(own, most / share) : own;
