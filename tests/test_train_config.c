@@ -90,6 +90,18 @@ static void test_schedule(void) {
     c.steps = 5;   // automatic warmup steps / 10 = 0 -> 1
     th_check(ot_train_config_resolve(&c) == OT_OK && c.warmup == 1, "inverse_sqrt: automatic warmup >= 1 (%lld)",
              (long long)c.warmup);
+    // automatic warmups: steps / 5 up to 4000 with inverse_sqrt, steps / 10 up to 100 otherwise
+    const long long st[] = {300, 2000, 50000}, w_inv[] = {60, 400, 4000}, w_cos[] = {30, 100, 100};
+    for (int i = 0; i < 3; i++)
+      for (int inv = 0; inv < 2; inv++) {
+        ot_train_config_default(&c);
+        c.lr_decay = inv ? OT_LR_INVSQRT : OT_LR_COSINE;
+        c.steps = st[i];
+        const long long want = inv ? w_inv[i] : w_cos[i];
+        th_check(ot_train_config_resolve(&c) == OT_OK && c.warmup == want,
+                 "automatic warmup of %lld steps (%s): %lld, want %lld", st[i], inv ? "inverse_sqrt" : "cosine",
+                 (long long)c.warmup, want);
+      }
     ot_train_config_default(&c);
     th_check(ot_train_config_set(&c, "adam_betas", "(0.9, 0.98)", "t") == OT_OK && c.beta1 == 0.9f &&
              c.beta2 == 0.98f, "adam_betas \"(0.9, 0.98)\" (fairseq)");
