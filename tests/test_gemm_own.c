@@ -108,6 +108,15 @@ static void test_threads(void) {
     free(C1); free(C2); free(C3);
   }
   ot__gemm_own_set_blocks(0, 0, 0, 0);
+  // default blocks over many rows: the row blocks evened out over the threads (gemm_own.c)
+  const own_case t = {OT_F32, OT_F32, OT_F32, true, false, false, false, 2500, 45, 700, 0, 1.0f, 1.0f};
+  float *R, *T1 = run_own(&t, 1, &R, 4), *T2 = run_own(&t, 2, NULL, 4), *T3 = run_own(&t, 3, NULL, 4);
+  const size_t nt = (size_t)t.M * t.N;
+  th_check(memcmp(T1, T2, nt * 4) == 0 && memcmp(T1, T3, nt * 4) == 0,
+           "own gemm M=%d (row blocks evened out): 1, 2 and 3 threads bitwise equal", t.M);
+  th_check_nerr(T2, R, nt, 2e-6 * (1.0 + t.K / 128.0), "own gemm M=%d K=%d, 2 threads, against the reference", t.M,
+                t.K);
+  free(R); free(T1); free(T2); free(T3);
 }
 
 // beta = 0 never reads C: NaN there stays out (also 16-bit C).

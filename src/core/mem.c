@@ -1,12 +1,19 @@
 // Tracked allocations, arenas and per-thread scratch. Every long-lived buffer
 // the library holds goes through ot_mem_alloc, so current/peak per category is
 // exact. Each block carries a 64-byte header (size, category) in front of the
-// 64-byte-aligned payload.
+// 64-byte-aligned payload. Blocks of 4 MiB and more start on a 2 MiB boundary and
+// ask for transparent huge pages (madvise; Linux "madvise" mode): weights,
+// activations and GEMM packing buffers then cost a TLB entry per 2 MiB, not per
+// 4 KiB (measured: the own GEMM's weight gradients 80-84% -> 88-90% of the FMA
+// peak on one thread).
 #include "internal.h"
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #define HDR 64
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_MIN ((size_t)4 << 20)   // blocks this large ask for 2 MiB pages
 #define MAGIC 0x6f746d656d626c6bull  // "otmemblk"
 
 typedef struct { uint64_t magic; size_t bytes; int cat; } blk_hdr;
@@ -30,11 +37,17 @@ void *ot_mem_alloc(size_t bytes, ot_mem_category cat) {
   size_t total = HDR + ot_align64(bytes);
   if (total < bytes) { ot_error(OT_ENOMEM, "ot_mem_alloc: size %zu overflows", bytes); return NULL; }
   void *p = NULL;
-  if (posix_memalign(&p, 64, total) != 0 || !p) {
+  const int huge = total >= HUGE_MIN;
+  if (posix_memalign(&p, huge ? HUGE_PAGE : 64, total) != 0 || !p) {
     ot_error(OT_ENOMEM, "out of memory: could not allocate %.1f MiB for %s",
              bytes / 1048576.0, ot_mem_category_name(cat));
     return NULL;
   }
+#ifdef MADV_HUGEPAGE
+  // whole 2 MiB pages of the block only (the tail keeps small pages: no resident growth);
+  // advisory, so an error (no transparent huge pages here) changes nothing
+  if (huge) madvise(p, total & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
   blk_hdr *h = p;
   h->magic = MAGIC; h->bytes = bytes; h->cat = cat;
   pthread_mutex_lock(&g_lock);
