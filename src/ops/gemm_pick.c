@@ -7,7 +7,7 @@
 // contraction over rows in the weight gradient, so a run whose batches vary
 // in length measures a few shapes, not one per batch):
 //  - both run on a slice of the problem (C cut to 8 MiB and 2 GFLOP of work
-//    along its longer side, down to 256; the contraction cut only past 20
+//    along its longer side, down to 512; the contraction cut only past 100
 //    GFLOP; C copied to a block of its own, freed after: ot_gemm_scratch_of's
 //    choice_ws, never written): one untimed run
 //    each, then PICK_SAMPLES timed runs each, alternating;
@@ -36,6 +36,8 @@
 #define PICK_MIN_FLOPS 1e9         // 2 M N K
 #define PICK_SLICE_BYTES ((size_t)8 << 20)
 #define PICK_SLICE_FLOPS 2e9
+#define PICK_SLICE_MIN 512        // rows (or columns) a slice keeps at least
+#define PICK_SLICE_KCUT 50         // the contraction is cut only past this many PICK_SLICE_FLOPS
 #define PICK_MAX 4096
 
 typedef struct {
@@ -146,18 +148,21 @@ static ot_mm slice_of(const ot_mm *m) {
     else { s.N = (int)(cap / (size_t)s.M); s.N = s.N < 64 ? 64 : s.N > m->N ? m->N : s.N; }
   }
   // and the work within PICK_SLICE_FLOPS (~10 ms a run): the longer of M and N is cut
-  // further, to no fewer than 256; the contraction, whose length can decide between the
-  // two (a vocabulary-long one: oneDNN 67% of the peak, the own GEMM 84%), only beyond
-  // 10 x PICK_SLICE_FLOPS
+  // further, to no fewer than PICK_SLICE_MIN; the contraction only beyond PICK_SLICE_KCUT
+  // times that. Both decide between the two: the LM head's input gradient (M x 768 x 50304,
+  // 2 threads) measured oneDNN / own at 83 / 80% of the peak with M = 256, 75 / 82% with
+  // 512, 67 / 88% with 1024 and 62 / 87% with 2048, but 1024 rows over 12715 terms gave
+  // oneDNN the lead again. So that one shape is measured on 512 rows and every term (40
+  // GFLOP a run, about 1.5 s once per process; a training step takes 8 s there).
   double fl = 2.0 * s.M * s.N * s.K;
   if (fl > PICK_SLICE_FLOPS) {
     int *side = s.M >= s.N ? &s.M : &s.N;
     const int want = (int)(*side * (PICK_SLICE_FLOPS / fl));
-    if (*side > 256) *side = want < 256 ? 256 : want;
+    if (*side > PICK_SLICE_MIN) *side = want < PICK_SLICE_MIN ? PICK_SLICE_MIN : want;
     fl = 2.0 * s.M * s.N * s.K;
   }
-  if (fl > 10 * PICK_SLICE_FLOPS) {
-    const int k = (int)(s.K * (10 * PICK_SLICE_FLOPS / fl));
+  if (fl > PICK_SLICE_KCUT * PICK_SLICE_FLOPS) {
+    const int k = (int)(s.K * (PICK_SLICE_KCUT * PICK_SLICE_FLOPS / fl));
     s.K = k < 256 ? (s.K < 256 ? s.K : 256) : k;
   }
   s.ldc = s.N;
