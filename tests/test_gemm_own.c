@@ -108,8 +108,9 @@ static void test_threads(void) {
     free(C1); free(C2); free(C3);
   }
   ot__gemm_own_set_blocks(0, 0, 0, 0);
-  // default blocks over many rows: the row blocks evened out over the threads (gemm_own.c)
-  const own_case t = {OT_F32, OT_F32, OT_F32, true, false, false, false, 2500, 45, 700, 0, 1.0f, 1.0f};
+  // default blocks over many rows: the row blocks evened out over the threads, B read in place
+  // (f32, k-major, whole panels: gemm_own.c's direct_b)
+  const own_case t = {OT_F32, OT_F32, OT_F32, true, false, false, false, 2500, 64, 700, 0, 1.0f, 1.0f};
   float *R, *T1 = run_own(&t, 1, &R, 4), *T2 = run_own(&t, 2, NULL, 4), *T3 = run_own(&t, 3, NULL, 4);
   const size_t nt = (size_t)t.M * t.N;
   th_check(memcmp(T1, T2, nt * 4) == 0 && memcmp(T1, T3, nt * 4) == 0,

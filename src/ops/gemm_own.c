@@ -173,6 +173,19 @@ int ot__mm_own_threads(const ot_mm *m) {
   return T < 1 || 2.0 * m->M * m->N * m->K < 4e6 ? 1 : T;
 }
 
+// Whether the micro-kernel reads B in place instead of packed panels: an f32 B stored k-major
+// (B(k, j) at B[k*ldb + j]: each k's NR columns are one vector load), whole panels only, few
+// row blocks (each re-reads B; past ~16 the packing is paid back), and rows that do not all
+// fall in a few L2 sets (ldb*4 not a multiple of 2 KiB: with 12 KiB between rows a panel's
+// rows fell in 32 of the 2048 sets and came from L3 at every tile). Measured on the weight
+// and input gradients (2 threads, medians): attn proj dw 79-81% -> 86-90% of the FMA peak,
+// qkv dw 86-87% -> 89-91%, the LM head's input gradient 87% -> 89-90%; with 12 KiB rows
+// (fc proj dx) 88% -> 83-87%, hence the set rule; the LM head's weight gradient (190 row
+// blocks) 87-89% -> 86-87%, hence the block rule.
+static int direct_b(const ot_mm *m, const own_blocks *b) {
+  return m->bdt == OT_F32 && !m->tb && m->N % b->nr == 0 && b->nic <= 16 && ((long)m->ldb * 4) % 2048 != 0;
+}
+
 ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
   own_blocks b;
   choose_blocks(m, &b);
@@ -188,6 +201,7 @@ ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
   const size_t ces = ot_dtype_size(m->cdt);
   const int nic = b.nic;
   const int nk = ceil_div(m->K, b.kc);
+  const int direct = direct_b(m, &b);
   const double t0 = ot_now();
 #pragma omp parallel num_threads(T)
   {
@@ -206,7 +220,7 @@ ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
         const int g1 = g0 + b.kg < nk ? g0 + b.kg : nk;
         const int nbp = ceil_div(npan, PACK_PANELS);
 #pragma omp for schedule(dynamic, 1)
-        for (int it = 0; it < (g1 - g0) * nbp; it++) {
+        for (int it = 0; it < (direct ? 0 : (g1 - g0) * nbp); it++) {
           const int pk = g0 + it / nbp, p0 = (it % nbp) * PACK_PANELS;
           const int pc = pk * b.kc, kc = m->K - pc < b.kc ? m->K - pc : b.kc;
           const int p1 = p0 + PACK_PANELS < npan ? p0 + PACK_PANELS : npan;
@@ -225,8 +239,12 @@ ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
             const ot_sg_epi e = {m->alpha, m->beta, pc == 0, pc + kc >= m->K,
                                  m->bias ? m->bias + jc + j0 : NULL};
             OT_KPICK(k_sg_pack_a)(ap, a_at(m, ic, pc), ask, (size_t)m->lda, m->ta, mc, kc);
-            OT_KPICK(k_sg_macro)(ap, bbuf + (size_t)(pk - g0) * pstride + (size_t)q * cpan * b.nr * kc, mc,
-                                 j1 - j0, kc, c, csk, (size_t)m->ldc, &e);
+            if (direct)
+              OT_KPICK(k_sg_macro)(ap, (const float *)b_at(m, pc, jc + j0), (size_t)m->ldb, (size_t)b.nr, mc,
+                                   j1 - j0, kc, c, csk, (size_t)m->ldc, &e);
+            else
+              OT_KPICK(k_sg_macro)(ap, bbuf + (size_t)(pk - g0) * pstride + (size_t)q * cpan * b.nr * kc,
+                                   (size_t)b.nr, (size_t)b.nr * kc, mc, j1 - j0, kc, c, csk, (size_t)m->ldc, &e);
             if (m->gelu && e.last)
               for (int i = 0; i < mc; i++)
                 OT_KPICK(k_gelu_fwd)(csk, c + (size_t)i * m->ldc * ces, c + (size_t)i * m->ldc * ces,

@@ -155,7 +155,7 @@ void OT_K(k_sg_pack_b)(float *dst, const void *B, int bsk, size_t ldb, int tb, i
 }
 
 // acc = a-panel (MR x kc) times b-panel (kc x NR), k in order.
-INL void micro(const float *restrict a, const float *restrict b, int kc, vf acc[MR][NV]) {
+INL void micro(const float *restrict a, const float *restrict b, size_t bk, int kc, vf acc[MR][NV]) {
   UNROLL for (int i = 0; i < MR; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = vzero();
   _Pragma("GCC unroll 4") for (int k = 0; k < kc; k++) {
     vf bv[NV];
@@ -165,7 +165,7 @@ INL void micro(const float *restrict a, const float *restrict b, int kc, vf acc[
       UNROLL for (int v = 0; v < NV; v++) acc[i][v] = vfmadd(ai, bv[v], acc[i][v]);
     }
     a += MR;
-    b += NR;
+    b += bk;
   }
 }
 
@@ -195,11 +195,11 @@ INL void epilogue(vf acc[MR][NV], void *C, int csk, size_t ldc, int m, int n, co
   }
 }
 
-void OT_K(k_sg_macro)(const float *Ap, const float *Bp, int mc, int nc, int kc, void *C, int csk,
-                      size_t ldc, const ot_sg_epi *e) {
+void OT_K(k_sg_macro)(const float *Ap, const float *Bp, size_t bk, size_t bpan, int mc, int nc, int kc,
+                      void *C, int csk, size_t ldc, const ot_sg_epi *e) {
   const size_t es = csk ? 2 : 4;
   for (int jr = 0; jr < nc; jr += NR) {
-    const float *bp = Bp + (size_t)(jr / NR) * NR * kc;
+    const float *bp = Bp + (size_t)(jr / NR) * bpan;
     const int n = nc - jr < NR ? nc - jr : NR;
     const float *bias = e->last && e->bias ? e->bias + jr : NULL;
     for (int ir = 0; ir < mc; ir += MR) {
@@ -211,7 +211,8 @@ void OT_K(k_sg_macro)(const float *Ap, const float *Bp, int mc, int nc, int kc, 
           __builtin_prefetch(c0 + (size_t)i * ldc * es + NR * es - 1, 1, 3);
         }
       }
-      micro(Ap + (size_t)(ir / MR) * MR * kc, bp, kc, acc);
+      if (bk == NR) micro(Ap + (size_t)(ir / MR) * MR * kc, bp, NR, kc, acc);   // (a constant stride)
+      else micro(Ap + (size_t)(ir / MR) * MR * kc, bp, bk, kc, acc);
       epilogue(acc, (char *)C + ((size_t)ir * ldc + (size_t)jr) * es, csk, ldc, mc - ir < MR ? mc - ir : MR,
                n, e, bias);
     }

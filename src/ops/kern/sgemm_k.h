@@ -32,9 +32,12 @@ typedef struct {
 } ot_sg_epi;
 
 // C block (mc x nc at C) <- epilogue(Ap Bp): Ap from k_sg_pack_a (mc rows, kc),
-// Bp from k_sg_pack_b (nc columns, kc). One thread; each element's sum runs over
-// k in order, so the result does not depend on how blocks are spread.
-OT_KDECL(void, k_sg_macro, (const float *Ap, const float *Bp, int mc, int nc, int kc, void *C, int csk,
-                            size_t ldc, const ot_sg_epi *e));
+// Bp nc columns by kc: NR-column panels bpan floats apart, each panel's k rows
+// bk floats apart (k_sg_pack_b's panels: bk = NR, bpan = NR * kc; an f32 B read
+// in place: bk = ldb, bpan = NR, nc a multiple of NR). One thread; each
+// element's sum runs over k in order, so the result does not depend on how
+// blocks are spread.
+OT_KDECL(void, k_sg_macro, (const float *Ap, const float *Bp, size_t bk, size_t bpan, int mc, int nc, int kc,
+                            void *C, int csk, size_t ldc, const ot_sg_epi *e));
 
 #endif
