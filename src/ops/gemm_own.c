@@ -181,9 +181,11 @@ int ot__mm_own_threads(const ot_mm *m) {
 // and input gradients (2 threads, medians): attn proj dw 79-81% -> 86-90% of the FMA peak,
 // qkv dw 86-87% -> 89-91%, the LM head's input gradient 87% -> 89-90%; with 12 KiB rows
 // (fc proj dx) 88% -> 83-87%, hence the set rule; the LM head's weight gradient (190 row
-// blocks) 87-89% -> 86-87%, hence the block rule.
+// blocks) 87-89% -> 86-87%, hence the block rule. The AVX-512 tile only (NR >= 32: 24 FMAs
+// per k step hide the strided loads; the AVX2 6 x 16 tile's 12 lost 5-10% on every one).
 static int direct_b(const ot_mm *m, const own_blocks *b) {
-  return m->bdt == OT_F32 && !m->tb && m->N % b->nr == 0 && b->nic <= 16 && ((long)m->ldb * 4) % 2048 != 0;
+  return b->nr >= 32 && m->bdt == OT_F32 && !m->tb && m->N % b->nr == 0 && b->nic <= 16 &&
+         ((long)m->ldb * 4) % 2048 != 0;
 }
 
 ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
