@@ -74,7 +74,12 @@ static void choose_blocks(const ot_mm *m, own_blocks *b) {
   // 384 to 768 within 2% of each other, 128 up to 10% slower: the C tile's traffic)
   int kc = set_kc > 0 ? set_kc : (int)(l1 / (4L * 16));
   kc = kc < 1 ? 1 : kc > 4096 ? 4096 : kc;
-  if (m->cdt != OT_F32 || m->K <= kc + kc / 4) kc = m->K;
+  // one block also for up to 2 of them where the columns need several column blocks (the
+  // packed B of a k-group takes a quarter of L3, below): k-blocks in separate groups would
+  // send each C block to memory and back between them (the LM head's forward, 2048 x 50304
+  // x 768: 0.99x oneDNN with 2 blocks of 384, 1.01x with one of 768)
+  const int wide = set_kc <= 0 && m->K <= 2 * kc && (long)m->N * 4 * kc > l3 / 4;
+  if (m->cdt != OT_F32 || m->K <= kc + kc / 4 || wide) kc = m->K;
   else {      // equal blocks, none short
     const int nk = (m->K + kc - 1) / kc;
     kc = (m->K + nk - 1) / nk;
