@@ -120,6 +120,25 @@ static void test_threads(void) {
   free(R); free(T1); free(T2); free(T3);
 }
 
+// A 16-bit C over a contraction of several k-blocks: computed into an f32 C and rounded once
+// (gemm_own.c's c_detour): within the 16-bit tolerance of the reference (beta, bias), and
+// bitwise the f32-C result rounded (GELU).
+static void test_c16_long(const char *tag) {
+  for (int d = 0; d < 2; d++) {
+    const ot_dtype cdt = d ? OT_F16 : OT_BF16;
+    const own_case c = {OT_BF16, OT_F32, cdt, false, true, true, false, 37, 45, 1500, 2, 0.75f, 1.0f};
+    check_case(&c, tag);
+    own_case g = {OT_F32, OT_BF16, cdt, true, false, false, true, 29, 40, 1400, 0, 1.0f, 0.0f};
+    float *C16 = run_own(&g, 2, NULL, 12);
+    g.cdt = OT_F32;
+    float *C32 = run_own(&g, 2, NULL, 12);
+    th_round_dt(cdt, C32, (size_t)g.M * g.N);
+    th_check(memcmp(C16, C32, sizeof(float) * (size_t)g.M * g.N) == 0,
+             "%s own gemm %s C, K=%d: the f32 result rounded once", tag, ot_dtype_name(cdt), g.K);
+    free(C16); free(C32);
+  }
+}
+
 // beta = 0 never reads C: NaN there stays out (also 16-bit C).
 static void test_beta0(void) {
   for (int k = 0; k < 2; k++) {
@@ -242,6 +261,7 @@ int main(void) {
     char tag[32];
     snprintf(tag, sizeof tag, "[%s]", ot_isa_name(isas[i]));
     test_shapes(tag);
+    test_c16_long(tag);
     test_threads();
     test_beta0();
   }

@@ -64,6 +64,17 @@ static const cpu_caches *caches(void) {
   return &g_caches;
 }
 
+// A 16-bit C over a contraction longer than one k-block is computed into an f32 C of the
+// library's (M x N, at most C_DETOUR_MAX bytes) with the usual blocks, then rounded once
+// into C; without it the whole contraction had to be one k-block (KC = K), whose panels
+// overflow the caches: the bf16 LM head's input gradient (K = 50304) ran at 0.66x of
+// oneDNN's converting path, the fc projection's forward (K = 3072) at 0.86x.
+#define C_DETOUR_MAX ((size_t)32 << 20)
+static int c_detour(const ot_mm *m) {
+  const long kc1 = caches()->l1 / (4L * 16);
+  return m->cdt != OT_F32 && m->K > kc1 + kc1 / 4 && (size_t)m->M * m->N * 4 <= C_DETOUR_MAX;
+}
+
 // Chooses the cache blocks for m (see the file comment).
 static void choose_blocks(const ot_mm *m, own_blocks *b) {
   OT_KPICK(k_sg_tile)(&b->mr, &b->nr);
@@ -79,7 +90,7 @@ static void choose_blocks(const ot_mm *m, own_blocks *b) {
   // send each C block to memory and back between them (the LM head's forward, 2048 x 50304
   // x 768: 0.99x oneDNN with 2 blocks of 384, 1.01x with one of 768)
   const int wide = set_kc <= 0 && m->K <= 2 * kc && (long)m->N * 4 * kc > l3 / 4;
-  if (m->cdt != OT_F32 || m->K <= kc + kc / 4 || wide) kc = m->K;
+  if ((m->cdt != OT_F32 && !c_detour(m)) || m->K <= kc + kc / 4 || wide) kc = m->K;
   else {      // equal blocks, none short
     const int nk = (m->K + kc - 1) / kc;
     kc = (m->K + nk - 1) / nk;
@@ -161,7 +172,7 @@ size_t ot_gemm_own_ws_max(void) {
   // the packed B group (a quarter of L3, plus a partial panel per k-block), an A block per
   // thread (half of L2, plus its micro-tile rounding) and the slack of each
   const size_t b = (size_t)l3 / 4 + (size_t)l3 / 32, a = (size_t)l2 / 2 + (size_t)l2 / 16;
-  return b + (size_t)T * a + 128 * (size_t)(T + 1);
+  return b + (size_t)T * a + 128 * (size_t)(T + 1) + C_DETOUR_MAX + 64;
 }
 
 size_t ot__mm_own_ws(const ot_mm *m, int threads) {
@@ -169,7 +180,7 @@ size_t ot__mm_own_ws(const ot_mm *m, int threads) {
   size_t bfl, afl;
   choose_blocks(m, &b);
   pack_floats(m, &b, &bfl, &afl);
-  return 4 * (bfl + (size_t)threads * afl);
+  return 4 * (bfl + (size_t)threads * afl) + (c_detour(m) ? (size_t)m->M * m->N * 4 + 64 : 0);
 }
 
 int ot__mm_own_threads(const ot_mm *m) {
@@ -193,16 +204,45 @@ static int direct_b(const ot_mm *m, const own_blocks *b) {
          ((long)m->ldb * 4) % 2048 != 0;
 }
 
+static void own_run(const ot_mm *m, const own_blocks *bp, float *ws, size_t bfl, size_t afl, int T);
+
 ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
   own_blocks b;
   choose_blocks(m, &b);
   const int T = ot__mm_own_threads(m);
   size_t bfl, afl;
   pack_floats(m, &b, &bfl, &afl);
-  const size_t wsb = 4 * (bfl + (size_t)T * afl);   // ot__mm_own_ws(m, T), from the blocks at hand
-  float *ws = ot_scratch_slot(OT_SCRATCH_GEMM, wsb);
+  const int detour = c_detour(m);
+  const size_t wsb = 4 * (bfl + (size_t)T * afl), cb = detour ? (size_t)m->M * m->N * 4 + 64 : 0;   // ot__mm_own_ws
+  float *ws = ot_scratch_slot(OT_SCRATCH_GEMM, wsb + cb);
   if (!ws)
-    return ot_error(OT_ENOMEM, "%s: own GEMM M=%d N=%d K=%d: no workspace (%zu bytes)", fn, m->M, m->N, m->K, wsb);
+    return ot_error(OT_ENOMEM, "%s: own GEMM M=%d N=%d K=%d: no workspace (%zu bytes)", fn, m->M, m->N, m->K,
+                    wsb + cb);
+  if (!detour) { own_run(m, &b, ws, bfl, afl, T); return OT_OK; }
+  // the f32 C (see c_detour): C's values first where beta reads them, rounded into C after
+  float *cf = (float *)(((uintptr_t)ws + wsb + 63) & ~(uintptr_t)63);
+  ot_mm f = *m;
+  f.cdt = OT_F32; f.C = cf; f.ldc = m->N;
+  const size_t ces = ot_dtype_size(m->cdt);
+  if (m->beta != 0.0f)
+    for (int i = 0; i < m->M; i++) {
+      const uint16_t *src = (const uint16_t *)((const char *)m->C + (size_t)i * m->ldc * ces);
+      if (m->cdt == OT_BF16) ot_cvt_bf16_to_f32(src, cf + (size_t)i * m->N, (size_t)m->N);
+      else ot_cvt_f16_to_f32(src, cf + (size_t)i * m->N, (size_t)m->N);
+    }
+  own_run(&f, &b, ws, bfl, afl, T);
+  for (int i = 0; i < m->M; i++) {
+    uint16_t *dst = (uint16_t *)((char *)m->C + (size_t)i * m->ldc * ces);
+    if (m->cdt == OT_BF16) ot_cvt_f32_to_bf16(cf + (size_t)i * m->N, dst, (size_t)m->N);
+    else ot_cvt_f32_to_f16(cf + (size_t)i * m->N, dst, (size_t)m->N);
+  }
+  return OT_OK;
+}
+
+// The blocked GEMM of m (see the file comment) with blocks b on T threads; ws holds the
+// packed B group (bfl floats) and T packed A blocks (afl floats each).
+static void own_run(const ot_mm *m, const own_blocks *bp, float *ws, size_t bfl, size_t afl, int T) {
+  const own_blocks b = *bp;
   float *bbuf = ws, *abuf = ws + bfl;
   const int csk = ot__sk(m->cdt), ask = ot__sk(m->adt), bsk = ot__sk(m->bdt);
   const size_t ces = ot_dtype_size(m->cdt);
@@ -262,5 +302,4 @@ ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
     }
   }
   ot__gemm_count(m, ot_now() - t0);
-  return OT_OK;
 }
