@@ -67,8 +67,9 @@ static const cpu_caches *caches(void) {
 // A 16-bit C over a contraction longer than one k-block is computed into an f32 C of the
 // library's (M x N, at most C_DETOUR_MAX bytes) with the usual blocks, then rounded once
 // into C; without it the whole contraction had to be one k-block (KC = K), whose panels
-// overflow the caches: the bf16 LM head's input gradient (K = 50304) ran at 0.66x of
-// oneDNN's converting path, the fc projection's forward (K = 3072) at 0.86x.
+// overflow the caches: on their measurement slices the bf16 LM head's input gradient
+// (K = 50304) ran at 0.66x of oneDNN's converting path, the fc projection's forward
+// (K = 3072) at 0.86x.
 #define C_DETOUR_MAX ((size_t)32 << 20)
 static int c_detour(const ot_mm *m) {
   const long kc1 = caches()->l1 / (4L * 16);
@@ -110,7 +111,7 @@ static void choose_blocks(const ot_mm *m, own_blocks *b) {
   if (set_mc <= 0 && T > 1 && b->nic >= 2 * T) {   // (fewer blocks: split by columns too)
     // blocks that the threads share evenly: a multiple of T of them, their sizes differing
     // by one micro-panel at most. 2048 rows in blocks of 288 made 8 blocks, the last of 32
-    // rows: one thread ran 4 full blocks, the other 3 and the stub (qkv dx measured at 80%
+    // rows: one thread ran 4 full blocks, the other 3 and the short one (qkv dx measured at 80%
     // of the FMA peak, 89% with 8 x 256).
     const int np = (m->M + b->mr - 1) / b->mr;
     b->nic = (b->nic + T - 1) / T * T;
