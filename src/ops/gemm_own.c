@@ -207,6 +207,17 @@ static int direct_b(const ot_mm *m, const own_blocks *b) {
 
 static void own_run(const ot_mm *m, const own_blocks *bp, float *ws, size_t bfl, size_t afl, int T);
 
+// m's 16-bit C [M, N] (ldc) and the f32 C cf [M, N] (ldc N): cf into C (to16), else C into cf.
+static void c16_rows(const ot_mm *m, float *cf, bool to16) {
+  const size_t ces = ot_dtype_size(m->cdt);
+  for (int i = 0; i < m->M; i++) {
+    char *c = (char *)m->C + (size_t)i * m->ldc * ces;
+    float *f = cf + (size_t)i * m->N;
+    if (to16) ot_convert(f, OT_F32, c, m->cdt, (size_t)m->N);   // (f32 <-> bf16 / f16: cannot fail)
+    else ot_convert(c, m->cdt, f, OT_F32, (size_t)m->N);
+  }
+}
+
 ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
   own_blocks b;
   choose_blocks(m, &b);
@@ -224,19 +235,9 @@ ot_status ot__mm_own_run(const ot_mm *m, const char *fn) {
   float *cf = (float *)(((uintptr_t)ws + wsb + 63) & ~(uintptr_t)63);
   ot_mm f = *m;
   f.cdt = OT_F32; f.C = cf; f.ldc = m->N;
-  const size_t ces = ot_dtype_size(m->cdt);
-  if (m->beta != 0.0f)
-    for (int i = 0; i < m->M; i++) {
-      const uint16_t *src = (const uint16_t *)((const char *)m->C + (size_t)i * m->ldc * ces);
-      if (m->cdt == OT_BF16) ot_cvt_bf16_to_f32(src, cf + (size_t)i * m->N, (size_t)m->N);
-      else ot_cvt_f16_to_f32(src, cf + (size_t)i * m->N, (size_t)m->N);
-    }
+  if (m->beta != 0.0f) c16_rows(m, cf, false);
   own_run(&f, &b, ws, bfl, afl, T);
-  for (int i = 0; i < m->M; i++) {
-    uint16_t *dst = (uint16_t *)((char *)m->C + (size_t)i * m->ldc * ces);
-    if (m->cdt == OT_BF16) ot_cvt_f32_to_bf16(cf + (size_t)i * m->N, dst, (size_t)m->N);
-    else ot_cvt_f32_to_f16(cf + (size_t)i * m->N, dst, (size_t)m->N);
-  }
+  c16_rows(m, cf, true);
   return OT_OK;
 }
 
